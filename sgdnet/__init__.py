@@ -1,0 +1,43 @@
+"""sgdnet: predict the throughput of distributed SGD with stochastic timed Petri nets.
+
+The curated public API. Subsystems add their names here explicitly (no ``import *``).
+"""
+
+from __future__ import annotations
+
+from . import units
+from .errors import (
+    AnalysisError,
+    ClusterError,
+    DeadlockError,
+    DistributionError,
+    NetError,
+    NotEventGraphError,
+    ProfileError,
+    SgdnetError,
+    SimulationError,
+    StudyError,
+    UnitError,
+    UnknownNameError,
+    VariantError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "__version__",
+    "units",
+    "SgdnetError",
+    "UnitError",
+    "DistributionError",
+    "NetError",
+    "DeadlockError",
+    "SimulationError",
+    "AnalysisError",
+    "NotEventGraphError",
+    "ProfileError",
+    "ClusterError",
+    "UnknownNameError",
+    "VariantError",
+    "StudyError",
+]
