@@ -1,0 +1,425 @@
+"""The Net builder: places, resources, transitions, gates and modulators.
+
+A :class:`Net` is a plain description (names, arcs, distributions, tags). It does not simulate;
+:func:`sgdnet.net.compile_net` flattens it into arrays for the engine. Names are unique per kind
+and every builder call returns its node, so arcs may be given by node or by name.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..dists import Distribution, as_distribution
+from ..errors import NetError
+
+__all__ = ["Net", "Place", "Resource", "Transition", "Gate", "Modulator", "DISCIPLINES", "GATE_KINDS"]
+
+DISCIPLINES = ("fifo", "priority", "ps")
+GATE_KINDS = ("lag", "dynamic_lag")
+MODULATOR_KINDS = ("iid", "markov")
+
+
+@dataclass(eq=False)
+class Place:
+    """A place: ``name`` and initial ``tokens``; ``tags`` for grouping (e.g. ``worker``)."""
+
+    name: str
+    tokens: int = 0
+    tags: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class Resource:
+    """A server pool held by transitions while they run.
+
+    ``discipline``: ``fifo`` (by request time; ties by priority then declaration order),
+    ``priority`` (lowest transition priority first, FIFO among equals) or ``ps`` (processor
+    sharing: all holders progress at rate ``min(1, capacity / n_holders)``; never queues).
+    ``tags`` such as ``host="worker3"``, ``kind="nic_up"`` drive lanes, traces and reports.
+    """
+
+    name: str
+    capacity: int = 1
+    discipline: str = "fifo"
+    tags: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class Transition:
+    """An elementary operation (see DESIGN.md, *Firing*).
+
+    Attributes
+    ----------
+    inputs, outputs : dict place name -> weight (>= 1)
+    inhibitors : dict place name -> threshold; enabled only while tokens < threshold
+    resources : tuple of resource names, acquired all at once
+    servers : int >= 1 or ``math.inf`` (concurrent firings of this transition)
+    priority : int; lower is served first by ``priority`` resources and breaks ``fifo`` ties
+    tags : dict, e.g. ``worker=3, kind="compute", layer=17, step=True``
+    modulator : name of a modulator whose current value multiplies sampled durations
+    gate : ``(gate name, member index)``: the transition is guarded by that gate member
+    """
+
+    name: str
+    duration: Distribution
+    inputs: dict[str, int] = field(default_factory=dict)
+    outputs: dict[str, int] = field(default_factory=dict)
+    inhibitors: dict[str, int] = field(default_factory=dict)
+    resources: tuple[str, ...] = ()
+    servers: float = 1
+    priority: int = 0
+    tags: dict[str, Any] = field(default_factory=dict)
+    modulator: str | None = None
+    gate: tuple[str, int] | None = None
+
+    @property
+    def is_step(self) -> bool:
+        """True when this transition's firings count as steps."""
+        return bool(self.tags.get("step", False))
+
+
+@dataclass
+class Gate:
+    """A built-in guard evaluated inside the kernel.
+
+    ``counters[i]`` is the transition whose completions count member ``i``'s progress (e.g.
+    worker i's gradient push). A transition guarded by ``(gate, i)`` may start only when:
+
+    - ``lag``: ``count[i] - min(count) <= s`` (stale synchronous parallel);
+    - ``dynamic_lag``: DSSP. On each completion of ``counters[p]``: if p has allowance left it
+      uses one and is released; else if ``count[p] - min(count) <= s_lower`` it is released; else
+      if p is (one of) the fastest, the controller picks ``r*`` in ``[0, r_max]`` from the last two
+      completion times of the fastest and the slowest members (the ``r`` for which the fastest's
+      predicted completion ``t_f + r * I_f`` lies closest to the slowest's predicted next one
+      ``t_s + I_s``); if ``r* > 0`` p is released with ``r* - 1`` allowance left. A guarded start
+      consumes the release. Otherwise p waits until ``count[p] - min(count) <= s_lower``.
+    """
+
+    name: str
+    kind: str
+    counters: tuple[str, ...]
+    s: int = 0
+    s_lower: int = 0
+    r_max: int = 0
+
+
+@dataclass
+class Modulator:
+    """A random multiplier of durations shared by the transitions that name it.
+
+    - ``iid``: a value drawn from ``multiplier`` each time a transition in ``resample_on``
+      starts (that transition, if it names the modulator, already sees the new value); the initial
+      value is drawn at time 0.
+    - ``markov``: a two-state continuous-time chain, value 1 in the fast state and ``slow_factor``
+      in the slow state, exponential sojourns with means ``mean_fast`` and ``mean_slow`` seconds;
+      the initial state is drawn from the stationary law. A transition sees the state at its start.
+    """
+
+    name: str
+    kind: str
+    multiplier: Distribution | None = None
+    resample_on: tuple[str, ...] = ()
+    slow_factor: float = 1.0
+    mean_fast: float = 1.0
+    mean_slow: float = 1.0
+
+
+def _name_of(x, what: str) -> str:
+    if isinstance(x, str):
+        return x
+    n = getattr(x, "name", None)
+    if isinstance(n, str):
+        return n
+    raise NetError(f"{what} {x!r} is neither a name nor a net node")
+
+
+def _arcs(arcs, what: str) -> dict[str, int]:
+    if arcs is None:
+        return {}
+    if isinstance(arcs, (str, Place)):
+        arcs = [arcs]
+    out: dict[str, int] = {}
+    items = arcs.items() if isinstance(arcs, Mapping) else ((a, 1) for a in arcs)
+    for k, w in items:
+        name = _name_of(k, what)
+        if name in out:
+            raise NetError(f"{what} lists place {name!r} twice; give one arc with the summed weight")
+        out[name] = w
+    return out
+
+
+class Net:
+    """A stochastic timed Petri net with queueing resources.
+
+    Examples
+    --------
+    >>> from sgdnet import Net, Exponential
+    >>> net = Net("mm1")
+    >>> q = net.place("queue"); idle = net.place("idle", tokens=1)
+    >>> cpu = net.resource("cpu")
+    >>> _ = net.transition("arrive", Exponential(1.0), inputs={idle: 1}, outputs={q: 1, idle: 1})
+    """
+
+    def __init__(self, name: str = "net"):
+        if not isinstance(name, str) or not name:
+            raise NetError(f"net name {name!r} must be a non-empty string")
+        self.name = name
+        self.places: dict[str, Place] = {}
+        self.resources: dict[str, Resource] = {}
+        self.transitions: dict[str, Transition] = {}
+        self.gates: dict[str, Gate] = {}
+        self.modulators: dict[str, Modulator] = {}
+        self.meta: dict[str, Any] = {}
+
+    # ----------------------------------------------------------------- builders
+    def _fresh(self, name, table: dict, kind: str) -> str:
+        if not isinstance(name, str) or not name:
+            raise NetError(f"{kind} name {name!r} must be a non-empty string", self.name)
+        if name in table:
+            raise NetError(f"{kind} name {name!r} is already used; names must be unique", self.name)
+        return name
+
+    def place(self, name: str, tokens: int = 0, **tags) -> Place:
+        """Add a place with ``tokens`` initial tokens."""
+        self._fresh(name, self.places, "place")
+        p = Place(name, tokens, dict(tags))
+        self.places[name] = p
+        return p
+
+    def resource(self, name: str, capacity: int = 1, discipline: str = "fifo", **tags) -> Resource:
+        """Add a resource (server pool) of ``capacity`` servers and a queue ``discipline``."""
+        self._fresh(name, self.resources, "resource")
+        r = Resource(name, capacity, discipline, dict(tags))
+        self.resources[name] = r
+        return r
+
+    def transition(
+        self,
+        name: str,
+        duration=0.0,
+        inputs=None,
+        outputs=None,
+        inhibitors=None,
+        resources: Iterable | None = None,
+        servers: float = 1,
+        priority: int = 0,
+        tags: Mapping[str, Any] | None = None,
+        modulator=None,
+        gate=None,
+    ) -> Transition:
+        """Add a transition; see :class:`Transition` for the arguments."""
+        self._fresh(name, self.transitions, "transition")
+        try:
+            dist = as_distribution(duration)
+        except Exception as e:  # DistributionError
+            raise type(e)(f"transition {name!r}: {e}") from None
+        res = () if resources is None else tuple(
+            _name_of(r, f"transition {name!r} resource") for r in ([resources] if isinstance(resources, (str, Resource)) else resources)
+        )
+        g = None
+        if gate is not None:
+            if not (isinstance(gate, tuple) and len(gate) == 2):
+                raise NetError(f"transition {name!r}: gate={gate!r} must be a (gate name, member index) pair", self.name)
+            g = (_name_of(gate[0], "gate"), gate[1])
+        t = Transition(
+            name=name,
+            duration=dist,
+            inputs=_arcs(inputs, f"transition {name!r} inputs"),
+            outputs=_arcs(outputs, f"transition {name!r} outputs"),
+            inhibitors=_arcs(inhibitors, f"transition {name!r} inhibitors"),
+            resources=res,
+            servers=servers,
+            priority=priority,
+            tags=dict(tags or {}),
+            modulator=None if modulator is None else _name_of(modulator, "modulator"),
+            gate=g,
+        )
+        self.transitions[name] = t
+        return t
+
+    def gate(self, name: str, kind: str, counters: Iterable, *, s: int = 0, s_lower: int = 0, r_max: int = 0) -> Gate:
+        """Add a ``lag`` (SSP, threshold ``s``) or ``dynamic_lag`` (DSSP, ``s_lower``, ``r_max``) gate.
+
+        ``counters`` lists one transition per member; guard a transition of member ``i`` with
+        ``transition(..., gate=(name, i))``.
+        """
+        self._fresh(name, self.gates, "gate")
+        g = Gate(name, kind, tuple(_name_of(c, f"gate {name!r} counter") for c in counters), s, s_lower, r_max)
+        self.gates[name] = g
+        return g
+
+    def modulator(self, name: str, multiplier, resample_on: Iterable) -> Modulator:
+        """Add an ``iid`` modulator: ``multiplier`` redrawn whenever a ``resample_on`` transition starts."""
+        self._fresh(name, self.modulators, "modulator")
+        m = Modulator(
+            name, "iid", as_distribution(multiplier),
+            tuple(_name_of(t, f"modulator {name!r} resample_on") for t in resample_on),
+        )
+        self.modulators[name] = m
+        return m
+
+    def markov_modulator(self, name: str, slow_factor: float, mean_fast, mean_slow) -> Modulator:
+        """Add a two-state (fast = 1, slow = ``slow_factor``) Markov modulator with mean sojourns in seconds."""
+        from ..units import seconds
+
+        self._fresh(name, self.modulators, "modulator")
+        m = Modulator(
+            name, "markov", slow_factor=slow_factor,
+            mean_fast=seconds(mean_fast, what=f"modulator {name!r} mean_fast"),
+            mean_slow=seconds(mean_slow, what=f"modulator {name!r} mean_slow"),
+        )
+        self.modulators[name] = m
+        return m
+
+    # ---------------------------------------------------------------- queries
+    def step_transitions(self) -> list[str]:
+        """Names of transitions tagged ``step=True``."""
+        return [t.name for t in self.transitions.values() if t.is_step]
+
+    def tag_values(self, tag: str) -> list:
+        """Distinct values of ``tag`` over transitions, in first-seen order."""
+        seen: dict = {}
+        for t in self.transitions.values():
+            if tag in t.tags:
+                seen.setdefault(t.tags[tag], None)
+        return list(seen)
+
+    def is_event_graph(self) -> bool:
+        """True when every place has exactly one producer and one consumer, weights are 1, and
+        there are no resources, inhibitors, gates or modulators."""
+        return not self.event_graph_violations()
+
+    def event_graph_violations(self) -> list[str]:
+        """Reasons this net is not a timed event graph (empty list if it is one)."""
+        out: list[str] = []
+        prod: dict[str, list[str]] = {p: [] for p in self.places}
+        cons: dict[str, list[str]] = {p: [] for p in self.places}
+        for t in self.transitions.values():
+            if t.resources:
+                out.append(f"transition {t.name!r} holds resources {list(t.resources)}")
+            if t.inhibitors:
+                out.append(f"transition {t.name!r} has inhibitor arcs")
+            if t.gate is not None:
+                out.append(f"transition {t.name!r} is guarded by gate {t.gate[0]!r}")
+            if t.modulator is not None:
+                out.append(f"transition {t.name!r} uses modulator {t.modulator!r}")
+            for p, w in t.inputs.items():
+                cons.setdefault(p, []).append(t.name)
+                if w != 1:
+                    out.append(f"arc {p!r} -> {t.name!r} has weight {w}, not 1")
+            for p, w in t.outputs.items():
+                prod.setdefault(p, []).append(t.name)
+                if w != 1:
+                    out.append(f"arc {t.name!r} -> {p!r} has weight {w}, not 1")
+        for p in self.places:
+            if len(prod[p]) != 1 or len(cons[p]) != 1:
+                out.append(f"place {p!r} has producers {prod[p]} and consumers {cons[p]} (needs exactly one each)")
+        return out
+
+    # ------------------------------------------------------------- validation
+    def problems(self) -> list[str]:
+        """Every structural problem of the net (empty when valid)."""
+        P: list[str] = []
+        if not self.transitions:
+            P.append("the net has no transitions; add at least one with net.transition(...)")
+        for p in self.places.values():
+            if isinstance(p.tokens, bool) or not isinstance(p.tokens, int) or p.tokens < 0:
+                P.append(f"place {p.name!r}: tokens={p.tokens!r} must be an integer >= 0")
+        used_res: set[str] = set()
+        for r in self.resources.values():
+            if isinstance(r.capacity, bool) or not isinstance(r.capacity, int) or r.capacity < 1:
+                P.append(f"resource {r.name!r}: capacity={r.capacity!r} must be an integer >= 1")
+            if r.discipline not in DISCIPLINES:
+                P.append(f"resource {r.name!r}: discipline={r.discipline!r} is unknown; use one of {list(DISCIPLINES)}")
+        for t in self.transitions.values():
+            where = f"transition {t.name!r}"
+            for kind, arcs in (("input", t.inputs), ("output", t.outputs), ("inhibitor", t.inhibitors)):
+                for p, w in arcs.items():
+                    if p not in self.places:
+                        P.append(f"{where}: {kind} place {p!r} does not exist; declare it with net.place({p!r})")
+                    if isinstance(w, bool) or not isinstance(w, int) or w < 1:
+                        what = "threshold" if kind == "inhibitor" else "weight"
+                        P.append(f"{where}: {kind} arc {p!r} has {what} {w!r}; it must be an integer >= 1")
+            if not t.inputs and not t.inhibitors:
+                P.append(f"{where} has no input places, so it would fire forever; give it an input or an inhibitor arc")
+            for r in t.resources:
+                if r not in self.resources:
+                    P.append(f"{where}: resource {r!r} does not exist; declare it with net.resource({r!r})")
+                used_res.add(r)
+            if len(set(t.resources)) != len(t.resources):
+                P.append(f"{where}: resources {list(t.resources)} list one twice")
+            s = t.servers
+            if not (s == math.inf or (isinstance(s, int) and not isinstance(s, bool) and s >= 1)):
+                P.append(f"{where}: servers={s!r} must be an integer >= 1 or math.inf")
+            if isinstance(t.priority, bool) or not isinstance(t.priority, int):
+                P.append(f"{where}: priority={t.priority!r} must be an integer")
+            if t.modulator is not None and t.modulator not in self.modulators:
+                P.append(f"{where}: modulator {t.modulator!r} does not exist; known: {sorted(self.modulators)}")
+            if t.gate is not None:
+                gname, member = t.gate
+                g = self.gates.get(gname)
+                if g is None:
+                    P.append(f"{where}: gate {gname!r} does not exist; known: {sorted(self.gates)}")
+                elif not (isinstance(member, int) and 0 <= member < len(g.counters)):
+                    P.append(f"{where}: gate member {member!r} is out of range 0..{len(g.counters) - 1} of gate {gname!r}")
+        for r in self.resources:
+            if r not in used_res:
+                P.append(f"resource {r!r} is held by no transition; remove it or add it to a transition's resources")
+        for g in self.gates.values():
+            where = f"gate {g.name!r}"
+            if g.kind not in GATE_KINDS:
+                P.append(f"{where}: kind={g.kind!r} is unknown; use one of {list(GATE_KINDS)}")
+            if len(g.counters) < 1:
+                P.append(f"{where} has no counters; give one counter transition per member")
+            for c in g.counters:
+                if c not in self.transitions:
+                    P.append(f"{where}: counter transition {c!r} does not exist")
+            for k in ("s", "s_lower", "r_max"):
+                v = getattr(g, k)
+                if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                    P.append(f"{where}: {k}={v!r} must be an integer >= 0")
+            if not any(t.gate is not None and t.gate[0] == g.name for t in self.transitions.values()):
+                P.append(f"{where} guards no transition; pass gate=({g.name!r}, i) to the guarded transitions")
+        for m in self.modulators.values():
+            where = f"modulator {m.name!r}"
+            if m.kind == "iid":
+                for t in m.resample_on:
+                    if t not in self.transitions:
+                        P.append(f"{where}: resample_on transition {t!r} does not exist")
+                if not m.resample_on:
+                    P.append(f"{where}: resample_on is empty, so its value would never change; use a constant factor instead")
+            elif m.kind == "markov":
+                if not (isinstance(m.slow_factor, (int, float)) and math.isfinite(m.slow_factor) and m.slow_factor > 0):
+                    P.append(f"{where}: slow_factor={m.slow_factor!r} must be a finite number > 0")
+                for k in ("mean_fast", "mean_slow"):
+                    if not getattr(m, k) > 0:
+                        P.append(f"{where}: {k}={getattr(m, k)!r} must be > 0 seconds")
+            else:
+                P.append(f"{where}: kind={m.kind!r} is unknown; use one of {list(MODULATOR_KINDS)}")
+        return P
+
+    def validate(self) -> Net:
+        """Raise :class:`~sgdnet.NetError` listing every structural problem; return ``self`` if valid."""
+        P = self.problems()
+        if P:
+            raise NetError(P, self.name)
+        return self
+
+    # ------------------------------------------------------------------ misc
+    def copy(self, name: str | None = None) -> Net:
+        """A deep copy (distributions are immutable and shared)."""
+        import copy
+
+        n = copy.deepcopy(self)
+        if name:
+            n.name = name
+        return n
+
+    def __repr__(self) -> str:
+        return (
+            f"Net({self.name!r}: {len(self.places)} places, {len(self.transitions)} transitions, "
+            f"{len(self.resources)} resources, {len(self.gates)} gates, {len(self.modulators)} modulators)"
+        )
