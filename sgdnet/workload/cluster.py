@@ -1,0 +1,312 @@
+"""Cluster descriptions: workers, their speeds, NICs, parameter servers and noise.
+
+All quantities are stored as SI floats (seconds, bytes, bytes/second) after construction;
+strings with units are accepted everywhere a quantity is (``"10Gbps"``, ``"50us"``, ``"1MB"``).
+
+Parameter-server sharding follows MXNet's kvstore rule: a tensor smaller than
+``shard_min_bytes`` goes whole to one shard, a larger one is split evenly over all shards.
+MXNet picks the shard of a small tensor by a hash of its key; here it is round-robin by layer
+index (``layer_index % ps_shards``) in :meth:`Cluster.shard_tensor`, or greedy least-loaded in
+:meth:`Cluster.shard_plan`. ``shard_min_bytes=0`` splits everything, ``float('inf')`` keeps
+every tensor whole.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .. import units
+from ..errors import ClusterError, UnitError
+from . import _quantity as _q
+
+__all__ = ["Cluster", "PLACEMENTS"]
+
+#: Where parameter-server shards run.
+PLACEMENTS = ("dedicated", "colocated")
+
+
+def _rate(value: Any, field: str) -> float:
+    try:
+        return units.bandwidth(value, what=f"Cluster.{field}")
+    except UnitError as e:
+        raise UnitError(f"{e} (e.g. {field}='10Gbps' or a number of bytes/s > 0)") from None
+
+
+def _time(value: Any, field: str) -> float:
+    try:
+        return _q.seconds(value, what=f"Cluster.{field}")
+    except UnitError as e:
+        raise UnitError(f"{e} (e.g. {field}='50us' or a number of seconds >= 0)") from None
+
+
+def _size(value: Any, field: str) -> float:
+    if isinstance(value, float) and value == math.inf:
+        return math.inf
+    try:
+        return units.nbytes(value, what=f"Cluster.{field}")
+    except UnitError as e:
+        raise UnitError(f"{e} (e.g. {field}='1MB', 0, or float('inf'))") from None
+
+
+def _count(value: Any, field: str, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            isinstance(value, float) and not value.is_integer()):
+        raise ClusterError(f"Cluster.{field}={value!r}: must be an integer number of {what} >= 1")
+    if value < 1:
+        raise ClusterError(f"Cluster.{field}={value!r}: must be >= 1 (number of {what})")
+    return int(value)
+
+
+def _cvf(value: Any, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ClusterError(f"Cluster.{field}={value!r}: must be a number (coefficient of "
+                           "variation, e.g. 0.05)")
+    x = float(value)
+    if not math.isfinite(x) or x < 0:
+        raise ClusterError(f"Cluster.{field}={value!r}: a CV must be finite and >= 0 "
+                           "(0 = deterministic, 0.05 = 5% noise)")
+    return x
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A homogeneous-network cluster of data-parallel workers and optional parameter servers.
+
+    Parameters
+    ----------
+    workers : int
+        Number of workers (one per host), >= 1.
+    speeds : sequence of float or None
+        Per-worker speed factor; worker ``i``'s compute time is the profile time / ``speeds[i]``.
+        ``None`` means all 1.0. Length must equal ``workers``.
+    bandwidth : float or str
+        Per-host NIC bandwidth in each direction (bytes/s or ``"10Gbps"``).
+    uplink, downlink : float or str or None
+        Override the send (host -> network) / receive direction; default ``bandwidth``. Unset
+        overrides stay ``None`` (so :meth:`replace` of ``bandwidth`` carries them along); read
+        the effective figures with :meth:`up_bw` / :meth:`down_bw` / :meth:`ps_up_bw`.
+    latency : float or str
+        One-way latency of a message, seconds (``"50us"``).
+    ps_shards : int
+        Number of parameter-server shards (ignored by PS-free variants).
+    ps_placement : {"dedicated", "colocated"}
+        ``"dedicated"``: each shard on its own host with NIC ``ps_bandwidth``; ``"colocated"``:
+        shard ``k`` runs on worker ``k``'s host and shares its NIC (needs ``ps_shards <= workers``).
+    ps_bandwidth : float or str or None
+        NIC of a dedicated PS host, each direction; default ``bandwidth``.
+    update_s_per_byte : float or str
+        Server (or optimizer) update cost per gradient byte, seconds/byte.
+    update_s_per_layer : float or str
+        Fixed server update cost per tensor (or tensor piece) applied, seconds.
+    compute_cv, comm_cv : float
+        Coefficient of variation of compute and of transfer durations (0 = deterministic).
+    shard_min_bytes : float or str
+        MXNet-style sharding bound: smaller tensors go whole to one shard, larger ones are split
+        evenly over all shards.
+    straggler : object or None
+        Straggler model (see ``sgdnet.workload.stragglers``); stored as given.
+
+    Raises
+    ------
+    ClusterError
+        Bad counts, speeds, placement or CVs.
+    UnitError
+        A quantity does not parse or is out of range (e.g. zero bandwidth, unknown unit).
+
+    Examples
+    --------
+    >>> c = Cluster(workers=4, bandwidth="10Gbps", latency="50us", ps_shards=2)
+    >>> c.up_bw(0), c.latency
+    (1250000000.0, 5e-05)
+    """
+
+    workers: int = 1
+    speeds: tuple[float, ...] | None = None
+    bandwidth: float | str = "10Gbps"
+    uplink: float | str | None = None
+    downlink: float | str | None = None
+    latency: float | str = "50us"
+    ps_shards: int = 1
+    ps_placement: str = "dedicated"
+    ps_bandwidth: float | str | None = None
+    update_s_per_byte: float | str = 0.0
+    update_s_per_layer: float | str = 0.0
+    compute_cv: float = 0.0
+    comm_cv: float = 0.0
+    shard_min_bytes: float | str = "1MB"
+    straggler: object | None = None
+
+    def __post_init__(self) -> None:
+        s = object.__setattr__
+        n = _count(self.workers, "workers", "workers")
+        s(self, "workers", n)
+        if self.speeds is not None:
+            sp = self.speeds
+            if isinstance(sp, (str, bytes)) or not isinstance(sp, Sequence):
+                raise ClusterError(f"Cluster.speeds={sp!r}: must be a sequence of {n} positive "
+                                   "speed factors, or None for all 1.0")
+            if len(sp) != n:
+                raise ClusterError(f"Cluster.speeds has {len(sp)} entries but workers={n}; give "
+                                   "one speed factor per worker (or None for all 1.0)")
+            vals = []
+            for i, v in enumerate(sp):
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
+                        math.isfinite(v) and v > 0):
+                    raise ClusterError(f"Cluster.speeds[{i}]={v!r}: a speed factor must be a "
+                                       "finite number > 0 (1.0 = reference, 0.5 = twice slower)")
+                vals.append(float(v))
+            s(self, "speeds", tuple(vals))
+        bw = _rate(self.bandwidth, "bandwidth")
+        s(self, "bandwidth", bw)
+        # Overrides stay None when not given, so replace(bandwidth=...) moves them too.
+        for f in ("uplink", "downlink", "ps_bandwidth"):
+            v = getattr(self, f)
+            s(self, f, None if v is None else _rate(v, f))
+        s(self, "latency", _time(self.latency, "latency"))
+        k = _count(self.ps_shards, "ps_shards", "parameter-server shards")
+        s(self, "ps_shards", k)
+        if self.ps_placement not in PLACEMENTS:
+            raise ClusterError(f"Cluster.ps_placement={self.ps_placement!r}: unknown placement; "
+                               f"use one of {list(PLACEMENTS)}")
+        if self.ps_placement == "colocated" and k > n:
+            raise ClusterError(f"Cluster: ps_shards={k} colocated shards need at least {k} "
+                               f"workers to sit beside, got workers={n}; use fewer shards or "
+                               "ps_placement='dedicated'")
+        s(self, "update_s_per_byte", _time(self.update_s_per_byte, "update_s_per_byte"))
+        s(self, "update_s_per_layer", _time(self.update_s_per_layer, "update_s_per_layer"))
+        s(self, "compute_cv", _cvf(self.compute_cv, "compute_cv"))
+        s(self, "comm_cv", _cvf(self.comm_cv, "comm_cv"))
+        s(self, "shard_min_bytes", _size(self.shard_min_bytes, "shard_min_bytes"))
+
+    # ------------------------------------------------------------------ per-host figures
+    def _worker(self, i: int) -> int:
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.workers:
+            raise ClusterError(f"worker index {i!r} out of range; valid: 0..{self.workers - 1}")
+        return i
+
+    def _shard(self, k: int) -> int:
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < self.ps_shards:
+            raise ClusterError(f"PS shard index {k!r} out of range; valid: 0..{self.ps_shards - 1}")
+        return k
+
+    def speed(self, i: int) -> float:
+        """Speed factor of worker ``i`` (compute time is divided by it)."""
+        self._worker(i)
+        return 1.0 if self.speeds is None else self.speeds[i]
+
+    def up_bw(self, i: int) -> float:
+        """Send bandwidth of worker ``i``'s host NIC, bytes/s."""
+        self._worker(i)
+        return float(self.bandwidth if self.uplink is None else self.uplink)
+
+    def down_bw(self, i: int) -> float:
+        """Receive bandwidth of worker ``i``'s host NIC, bytes/s."""
+        self._worker(i)
+        return float(self.bandwidth if self.downlink is None else self.downlink)
+
+    def ps_host(self, k: int) -> int | None:
+        """Worker whose host runs PS shard ``k`` (colocated), or ``None`` (dedicated host)."""
+        self._shard(k)
+        return k if self.ps_placement == "colocated" else None
+
+    def ps_up_bw(self, k: int) -> float:
+        """Send bandwidth of the NIC PS shard ``k`` uses (its host's NIC if colocated)."""
+        h = self.ps_host(k)
+        if h is not None:
+            return self.up_bw(h)
+        return float(self.bandwidth if self.ps_bandwidth is None else self.ps_bandwidth)
+
+    def ps_down_bw(self, k: int) -> float:
+        """Receive bandwidth of the NIC PS shard ``k`` uses (its host's NIC if colocated)."""
+        h = self.ps_host(k)
+        if h is not None:
+            return self.down_bw(h)
+        return float(self.bandwidth if self.ps_bandwidth is None else self.ps_bandwidth)
+
+    # ------------------------------------------------------------------ sharding and updates
+    def shard_tensor(self, layer_index: int, nbytes: float | str) -> list[tuple[int, float]]:
+        """Pieces ``(shard, bytes)`` a tensor of ``nbytes`` is sent as (deterministic).
+
+        A tensor with ``nbytes < shard_min_bytes`` goes whole to shard
+        ``layer_index % ps_shards``; otherwise it is split into ``ps_shards`` equal pieces, one
+        per shard, in shard order. A zero-byte tensor yields one empty piece.
+        """
+        if isinstance(layer_index, bool) or not isinstance(layer_index, int) or layer_index < 0:
+            raise ClusterError(f"layer_index {layer_index!r} must be an integer >= 0")
+        b = units.nbytes(nbytes, what="tensor size")
+        k = self.ps_shards
+        if k == 1 or b < self.shard_min_bytes or b == 0:
+            return [(layer_index % k, b)]
+        return [(j, b / k) for j in range(k)]
+
+    def shard_plan(self, sizes: Sequence[float], policy: str = "round_robin"
+                   ) -> list[list[tuple[int, float]]]:
+        """Shard pieces for every tensor of a model, ``sizes[i]`` bytes for layer ``i``.
+
+        ``policy="round_robin"`` is :meth:`shard_tensor` applied to each layer;
+        ``policy="least_loaded"`` sends each small tensor (in layer order) whole to the shard
+        with the fewest bytes so far (ties: lowest shard index), large tensors split evenly.
+        """
+        if policy not in ("round_robin", "least_loaded"):
+            raise ClusterError(f"unknown shard policy {policy!r}; use 'round_robin' or "
+                               "'least_loaded'")
+        if policy == "round_robin":
+            return [self.shard_tensor(i, b) for i, b in enumerate(sizes)]
+        load = [0.0] * self.ps_shards
+        plan = []
+        for i, raw in enumerate(sizes):
+            pieces = self.shard_tensor(i, raw)
+            if len(pieces) == 1:
+                j = min(range(self.ps_shards), key=lambda s: (load[s], s))
+                pieces = [(j, pieces[0][1])]
+            for j, b in pieces:
+                load[j] += b
+            plan.append(pieces)
+        return plan
+
+    def update_time(self, nbytes: float | str) -> float:
+        """Server time to apply one tensor (piece) of ``nbytes``:
+        ``update_s_per_layer + update_s_per_byte * nbytes`` seconds."""
+        b = units.nbytes(nbytes, what="update size")
+        return float(self.update_s_per_layer) + float(self.update_s_per_byte) * b
+
+    # ------------------------------------------------------------------ misc
+    def replace(self, **changes: Any) -> Cluster:
+        """A copy with some fields changed (validated again)."""
+        names = {f.name for f in dataclasses.fields(self)}
+        bad = sorted(set(changes) - names)
+        if bad:
+            raise ClusterError(f"Cluster has no field(s) {bad}; fields are {sorted(names)}")
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        """Fields as SI floats (JSON-ready; a straggler with ``to_dict`` is serialised by it,
+        otherwise by ``repr``)."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["speeds"] = None if self.speeds is None else list(self.speeds)
+        st = self.straggler
+        if st is not None:
+            d["straggler"] = st.to_dict() if hasattr(st, "to_dict") else repr(st)
+        if d["shard_min_bytes"] == math.inf:
+            d["shard_min_bytes"] = "inf"
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Cluster:
+        """Inverse of :meth:`to_dict` (a serialised straggler is passed through as is)."""
+        if not isinstance(d, dict):
+            raise ClusterError(f"Cluster.from_dict expects a dict, got {type(d).__name__}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        bad = sorted(set(d) - names)
+        if bad:
+            raise ClusterError(f"unknown Cluster field(s) {bad}; fields are {sorted(names)}")
+        d = dict(d)
+        if d.get("shard_min_bytes") == "inf":
+            d["shard_min_bytes"] = math.inf
+        if d.get("speeds") is not None:
+            d["speeds"] = tuple(d["speeds"])
+        return cls(**d)
