@@ -1,0 +1,107 @@
+"""The Net builder: names, arcs by object or name, collect-all validation, event-graph test."""
+
+import math
+
+import pytest
+
+from sgdnet.dists import Deterministic, Exponential
+from sgdnet.errors import DistributionError, NetError
+from sgdnet.net import Net
+
+
+def ring(n=3, tokens=1):
+    net = Net("ring")
+    ps = [net.place(f"p{i}", tokens if i == 0 else 0) for i in range(n)]
+    for i in range(n):
+        net.transition(f"t{i}", 1.0 + i, inputs={ps[i]: 1}, outputs={ps[(i + 1) % n]: 1},
+                       tags={"step": i == n - 1, "worker": 0})
+    return net
+
+
+def test_arcs_by_object_and_name_are_the_same():
+    a = Net("a")
+    p = a.place("p", 1)
+    a.transition("t", 1.0, inputs={p: 1}, outputs=["p"])
+    t = a.transitions["t"]
+    assert t.inputs == {"p": 1} and t.outputs == {"p": 1}
+    assert isinstance(t.duration, Deterministic) and t.duration.mean == 1.0
+
+
+def test_string_durations_parse_units():
+    net = Net()
+    p = net.place("p", 1)
+    t = net.transition("t", "3ms", inputs=[p], outputs=[p])
+    assert t.duration.mean == pytest.approx(0.003)
+
+
+def test_duplicate_names_rejected_at_once():
+    net = Net()
+    net.place("p")
+    with pytest.raises(NetError, match="'p' is already used"):
+        net.place("p")
+
+
+def test_validate_collects_every_problem():
+    net = Net("bad")
+    a = net.place("a", 1)
+    net.place("neg", -1)
+    net.resource("r")
+    net.resource("unused")
+    net.resource("weird", capacity=0, discipline="lifo")
+    net.transition("t", 1.0, inputs={a: 1}, outputs={"zz": 0}, resources=["r", "q", "weird"], servers=0)
+    net.transition("src", 1.0, outputs=[a])
+    with pytest.raises(NetError) as ei:
+        net.validate()
+    msg = str(ei.value)
+    for needle in ["'zz' does not exist", "weight 0", "resource 'q' does not exist", "servers=0",
+                   "'src' has no input places", "'unused' is held by no transition",
+                   "tokens=-1", "capacity=0", "discipline='lifo'"]:
+        assert needle in msg, needle
+    assert len(ei.value.problems) >= 9
+
+
+def test_gate_and_modulator_references_checked():
+    net = Net("g")
+    p = net.place("p", 1)
+    net.transition("t", 1.0, inputs=[p], outputs=[p], gate=("nogate", 0), modulator="nomod")
+    net.gate("g", "lag", counters=["t", "missing"], s=-1)
+    net.modulator("m", Exponential(1.0), resample_on=["ghost"])
+    msg = "\n".join(net.problems())
+    assert "gate 'nogate' does not exist" in msg
+    assert "modulator 'nomod' does not exist" in msg
+    assert "counter transition 'missing' does not exist" in msg
+    assert "s=-1" in msg
+    assert "guards no transition" in msg
+    assert "resample_on transition 'ghost'" in msg
+
+
+def test_bad_duration_names_transition():
+    net = Net()
+    p = net.place("p", 1)
+    with pytest.raises(DistributionError, match="transition 'x'.*-1"):
+        net.transition("x", -1.0, inputs=[p], outputs=[p])
+
+
+def test_event_graph_property():
+    net = ring()
+    assert net.is_event_graph()
+    assert net.step_transitions() == ["t2"]
+    assert net.tag_values("worker") == [0]
+    net.validate()
+    shared = ring()
+    shared.resource("gpu")
+    shared.transitions["t0"].resources = ("gpu",)
+    v = shared.event_graph_violations()
+    assert any("holds resources" in s for s in v)
+    two = ring()
+    two.transition("t_extra", 1.0, inputs={"p1": 1}, outputs={"p2": 1})
+    assert any("place 'p1'" in s for s in two.event_graph_violations())
+
+
+def test_infinite_servers_are_valid_and_copy_is_deep():
+    net = ring()
+    net.transitions["t0"].servers = math.inf
+    net.validate()
+    c = net.copy("c")
+    c.places["p0"].tokens = 5
+    assert net.places["p0"].tokens == 1 and c.name == "c"
