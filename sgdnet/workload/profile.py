@@ -25,6 +25,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from .. import units
@@ -222,7 +223,7 @@ class ModelProfile:
         s(self, "source", source)
         s(self, "cv", _cv(cv, "cv", where))
         s(self, "layers", lays)
-        s(self, "meta", dict(meta) if meta else {})
+        s(self, "meta", MappingProxyType(dict(meta) if meta else {}))
 
     def __setattr__(self, key, value):
         raise AttributeError("ModelProfile is immutable; use scaled() or build a new one")
@@ -384,7 +385,7 @@ class ModelProfile:
             "layers": [la.to_dict() for la in self.layers],
         }
         if self.meta:
-            d["meta"] = self.meta
+            d["meta"] = dict(self.meta)
         return d
 
     @classmethod
