@@ -5,7 +5,7 @@ The curated public API. Subsystems add their names here explicitly (no ``import 
 
 from __future__ import annotations
 
-from . import units
+from . import models, units
 from .errors import (
     AnalysisError,
     ClusterError,
@@ -21,12 +21,17 @@ from .errors import (
     UnknownNameError,
     VariantError,
 )
+from .workload import Cluster, Layer, ModelProfile
 
 __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
     "units",
+    "models",
+    "ModelProfile",
+    "Layer",
+    "Cluster",
     "SgdnetError",
     "UnitError",
     "DistributionError",
