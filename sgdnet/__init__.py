@@ -22,6 +22,7 @@ from .errors import (
     VariantError,
 )
 from .workload import Cluster, Layer, ModelProfile
+from .workload.stragglers import MarkovSlowdown, StepSlowdown
 
 __version__ = "0.1.0"
 
@@ -32,6 +33,8 @@ __all__ = [
     "ModelProfile",
     "Layer",
     "Cluster",
+    "StepSlowdown",
+    "MarkovSlowdown",
     "SgdnetError",
     "UnitError",
     "DistributionError",
