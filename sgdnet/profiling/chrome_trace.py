@@ -1,0 +1,302 @@
+"""Build a :class:`~sgdnet.workload.profile.ModelProfile` from a ``torch.profiler`` trace.
+
+Reads the Chrome Trace Event JSON written by ``prof.export_chrome_trace(path)`` (Kineto
+format, torch 2.x); torch itself is not needed. What torch 2.13 writes, and how it is used:
+
+* **Steps**: ``prof.step()`` inside a profiling ``schedule`` emits one ``ProfilerStep#N`` span
+  (category ``user_annotation``) per recorded step. Each span is one step; the step time is its
+  duration. A trace without them is treated as a single step spanning all CPU ops.
+* **Layers**: with ``with_stack=True`` every module call is a ``python_function`` span named
+  ``nn.Module: <Class>_<k>``; the leaf ones (containing no other module span) are the layers
+  (``with_modules=True`` alone adds no spans in eager mode). Without them, ``record_function``
+  spans (``user_annotation``, other than ``ProfilerStep#``) are used as layers instead.
+* **Forward** time of a layer: the sum of its spans' durations within the step.
+* **Backward**: each ``autograd::engine::evaluate_function: <Node>`` event carries the
+  ``Sequence number`` of the forward op that created the node; that forward op lies inside one
+  layer's span, so the backward event is charged to that layer. ``AccumulateGrad`` events have
+  no sequence number and are charged to the layer of the backward event just before them
+  (autograd accumulates a gradient as soon as it exists).
+* **Gradient bytes**: with ``record_shapes=True`` the ``torch::autograd::AccumulateGrad``
+  events carry the gradient's ``Input Dims`` and ``Input type``; bytes = product of dims x
+  element size, charged like the ``AccumulateGrad`` event. Without shapes pass ``grad_bytes``.
+* Layers that receive no gradient bytes are folded into the preceding layer in forward order
+  (the first ones into the first layer with gradients), as in the built-in library.
+* **Overhead**: the part of a step before its first backward event is its forward phase (data,
+  ``zero_grad``, forward, loss), the rest its backward phase (backward, optimizer step if
+  traced). With ``overhead="proportional"`` (default) each phase's time not covered by layer
+  spans is spread over the layers in proportion to their forward (resp. backward) times, so the
+  profile's compute total equals the mean step time; ``"none"`` keeps the raw span times.
+
+Times are CPU-side spans: on CUDA they measure kernel launches, not kernel execution (use
+:func:`~sgdnet.profiling.profile_module` on the GPU instead); a warning says so.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import os
+import statistics
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import ProfileError
+from ..workload.profile import Layer, ModelProfile
+
+__all__ = ["from_chrome_trace"]
+
+_ELEM = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4,
+         "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1,
+         "c10::complex<float>": 8, "c10::complex<double>": 16}
+_MOD = "nn.Module: "
+_EVAL = "autograd::engine::evaluate_function: "
+_ACC = "torch::autograd::AccumulateGrad"
+
+
+def _load_events(path: Path) -> tuple[list[dict], dict]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ProfileError(f"{path}: cannot read trace: {e.strerror or e}") from None
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ProfileError(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column "
+                           f"{e.colno}") from None
+    if isinstance(d, list):
+        return d, {}
+    if not isinstance(d, Mapping) or not isinstance(d.get("traceEvents"), list):
+        raise ProfileError(f"{path}: field 'traceEvents': missing; expected a Chrome trace "
+                           "written by torch.profiler's export_chrome_trace")
+    return d["traceEvents"], d
+
+
+def _spans(events: list[dict], path: Path) -> list[dict]:
+    out = []
+    for i, e in enumerate(events):
+        if not isinstance(e, Mapping) or e.get("ph") != "X":
+            continue
+        try:
+            ts, dur = float(e["ts"]), float(e["dur"])
+        except (KeyError, TypeError, ValueError):
+            raise ProfileError(f"{path}: field 'traceEvents[{i}]': complete event without a "
+                               "numeric ts/dur") from None
+        if not (math.isfinite(ts) and math.isfinite(dur)) or dur < 0:
+            raise ProfileError(f"{path}: field 'traceEvents[{i}].dur': {dur!r} is not a valid "
+                               "duration")
+        out.append({"name": str(e.get("name", "")), "cat": e.get("cat"), "ts": ts,
+                    "end": ts + dur, "dur": dur, "tid": e.get("tid"),
+                    "args": e.get("args") or {}})
+    return out
+
+
+def _leaves(spans: list[dict]) -> list[dict]:
+    """Spans (on one thread each) that contain no other span of the list."""
+    by_tid: dict[Any, list[dict]] = {}
+    for s in spans:
+        by_tid.setdefault(s["tid"], []).append(s)
+    out = []
+    for lst in by_tid.values():
+        lst.sort(key=lambda s: (s["ts"], -s["dur"]))
+        for i, s in enumerate(lst):
+            nxt = lst[i + 1] if i + 1 < len(lst) else None
+            if nxt is None or nxt["ts"] >= s["end"]:
+                out.append(s)
+    return out
+
+
+def _nbytes(args: Mapping) -> float:
+    dims = args.get("Input Dims") or []
+    types = args.get("Input type") or []
+    if not dims:
+        return 0.0
+    n = math.prod(int(x) for x in dims[0]) if dims[0] else 1
+    return float(n * _ELEM.get(types[0] if types else "float", 4))
+
+
+def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch_size: int = 1,
+                      grad_bytes: Mapping[str, float] | None = None,
+                      overhead: str = "proportional", device: str | None = None
+                      ) -> ModelProfile:
+    """Read a ``torch.profiler`` Chrome trace and build a per-layer profile.
+
+    Parameters
+    ----------
+    path : path-like
+        JSON written by ``torch.profiler.profile(...).export_chrome_trace(path)``; record it
+        with ``with_stack=True`` (module spans) and ``record_shapes=True`` (gradient sizes), and
+        call ``prof.step()`` once per training step.
+    name : str, optional
+        Profile name; default the file name without extension.
+    batch_size : int
+        Samples per step (the trace does not say).
+    grad_bytes : mapping, optional
+        Layer name (e.g. ``"Linear_0"``) -> gradient bytes, for traces without shapes; it
+        overrides sizes found in the trace.
+    overhead : {"proportional", "none"}
+        Spread unattributed step time over the layers, or keep raw span times.
+    device : str, optional
+        Device label; default from the trace's ``deviceProperties`` or ``"cpu"``.
+
+    Returns
+    -------
+    ModelProfile
+        Mean times over the recorded steps, per-layer CV across steps (if >= 2 steps), and
+        ``meta`` with the step times and the fraction of them the layer spans covered.
+
+    Raises
+    ------
+    ProfileError
+        Unreadable or malformed file, no layer spans, no gradient sizes.
+    """
+    p = Path(path)
+    if overhead not in ("proportional", "none"):
+        raise ProfileError(f"overhead={overhead!r}; use 'proportional' or 'none'")
+    events, top = _load_events(p)
+    spans = _spans(events, p)
+    steps = sorted((s for s in spans if s["name"].startswith("ProfilerStep#")),
+                   key=lambda s: s["ts"])
+    ops = [s for s in spans if s["cat"] == "cpu_op"]
+    if not steps:
+        if not ops:
+            raise ProfileError(f"{p}: no CPU op events; is this a torch.profiler trace?")
+        steps = [{"ts": min(s["ts"] for s in ops), "end": max(s["end"] for s in ops)}]
+    mods = [s for s in spans if s["cat"] == "python_function" and s["name"].startswith(_MOD)]
+    kind = "nn.Module spans"
+    if not mods:
+        mods = [s for s in spans if s["cat"] == "user_annotation"
+                and not s["name"].startswith("ProfilerStep#")]
+        kind = "record_function spans"
+    if not mods:
+        raise ProfileError(f"{p}: no layer spans: record the trace with "
+                           "torch.profiler.profile(with_stack=True, record_shapes=True), or wrap "
+                           "layers in torch.profiler.record_function(name)")
+    layers_sp = _leaves(mods)
+    for s in layers_sp:
+        s["layer"] = s["name"][len(_MOD):] if s["name"].startswith(_MOD) else s["name"]
+    # forward op sequence number -> layer (innermost layer span containing the op, same thread)
+    by_tid: dict[Any, list[dict]] = {}
+    for s in layers_sp:
+        by_tid.setdefault(s["tid"], []).append(s)
+    starts = {t: [s["ts"] for s in sorted(v, key=lambda s: s["ts"])] for t, v in by_tid.items()}
+    for t in by_tid:
+        by_tid[t].sort(key=lambda s: s["ts"])
+    seq_layer: dict[int, str] = {}
+    evals = []
+    accs = []
+    for s in ops:
+        if s["name"].startswith(_EVAL):
+            evals.append(s)
+            continue
+        if s["name"] == _ACC:
+            accs.append(s)
+            continue
+        seq = s["args"].get("Sequence number")
+        if seq is None or s["tid"] not in by_tid:
+            continue
+        j = bisect.bisect_right(starts[s["tid"]], s["ts"]) - 1
+        if j >= 0 and by_tid[s["tid"]][j]["end"] >= s["end"]:
+            seq_layer.setdefault(int(seq), by_tid[s["tid"]][j]["layer"])
+    evals.sort(key=lambda s: s["ts"])
+    accs.sort(key=lambda s: s["ts"])
+    if any(s["cat"] == "kernel" for s in spans):
+        warnings.warn("trace has GPU kernels; from_chrome_trace uses CPU-side spans (launch "
+                      "times). Use profile_module for device times.", stacklevel=2)
+
+    order: list[str] = []
+    fwd_rows, bwd_rows, bytes_first = [], [], None
+    fwd_phase, bwd_phase, step_s = [], [], []
+    for st in steps:
+        inside = lambda s, st=st: s["ts"] >= st["ts"] and s["end"] <= st["end"]  # noqa: E731
+        f: dict[str, float] = {}
+        for s in sorted((s for s in layers_sp if inside(s)), key=lambda s: s["ts"]):
+            f[s["layer"]] = f.get(s["layer"], 0.0) + s["dur"]
+            if s["layer"] not in order:
+                order.append(s["layer"])
+        b: dict[str, float] = {}
+        nb: dict[str, float] = {}
+        last = None
+        ev = [s for s in evals if inside(s)]
+        ac = [s for s in accs if inside(s)]
+        eval_owner = []
+        for s in ev:
+            if "AccumulateGrad" in s["name"]:
+                owner = last
+            else:
+                seq = s["args"].get("Sequence number")
+                owner = seq_layer.get(int(seq)) if seq is not None else None
+                if owner is not None:
+                    last = owner
+            eval_owner.append(owner)
+            if owner is not None:
+                b[owner] = b.get(owner, 0.0) + s["dur"]
+        ev_starts = [s["ts"] for s in ev]
+        for s in ac:
+            j = bisect.bisect_right(ev_starts, s["ts"]) - 1
+            owner = eval_owner[j] if j >= 0 else None
+            owner = owner if owner is not None else (order[-1] if order else None)
+            if owner is not None:
+                nb[owner] = nb.get(owner, 0.0) + _nbytes(s["args"])
+        if bytes_first is None:
+            bytes_first = nb
+        b0 = ev[0]["ts"] if ev else st["end"]
+        fwd_phase.append((b0 - st["ts"]) * 1e-6)
+        bwd_phase.append((st["end"] - b0) * 1e-6)
+        step_s.append((st["end"] - st["ts"]) * 1e-6)
+        fwd_rows.append(f)
+        bwd_rows.append(b)
+    if not order:
+        raise ProfileError(f"{p}: no layer span lies inside a profiler step")
+    sizes = dict(bytes_first or {})
+    if grad_bytes is not None:
+        unknown = sorted(set(grad_bytes) - set(order))
+        if unknown:
+            raise ProfileError(f"grad_bytes names unknown layer(s) {unknown}; layers in the "
+                               f"trace are {order}")
+        sizes.update({k: float(v) for k, v in grad_bytes.items()})
+    if not any(sizes.get(k, 0.0) > 0 for k in order):
+        raise ProfileError(f"{p}: the trace has no gradient sizes (AccumulateGrad shapes); record "
+                           "it with record_shapes=True or pass grad_bytes={layer: bytes}")
+    # fold layers without gradients into the preceding one with gradients
+    keep = [k for k in order if sizes.get(k, 0.0) > 0]
+    owner, cur = {}, keep[0]
+    for k in order:
+        if sizes.get(k, 0.0) > 0:
+            cur = k
+        owner[k] = cur
+    fw = {k: [0.0] * len(steps) for k in keep}
+    bw = {k: [0.0] * len(steps) for k in keep}
+    for r in range(len(steps)):
+        for k in order:
+            fw[owner[k]][r] += fwd_rows[r].get(k, 0.0) * 1e-6
+            bw[owner[k]][r] += bwd_rows[r].get(k, 0.0) * 1e-6
+    covered = sum(sum(fw[k]) + sum(bw[k]) for k in keep) / sum(step_s)
+    if overhead == "proportional":
+        for rows, phase in ((fw, fwd_phase), (bw, bwd_phase)):
+            for r in range(len(steps)):
+                s = sum(rows[k][r] for k in keep)
+                if phase[r] > s:
+                    for k in keep:
+                        rows[k][r] += ((phase[r] - s) * rows[k][r] / s if s > 0
+                                       else (phase[r] - s) / len(keep))
+    layers = []
+    for k in keep:
+        tot = [a + c for a, c in zip(fw[k], bw[k])]
+        m = statistics.fmean(tot)
+        cv = statistics.stdev(tot) / m if len(tot) > 1 and m > 0 else None
+        layers.append(Layer(k, statistics.fmean(fw[k]), statistics.fmean(bw[k]), sizes[k], cv))
+    if device is None:
+        props = top.get("deviceProperties") or []
+        device = str(props[0].get("name", "gpu")) if props and isinstance(props[0], Mapping) \
+            else "cpu"
+    source = (f"torch.profiler Chrome trace {p.name}: {len(steps)} step(s), layers from {kind}, "
+              "backward charged by autograd sequence number, gradient sizes from "
+              f"{'AccumulateGrad shapes' if bytes_first else 'grad_bytes'}; overhead={overhead!r} "
+              f"(layer spans covered {covered:.1%} of the step time)")
+    meta = {"tool": "from_chrome_trace", "trace": p.name, "steps": len(steps), "step_s": step_s,
+            "step_mean_s": statistics.fmean(step_s), "covered_fraction": covered,
+            "overhead": overhead, "layer_spans": kind}
+    return ModelProfile(name or p.stem, layers, batch_size, device, source, None, meta)
