@@ -2,5 +2,7 @@
 networkx view (``graph``) and PNML interchange (``pnml``)."""
 
 from .builder import DISCIPLINES, GATE_KINDS, Gate, Modulator, Net, Place, Resource, Transition
+from .pnml import from_pnml, to_pnml
 
 __all__ = ["Net", "Place", "Resource", "Transition", "Gate", "Modulator", "DISCIPLINES", "GATE_KINDS"]
+__all__ += ["to_pnml", "from_pnml"]

@@ -1,0 +1,110 @@
+"""Hand-built nets shaped like compiled variants, shared by the viz and PNML tests.
+
+They mimic the tags the variants use (resources tagged ``host`` / ``kind``; transitions tagged
+``worker`` / ``kind`` / ``layer`` / ``step``) so the viz code is exercised before and
+independently of :mod:`sgdnet.variants`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from sgdnet.dists import Deterministic, Exponential, Gamma, LogNormal, Straggler
+from sgdnet.net import Net
+
+
+def ps_net(workers: int = 4, layers: int = 3, cv: float = 0.1) -> Net:
+    """A synchronous parameter-server net with per-layer push / aggregate / pull.
+
+    Worker ``w``: forward (gpu) -> backward of layer L..1 (gpu); after backward of layer l its
+    gradient is pushed (worker nic_up + ps nic_down), the PS aggregates layer l once every
+    worker pushed (ps_cpu), each worker pulls it (ps nic_up + worker nic_down); when every layer
+    is pulled the worker's step completes and the next forward may start.
+    """
+    net = Net(f"ps-{workers}w")
+    ps_cpu = net.resource("ps0/cpu", kind="ps_cpu", host="ps0")
+    ps_up = net.resource("ps0/nic_up", kind="nic_up", host="ps0", discipline="ps")
+    ps_down = net.resource("ps0/nic_down", kind="nic_down", host="ps0", discipline="ps")
+    for w in range(workers):
+        net.resource(f"worker{w}/gpu", kind="gpu", host=f"worker{w}")
+        net.resource(f"worker{w}/nic_up", kind="nic_up", host=f"worker{w}")
+        net.resource(f"worker{w}/nic_down", kind="nic_down", host=f"worker{w}")
+    for layer in range(layers):
+        net.place(f"ps/grad{layer}")
+    for w in range(workers):
+        gpu, up, down = (f"worker{w}/{k}" for k in ("gpu", "nic_up", "nic_down"))
+        start = net.place(f"w{w}/ready", tokens=1, worker=w)
+        fwd_done = net.place(f"w{w}/fwd_done", worker=w)
+        net.transition(
+            f"w{w}/forward", Gamma(0.010, cv), inputs={start: 1}, outputs={fwd_done: 1},
+            resources=[gpu], tags={"worker": w, "kind": "compute", "layer": -1},
+        )
+        prev = fwd_done
+        for layer in reversed(range(layers)):
+            bdone = net.place(f"w{w}/bwd_done{layer}", worker=w)
+            gready = net.place(f"w{w}/grad{layer}", worker=w)
+            outs = {gready: 1} if layer == 0 else {gready: 1, bdone: 1}
+            net.transition(
+                f"w{w}/backward{layer}", Gamma(0.006, cv), inputs={prev: 1}, outputs=outs,
+                resources=[gpu], tags={"worker": w, "kind": "compute", "layer": layer},
+            )
+            net.transition(
+                f"w{w}/push{layer}", LogNormal(0.004, cv), inputs={gready: 1},
+                outputs={f"ps/grad{layer}": 1}, resources=[up, ps_down], priority=layer,
+                tags={"worker": w, "kind": "comm", "layer": layer, "dir": "push"},
+            )
+            prev = bdone
+        for layer in range(layers):
+            net.place(f"w{w}/param{layer}", worker=w)
+            net.place(f"w{w}/pulled{layer}", worker=w)
+    for layer in range(layers):
+        upd = net.place(f"ps/updated{layer}")
+        net.transition(
+            f"ps/update{layer}", Deterministic(0.001), inputs={f"ps/grad{layer}": workers},
+            outputs={upd: 1}, resources=[ps_cpu],
+            tags={"kind": "update", "layer": layer},
+        )
+        net.transition(
+            f"ps/fanout{layer}", 0.0, inputs={upd: 1},
+            outputs={f"w{w}/param{layer}": 1 for w in range(workers)}, servers=math.inf,
+            tags={"kind": "sync", "layer": layer},
+        )
+        for w in range(workers):
+            net.transition(
+                f"w{w}/pull{layer}", Straggler(Exponential(0.003), 0.05, 3.0),
+                inputs={f"w{w}/param{layer}": 1}, outputs={f"w{w}/pulled{layer}": 1},
+                resources=[ps_up, f"worker{w}/nic_down"],
+                tags={"worker": w, "kind": "comm", "layer": layer, "dir": "pull"},
+            )
+    for w in range(workers):
+        net.transition(
+            f"w{w}/step", 0.0, inputs={f"w{w}/pulled{layer}": 1 for layer in range(layers)},
+            outputs={f"w{w}/ready": 1},
+            tags={"worker": w, "kind": "sync", "step": True},
+        )
+    return net
+
+
+def exotic_net() -> Net:
+    """A small net using every feature: inhibitors, gates, both modulator kinds, odd names, meta."""
+    net = Net("exotic <net> & co")
+    a = net.place("a b", tokens=2, worker=0)
+    b = net.place("1st:place", worker=1)
+    c = net.place("a_b")  # collides with "a b" after sanitising
+    r = net.resource("gpu#0", capacity=2, discipline="priority", host="worker0", kind="gpu")
+    net.markov_modulator("noisy", 3.0, "20ms", "5ms")
+    t0 = net.transition(
+        "go!", Straggler(LogNormal("3ms", 0.5), 0.1, 4.0), inputs={a: 1}, outputs={b: 2},
+        inhibitors={c: 3}, resources=[r], priority=2, modulator="noisy",
+        tags={"worker": 0, "kind": "compute", "layer": 1, "step": True, "pair": (1, 2), "x": 0.5},
+        gate=("lag", 0),
+    )
+    t1 = net.transition(
+        "back", Exponential(0.002), inputs={b: 2}, outputs={a: 1, c: 1}, servers=math.inf,
+        tags={"worker": 1, "kind": "comm", "step": True}, gate=("lag", 1), modulator="iidm",
+    )
+    net.transition("drain", 0.001, inputs={c: 1}, outputs={a: 1}, servers=3)
+    net.gate("lag", "lag", counters=[t0, t1], s=2)
+    net.modulator("iidm", Gamma(1.0, 0.3), resample_on=[t1])
+    net.meta.update({"variant": "exotic", "workers": 2, "shape": (2, 3), "inf": math.inf, "nested": {"k": [1, 2]}})
+    return net
