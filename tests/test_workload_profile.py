@@ -1,5 +1,6 @@
 """ModelProfile / Layer: derived views, scaling, JSON round trip and bad input."""
 
+import dataclasses
 import json
 import math
 
@@ -137,7 +138,7 @@ def test_immutable():
     p = toy()
     with pytest.raises(AttributeError):
         p.name = "x"
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         p.layers[0].forward_s = 1.0
 
 
