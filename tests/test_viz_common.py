@@ -41,9 +41,9 @@ def ps_net(workers: int = 4, layers: int = 3, cv: float = 0.1) -> Net:
         )
         prev = fwd_done
         for layer in reversed(range(layers)):
-            bdone = net.place(f"w{w}/bwd_done{layer}", worker=w)
             gready = net.place(f"w{w}/grad{layer}", worker=w)
-            outs = {gready: 1} if layer == 0 else {gready: 1, bdone: 1}
+            bdone = None if layer == 0 else net.place(f"w{w}/bwd_done{layer}", worker=w)
+            outs = {gready: 1} if bdone is None else {gready: 1, bdone: 1}
             net.transition(
                 f"w{w}/backward{layer}", Gamma(0.006, cv), inputs={prev: 1}, outputs=outs,
                 resources=[gpu], tags={"worker": w, "kind": "compute", "layer": layer},
