@@ -9,7 +9,8 @@ format, torch 2.x); torch itself is not needed. What torch 2.13 writes, and how 
 * **Layers**: with ``with_stack=True`` every module call is a ``python_function`` span named
   ``nn.Module: <Class>_<k>``; the leaf ones (containing no other module span) are the layers
   (``with_modules=True`` alone adds no spans in eager mode). Without them, ``record_function``
-  spans (``user_annotation``, other than ``ProfilerStep#``) are used as layers instead.
+  spans (``user_annotation``, except torch's own ``ProfilerStep#``, ``Optimizer.*`` and
+  DataLoader spans) are used as layers instead.
 * **Forward** time of a layer: the sum of its spans' durations within the step.
 * **Backward**: each ``autograd::engine::evaluate_function: <Node>`` event carries the
   ``Sequence number`` of the forward op that created the node; that forward op lies inside one
@@ -54,6 +55,8 @@ _ELEM = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int"
 _MOD = "nn.Module: "
 _EVAL = "autograd::engine::evaluate_function: "
 _ACC = "torch::autograd::AccumulateGrad"
+#: user_annotation spans torch emits itself (steps, optimizer calls): never layers.
+_TORCH_ANNOTATIONS = ("ProfilerStep#", "Optimizer.", "enumerate(DataLoader)")
 
 
 def _load_events(path: Path) -> tuple[list[dict], dict]:
@@ -168,7 +171,7 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
     kind = "nn.Module spans"
     if not mods:
         mods = [s for s in spans if s["cat"] == "user_annotation"
-                and not s["name"].startswith("ProfilerStep#")]
+                and not s["name"].startswith(_TORCH_ANNOTATIONS)]
         kind = "record_function spans"
     if not mods:
         raise ProfileError(f"{p}: no layer spans: record the trace with "
