@@ -1,0 +1,807 @@
+"""The serial Numba kernel: one replication of a compiled net.
+
+Design (see DESIGN.md "The engine" and the normative firing semantics of the team contract):
+
+- **State** is flat arrays: marking, active firings and pending requests per transition, servers
+  in use per resource, firing *slots* (transition, start sequence, start time, remaining work,
+  rate, completion time) recycled through a free list. Nothing is allocated per event; arrays
+  only grow (doubling) when a net needs more concurrent firings or requests than first sized.
+- **Requests**: each transition keeps its pending requests (one per unit of enabling degree) as
+  a ring buffer of timestamps (oldest first), so a start takes the oldest and a degree drop
+  withdraws the newest.
+- **Incremental enabling**: only transitions adjacent to a changed place (inputs or inhibitor
+  arcs, via a place -> transition CSR), to a changed gate, or whose own active count changed are
+  put on a dirty list and re-evaluated.
+- **Candidates**: a transition with a pending request is in exactly one structure: the *instant
+  heap* (candidates to examine now) or the waiting queue of one busy resource. Both are indexed
+  binary heaps ordered by the scan key ``(prio_class, oldest request time, rank)`` where rank is
+  the static ``(priority, declaration index)`` order. A candidate that finds a resource busy goes
+  to that resource's queue; when the resource frees a server, the queue head is promoted back to
+  the instant heap. Because nothing frees a resource during a scan, a blocked candidate stays
+  blocked until then, so repeatedly popping the minimum of the instant heap reproduces the
+  normative scan "start the first candidate in key order that can start, re-evaluate, repeat".
+  A transition enabled by a completion usually meets an empty instant heap and starts at once.
+- **Completions**: an indexed binary heap of slots keyed by (completion time, start sequence);
+  all completions of one instant are applied (in start order) before the scan, zero-duration
+  firings form the next batch of the same instant.
+- **Processor sharing**: each ps resource keeps its holder slots; when the holder set changes,
+  every holder's remaining work is brought up to date and its completion key is moved in the
+  heap (decrease/increase-key), rates ``min over its ps resources of min(1, cap/n)``.
+- **Gates and modulators** are evaluated inside the enabling test and at starts/completions.
+
+The kernel assumes a valid compiled net (see :mod:`sgdnet.net.compiled`) and never raises; it
+reports a status code: 0 done, 1 deadlock, 2 event budget exhausted, 3 time does not advance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .rng import exponential, sample, seed_state, uniform
+
+ST_OK, ST_DEADLOCK, ST_BUDGET, ST_ZENO = 0, 1, 2, 3
+NONE, IN_IH = -1, -2
+
+# o_f fields
+OF_T0, OF_T1, OF_NOW = 0, 1, 2
+N_OF = 3
+# o_i fields
+OI_STATUS, OI_EVENTS, OI_NSTEPS, OI_NTRACE, OI_NGLOG, OI_NREC = 0, 1, 2, 3, 4, 5
+N_OI = 6
+
+
+# ------------------------------------------------------------ candidate heaps
+@njit(cache=True, inline="always")
+def _cless(a, b, pcls, ktime, rank):
+    pa = pcls[a]
+    pb = pcls[b]
+    if pa != pb:
+        return pa < pb
+    ta = ktime[a]
+    tb = ktime[b]
+    if ta != tb:
+        return ta < tb
+    return rank[a] < rank[b]
+
+
+@njit(cache=True)
+def _c_up(h, base, i, pos, pcls, ktime, rank):
+    x = h[base + i]
+    while i > 0:
+        par = (i - 1) >> 1
+        y = h[base + par]
+        if _cless(x, y, pcls, ktime, rank):
+            h[base + i] = y
+            pos[y] = i
+            i = par
+        else:
+            break
+    h[base + i] = x
+    pos[x] = i
+
+
+@njit(cache=True)
+def _c_down(h, base, n, i, pos, pcls, ktime, rank):
+    x = h[base + i]
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and _cless(h[base + c + 1], h[base + c], pcls, ktime, rank):
+            c += 1
+        y = h[base + c]
+        if _cless(y, x, pcls, ktime, rank):
+            h[base + i] = y
+            pos[y] = i
+            i = c
+        else:
+            break
+    h[base + i] = x
+    pos[x] = i
+
+
+@njit(cache=True, inline="always")
+def _c_push(h, base, n, t, pos, pcls, ktime, rank):
+    h[base + n] = t
+    _c_up(h, base, n, pos, pcls, ktime, rank)
+    return n + 1
+
+
+@njit(cache=True, inline="always")
+def _c_pop(h, base, n, pos, pcls, ktime, rank):
+    """Remove the top; the caller reads ``h[base]`` before and passes the old size."""
+    n -= 1
+    if n > 0:
+        h[base] = h[base + n]
+        _c_down(h, base, n, 0, pos, pcls, ktime, rank)
+    return n
+
+
+@njit(cache=True)
+def _c_remove(h, base, n, t, pos, pcls, ktime, rank):
+    i = pos[t]
+    n -= 1
+    if i != n:
+        last = h[base + n]
+        h[base + i] = last
+        pos[last] = i
+        if i > 0 and _cless(last, h[base + ((i - 1) >> 1)], pcls, ktime, rank):
+            _c_up(h, base, i, pos, pcls, ktime, rank)
+        else:
+            _c_down(h, base, n, i, pos, pcls, ktime, rank)
+    return n
+
+
+# ------------------------------------------------------------ completion heap
+@njit(cache=True, inline="always")
+def _eless(a, b, ct, cs):
+    ta = ct[a]
+    tb = ct[b]
+    if ta != tb:
+        return ta < tb
+    return cs[a] < cs[b]
+
+
+@njit(cache=True)
+def _e_up(h, i, pos, ct, cs):
+    x = h[i]
+    while i > 0:
+        par = (i - 1) >> 1
+        y = h[par]
+        if _eless(x, y, ct, cs):
+            h[i] = y
+            pos[y] = i
+            i = par
+        else:
+            break
+    h[i] = x
+    pos[x] = i
+
+
+@njit(cache=True)
+def _e_down(h, n, i, pos, ct, cs):
+    x = h[i]
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and _eless(h[c + 1], h[c], ct, cs):
+            c += 1
+        y = h[c]
+        if _eless(y, x, ct, cs):
+            h[i] = y
+            pos[y] = i
+            i = c
+        else:
+            break
+    h[i] = x
+    pos[x] = i
+
+
+@njit(cache=True)
+def _e_update(h, n, s, pos, ct, cs):
+    i = pos[s]
+    if i > 0 and _eless(s, h[(i - 1) >> 1], ct, cs):
+        _e_up(h, i, pos, ct, cs)
+    else:
+        _e_down(h, n, i, pos, ct, cs)
+
+
+# ------------------------------------------------------------------ helpers
+@njit(cache=True)
+def _promote(r, ih, ih_n, qh, qn, rq_base, pos, where, from_r, used, r_cap, pcls, ktime, rank):
+    """If resource r has a free server, move the head of its queue to the instant heap."""
+    if used[r] < r_cap[r] and qn[r] > 0:
+        base = rq_base[r]
+        t = qh[base]
+        qn[r] = _c_pop(qh, base, qn[r], pos, pcls, ktime, rank)
+        ih_n = _c_push(ih, 0, ih_n, t, pos, pcls, ktime, rank)
+        where[t] = IN_IH
+        from_r[t] = r
+    return ih_n
+
+
+@njit(cache=True)
+def _ps_rate(t, psres_ptr, psres_idx, used, r_cap):
+    rate = 1.0
+    for k in range(psres_ptr[t], psres_ptr[t + 1]):
+        r = psres_idx[k]
+        x = r_cap[r] / used[r]
+        if x < rate:
+            rate = x
+    return rate
+
+
+@njit(cache=True)
+def _rerate(r, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate, s_ctime, s_seq,
+            eh, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap):
+    rp = r_ps[r]
+    for j in range(ps_n[rp]):
+        s = ps_h[rp, j]
+        rate = _ps_rate(s_trans[s], psres_ptr, psres_idx, used, r_cap)
+        if rate != s_rate[s]:
+            if s_ctime[s] == now:
+                rem = 0.0
+            else:
+                rem = s_rem[s] - s_rate[s] * (now - s_last[s])
+                if rem < 0.0:
+                    rem = 0.0
+            s_rem[s] = rem
+            s_last[s] = now
+            s_rate[s] = rate
+            s_ctime[s] = now + rem / rate
+            _e_update(eh, eh_n, s, eh_pos, s_ctime, s_seq)
+
+
+@njit(cache=True)
+def _grow_i(a, n):
+    b = np.empty(n, dtype=a.dtype)
+    b[: a.size] = a
+    return b
+
+
+@njit(cache=True)
+def _grow_i2(a, n):
+    b = np.empty((n, a.shape[1]), dtype=a.dtype)
+    b[: a.shape[0]] = a
+    return b
+
+
+# ------------------------------------------------------------------- kernel
+@njit(cache=True)
+def run_replication(
+    m0, dep_ptr, dep_trans,
+    in_ptr, in_place, in_w, out_ptr, out_place, out_w, inh_ptr, inh_place, inh_thr,
+    r_cap, r_disc, r_ps, r_users, rq_base,
+    qres_ptr, qres_idx, psres_ptr, psres_idx,
+    servers, pcls, rank, is_step, mod_of, guard,
+    d_code, d_par, d_pool,
+    g_kind, g_s, g_slow, g_rmax, g_ptr, mem_gate, mem_counter,
+    cnt_ptr, cnt_mem, gg_ptr, gg_trans, mg_ptr, mg_trans,
+    mod_kind, mod_par, rs_ptr, rs_mod,
+    seed, steps, warmup, max_events, zeno_limit, samples, trace_limit,
+    o_f, o_i, o_step_t, o_step_tr, o_firings, o_busy, o_wsum, o_wn,
+    o_tr_t, o_tr_s, o_tr_e, o_glog, o_ghist, o_mark, o_gcnt, o_grel,
+):
+    """Play one replication; write the outputs into the ``o_*`` arrays (see the module doc)."""
+    nP = m0.size
+    nT = servers.size
+    nR = r_cap.size
+    nG = g_kind.size
+    nM = mod_kind.size
+    nMem = mem_gate.size
+    rng = seed_state(seed)
+
+    # ---------------------------------------------------------------- state
+    m = m0.copy()
+    active = np.zeros(nT, dtype=np.int64)
+    deg = np.zeros(nT, dtype=np.int64)
+    rq_cap = np.empty(nT, dtype=np.int64)
+    rq_off = np.empty(nT, dtype=np.int64)
+    rq_head = np.zeros(nT, dtype=np.int64)
+    rq_used = 0
+    for t in range(nT):
+        c = servers[t]
+        if c > 4:
+            c = 4
+        rq_cap[t] = c
+        rq_off[t] = rq_used
+        rq_used += c
+    rq_pool = np.zeros(max(rq_used * 2, 16), dtype=np.float64)
+    ktime = np.zeros(nT, dtype=np.float64)
+    where = np.full(nT, NONE, dtype=np.int64)
+    from_r = np.full(nT, NONE, dtype=np.int64)
+    cpos = np.zeros(nT, dtype=np.int64)
+    ih = np.zeros(max(nT, 1), dtype=np.int64)
+    ih_n = 0
+    qh = np.zeros(max(rq_base[nR], 1), dtype=np.int64)
+    qn = np.zeros(nR, dtype=np.int64)
+    used = np.zeros(nR, dtype=np.int64)
+    dl = np.zeros(max(nT, 1), dtype=np.int64)
+    isd = np.zeros(nT, dtype=np.bool_)
+    dn = 0
+    # firing slots
+    scap = 16
+    for t in range(nT):
+        c = servers[t]
+        if c > 4:
+            c = 4
+        scap += c
+    s_trans = np.zeros(scap, dtype=np.int64)
+    s_seq = np.zeros(scap, dtype=np.int64)
+    s_next = np.arange(1, scap + 1, dtype=np.int64)
+    s_next[scap - 1] = -1
+    free_head = 0
+    s_start = np.zeros(scap, dtype=np.float64)
+    s_rem = np.zeros(scap, dtype=np.float64)
+    s_last = np.zeros(scap, dtype=np.float64)
+    s_rate = np.ones(scap, dtype=np.float64)
+    s_ctime = np.zeros(scap, dtype=np.float64)
+    eh = np.zeros(scap, dtype=np.int64)
+    eh_pos = np.zeros(scap, dtype=np.int64)
+    eh_n = 0
+    seq = 0
+    # processor sharing
+    nps = 0
+    for r in range(nR):
+        if r_ps[r] >= 0:
+            nps += 1
+    maxps = 1
+    for t in range(nT):
+        k = psres_ptr[t + 1] - psres_ptr[t]
+        if k > maxps:
+            maxps = k
+    hcap = 8
+    ps_h = np.zeros((max(nps, 1), hcap), dtype=np.int64)
+    ps_n = np.zeros(max(nps, 1), dtype=np.int64)
+    s_php = np.zeros((scap, maxps), dtype=np.int64)
+    touched = np.zeros(nR, dtype=np.bool_)
+    tl = np.zeros(max(nR, 1), dtype=np.int64)
+    # gates
+    gcnt = np.zeros(nMem, dtype=np.int64)
+    grel = np.zeros(nMem, dtype=np.int64)
+    galw = np.zeros(nMem, dtype=np.int64)
+    glast = np.zeros(nMem, dtype=np.float64)
+    gprev = np.zeros(nMem, dtype=np.float64)
+    gmin = np.zeros(nG, dtype=np.int64)
+    nglog = 0
+    glog_cap = o_glog.shape[0]
+    # modulators
+    modval = np.ones(nM, dtype=np.float64)
+    mk_state = np.zeros(nM, dtype=np.int64)
+    mk_next = np.full(nM, np.inf, dtype=np.float64)
+    for mi in range(nM):
+        if mod_kind[mi] == 0:
+            modval[mi] = sample(rng, d_code[nT + mi], d_par[nT + mi], d_pool)
+        else:
+            sf = mod_par[mi, 0]
+            mf = mod_par[mi, 1]
+            ms = mod_par[mi, 2]
+            if uniform(rng) < ms / (mf + ms):
+                mk_state[mi] = 1
+                modval[mi] = sf
+                mk_next[mi] = exponential(rng, ms)
+            else:
+                mk_next[mi] = exponential(rng, mf)
+    # accounting
+    blast = np.zeros(nR, dtype=np.float64)
+    counting = warmup == 0
+    t0 = 0.0
+    t1 = np.nan
+    now = 0.0
+    nsteps = 0
+    nrec = 0
+    ntr = 0
+    events = 0
+    same = 0
+    status = ST_OK
+    stop = False
+    target_steps = warmup + steps
+
+    for t in range(nT):
+        dl[dn] = t
+        dn += 1
+        isd[t] = True
+
+    while True:
+        # -------------------------------------------- A: re-evaluate dirty transitions
+        while dn > 0:
+            dn -= 1
+            t = dl[dn]
+            isd[t] = False
+            d = servers[t] - active[t]
+            for k in range(in_ptr[t], in_ptr[t + 1]):
+                w = in_w[k]
+                v = m[in_place[k]]
+                if w != 1:
+                    v = v // w
+                if v < d:
+                    d = v
+            if d > 0:
+                for k in range(inh_ptr[t], inh_ptr[t + 1]):
+                    if m[inh_place[k]] >= inh_thr[k]:
+                        d = 0
+                        break
+            if d > 0:
+                gm = guard[t]
+                if gm >= 0:
+                    g = mem_gate[gm]
+                    lead = gcnt[gm] - gmin[g]
+                    if g_kind[g] == 0:
+                        if lead > g_s[g]:
+                            d = 0
+                    elif grel[gm] == 0 and lead > g_slow[g]:
+                        d = 0
+            cur = deg[t]
+            if d > cur:
+                cap = rq_cap[t]
+                if d > cap:
+                    newcap = 2 * cap
+                    if newcap < d:
+                        newcap = d
+                    if rq_used + newcap > rq_pool.size:
+                        nsz = 2 * rq_pool.size
+                        if nsz < rq_used + newcap:
+                            nsz = rq_used + newcap
+                        newpool = np.zeros(nsz, dtype=np.float64)
+                        newpool[:rq_used] = rq_pool[:rq_used]
+                        rq_pool = newpool
+                    off = rq_off[t]
+                    h = rq_head[t]
+                    for i in range(cur):
+                        j = h + i
+                        if j >= cap:
+                            j -= cap
+                        rq_pool[rq_used + i] = rq_pool[off + j]
+                    rq_off[t] = rq_used
+                    rq_head[t] = 0
+                    rq_cap[t] = newcap
+                    rq_used += newcap
+                    cap = newcap
+                off = rq_off[t]
+                j = rq_head[t] + cur
+                if j >= cap:
+                    j -= cap
+                for _i in range(d - cur):
+                    rq_pool[off + j] = now
+                    j += 1
+                    if j == cap:
+                        j = 0
+            deg[t] = d
+            if d > 0:
+                if where[t] == NONE:
+                    ktime[t] = rq_pool[rq_off[t] + rq_head[t]]
+                    ih_n = _c_push(ih, 0, ih_n, t, cpos, pcls, ktime, rank)
+                    where[t] = IN_IH
+            elif where[t] != NONE:
+                wt = where[t]
+                where[t] = NONE
+                if wt == IN_IH:
+                    ih_n = _c_remove(ih, 0, ih_n, t, cpos, pcls, ktime, rank)
+                    src = from_r[t]
+                    if src >= 0:
+                        from_r[t] = NONE
+                        ih_n = _promote(src, ih, ih_n, qh, qn, rq_base, cpos, where, from_r, used, r_cap,
+                                        pcls, ktime, rank)
+                else:
+                    qn[wt] = _c_remove(qh, rq_base[wt], qn[wt], t, cpos, pcls, ktime, rank)
+
+        if ih_n > 0:
+            # ---------------------------------------- B: examine the first candidate
+            t = ih[0]
+            ih_n = _c_pop(ih, 0, ih_n, cpos, pcls, ktime, rank)
+            where[t] = NONE
+            src = from_r[t]
+            from_r[t] = NONE
+            blocked = -1
+            for k in range(qres_ptr[t], qres_ptr[t + 1]):
+                r = qres_idx[k]
+                if used[r] >= r_cap[r]:
+                    blocked = r
+                    break
+            if blocked >= 0:
+                qn[blocked] = _c_push(qh, rq_base[blocked], qn[blocked], t, cpos, pcls, ktime, rank)
+                where[t] = blocked
+            else:
+                # start t: take its oldest request
+                h = rq_head[t]
+                rt = rq_pool[rq_off[t] + h]
+                h += 1
+                if h == rq_cap[t]:
+                    h = 0
+                rq_head[t] = h
+                deg[t] -= 1
+                for k in range(in_ptr[t], in_ptr[t + 1]):
+                    p = in_place[k]
+                    m[p] -= in_w[k]
+                    for q in range(dep_ptr[p], dep_ptr[p + 1]):
+                        u = dep_trans[q]
+                        if not isd[u]:
+                            isd[u] = True
+                            dl[dn] = u
+                            dn += 1
+                active[t] += 1
+                if not isd[t]:
+                    isd[t] = True
+                    dl[dn] = t
+                    dn += 1
+                for k in range(qres_ptr[t], qres_ptr[t + 1]):
+                    r = qres_idx[k]
+                    if counting:
+                        o_busy[r] += used[r] * (now - blast[r])
+                        blast[r] = now
+                        o_wsum[r] += now - rt
+                        o_wn[r] += 1
+                    used[r] += 1
+                gm = guard[t]
+                if gm >= 0 and grel[gm] != 0:
+                    grel[gm] = 0
+                    for q in range(mg_ptr[gm], mg_ptr[gm + 1]):
+                        u = mg_trans[q]
+                        if not isd[u]:
+                            isd[u] = True
+                            dl[dn] = u
+                            dn += 1
+                for k in range(rs_ptr[t], rs_ptr[t + 1]):
+                    mi = rs_mod[k]
+                    modval[mi] = sample(rng, d_code[nT + mi], d_par[nT + mi], d_pool)
+                code = d_code[t]
+                if code == 0:
+                    dur = d_par[t, 0]
+                else:
+                    dur = sample(rng, code, d_par[t], d_pool)
+                mi = mod_of[t]
+                if mi >= 0:
+                    if mod_kind[mi] == 1:
+                        while mk_next[mi] <= now:
+                            st = 1 - mk_state[mi]
+                            mk_state[mi] = st
+                            if st == 1:
+                                modval[mi] = mod_par[mi, 0]
+                                mk_next[mi] += exponential(rng, mod_par[mi, 2])
+                            else:
+                                modval[mi] = 1.0
+                                mk_next[mi] += exponential(rng, mod_par[mi, 1])
+                    dur *= modval[mi]
+                # a firing slot
+                if free_head < 0:
+                    ncap = 2 * scap
+                    s_trans = _grow_i(s_trans, ncap)
+                    s_seq = _grow_i(s_seq, ncap)
+                    s_next = _grow_i(s_next, ncap)
+                    s_start = _grow_i(s_start, ncap)
+                    s_rem = _grow_i(s_rem, ncap)
+                    s_last = _grow_i(s_last, ncap)
+                    s_rate = _grow_i(s_rate, ncap)
+                    s_ctime = _grow_i(s_ctime, ncap)
+                    eh = _grow_i(eh, ncap)
+                    eh_pos = _grow_i(eh_pos, ncap)
+                    s_php = _grow_i2(s_php, ncap)
+                    for i in range(scap, ncap - 1):
+                        s_next[i] = i + 1
+                    s_next[ncap - 1] = -1
+                    free_head = scap
+                    scap = ncap
+                s = free_head
+                free_head = s_next[s]
+                s_trans[s] = t
+                s_seq[s] = seq
+                seq += 1
+                s_start[s] = now
+                if psres_ptr[t] == psres_ptr[t + 1]:
+                    s_ctime[s] = now + dur
+                    eh[eh_n] = s
+                    _e_up(eh, eh_n, eh_pos, s_ctime, s_seq)
+                    eh_n += 1
+                else:
+                    j = 0
+                    for k in range(psres_ptr[t], psres_ptr[t + 1]):
+                        r = psres_idx[k]
+                        rp = r_ps[r]
+                        if counting:
+                            b = used[r]
+                            if b > r_cap[r]:
+                                b = r_cap[r]
+                            o_busy[r] += b * (now - blast[r])
+                            blast[r] = now
+                            o_wsum[r] += now - rt
+                            o_wn[r] += 1
+                        used[r] += 1
+                        if ps_n[rp] == ps_h.shape[1]:
+                            nh = np.zeros((ps_h.shape[0], 2 * ps_h.shape[1]), dtype=np.int64)
+                            nh[:, : ps_h.shape[1]] = ps_h
+                            ps_h = nh
+                        ps_h[rp, ps_n[rp]] = s
+                        s_php[s, j] = ps_n[rp]
+                        ps_n[rp] += 1
+                        j += 1
+                    rate = _ps_rate(t, psres_ptr, psres_idx, used, r_cap)
+                    s_rem[s] = dur
+                    s_last[s] = now
+                    s_rate[s] = rate
+                    s_ctime[s] = now + dur / rate
+                    eh[eh_n] = s
+                    _e_up(eh, eh_n, eh_pos, s_ctime, s_seq)
+                    eh_n += 1
+                    for k in range(psres_ptr[t], psres_ptr[t + 1]):
+                        _rerate(psres_idx[k], now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate,
+                                s_ctime, s_seq, eh, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap)
+            if src >= 0:
+                ih_n = _promote(src, ih, ih_n, qh, qn, rq_base, cpos, where, from_r, used, r_cap,
+                                pcls, ktime, rank)
+            continue
+
+        # -------------------------------------------- C: the next batch of completions
+        if eh_n == 0:
+            status = ST_DEADLOCK
+            break
+        tn = s_ctime[eh[0]]
+        if tn != now:
+            same = 0
+            now = tn
+        nt_touched = 0
+        while eh_n > 0 and s_ctime[eh[0]] == now:
+            s = eh[0]
+            eh_n -= 1
+            if eh_n > 0:
+                eh[0] = eh[eh_n]
+                _e_down(eh, eh_n, 0, eh_pos, s_ctime, s_seq)
+            events += 1
+            if events > max_events:
+                status = ST_BUDGET
+                stop = True
+                break
+            same += 1
+            if same > zeno_limit:
+                status = ST_ZENO
+                stop = True
+                break
+            t = s_trans[s]
+            if counting:
+                o_firings[t] += 1
+            active[t] -= 1
+            if not isd[t]:
+                isd[t] = True
+                dl[dn] = t
+                dn += 1
+            for k in range(qres_ptr[t], qres_ptr[t + 1]):
+                r = qres_idx[k]
+                if counting:
+                    o_busy[r] += used[r] * (now - blast[r])
+                    blast[r] = now
+                used[r] -= 1
+                ih_n = _promote(r, ih, ih_n, qh, qn, rq_base, cpos, where, from_r, used, r_cap,
+                                pcls, ktime, rank)
+            j = 0
+            for k in range(psres_ptr[t], psres_ptr[t + 1]):
+                r = psres_idx[k]
+                rp = r_ps[r]
+                if counting:
+                    b = used[r]
+                    if b > r_cap[r]:
+                        b = r_cap[r]
+                    o_busy[r] += b * (now - blast[r])
+                    blast[r] = now
+                used[r] -= 1
+                # remove slot s from r's holders (swap with the last)
+                i = s_php[s, j]
+                last = ps_n[rp] - 1
+                if i != last:
+                    s2 = ps_h[rp, last]
+                    ps_h[rp, i] = s2
+                    t2 = s_trans[s2]
+                    jj = 0
+                    for k2 in range(psres_ptr[t2], psres_ptr[t2 + 1]):
+                        if psres_idx[k2] == r:
+                            s_php[s2, jj] = i
+                            break
+                        jj += 1
+                ps_n[rp] = last
+                if not touched[r]:
+                    touched[r] = True
+                    tl[nt_touched] = r
+                    nt_touched += 1
+                j += 1
+            for k in range(out_ptr[t], out_ptr[t + 1]):
+                p = out_place[k]
+                m[p] += out_w[k]
+                for q in range(dep_ptr[p], dep_ptr[p + 1]):
+                    u = dep_trans[q]
+                    if not isd[u]:
+                        isd[u] = True
+                        dl[dn] = u
+                        dn += 1
+            if ntr < trace_limit:
+                o_tr_t[ntr] = t
+                o_tr_s[ntr] = s_start[s]
+                o_tr_e[ntr] = now
+                ntr += 1
+            s_next[s] = free_head
+            free_head = s
+            # gate counters
+            for k in range(cnt_ptr[t], cnt_ptr[t + 1]):
+                gm = cnt_mem[k]
+                g = mem_gate[gm]
+                old = gcnt[gm]
+                gcnt[gm] = old + 1
+                gprev[gm] = glast[gm]
+                glast[gm] = now
+                if old == gmin[g]:
+                    mn = gcnt[g_ptr[g]]
+                    for q in range(g_ptr[g] + 1, g_ptr[g + 1]):
+                        if gcnt[q] < mn:
+                            mn = gcnt[q]
+                    if mn != gmin[g]:
+                        gmin[g] = mn
+                        for q in range(gg_ptr[g], gg_ptr[g + 1]):
+                            u = gg_trans[q]
+                            if not isd[u]:
+                                isd[u] = True
+                                dl[dn] = u
+                                dn += 1
+                for q in range(mg_ptr[gm], mg_ptr[gm + 1]):
+                    u = mg_trans[q]
+                    if not isd[u]:
+                        isd[u] = True
+                        dl[dn] = u
+                        dn += 1
+                if g_kind[g] == 1:
+                    if galw[gm] > 0:
+                        galw[gm] -= 1
+                        grel[gm] = 1
+                    elif gcnt[gm] - gmin[g] <= g_slow[g]:
+                        grel[gm] = 1
+                    else:
+                        mx = gcnt[g_ptr[g]]
+                        sl = g_ptr[g]
+                        for q in range(g_ptr[g] + 1, g_ptr[g + 1]):
+                            if gcnt[q] > mx:
+                                mx = gcnt[q]
+                            if gcnt[q] < gcnt[sl]:
+                                sl = q
+                        if gcnt[gm] == mx:
+                            i_f = glast[gm] - gprev[gm]
+                            i_s = glast[sl] - gprev[sl]
+                            target = glast[sl] + i_s
+                            best = 0
+                            bestv = abs(now + 0.0 * i_f - target)
+                            for rr in range(1, g_rmax[g] + 1):
+                                v = abs(now + rr * i_f - target)
+                                if v < bestv:
+                                    bestv = v
+                                    best = rr
+                            if nglog < glog_cap:
+                                o_glog[nglog, 0] = g
+                                o_glog[nglog, 1] = best
+                            nglog += 1
+                            o_ghist[g, best] += 1
+                            if best > 0:
+                                grel[gm] = 1
+                                galw[gm] = best - 1
+            if is_step[t] != 0:
+                nsteps += 1
+                if counting:
+                    if samples:
+                        o_step_t[nrec] = now
+                        o_step_tr[nrec] = t
+                    nrec += 1
+                if nsteps == warmup:
+                    counting = True
+                    t0 = now
+                    for r in range(nR):
+                        blast[r] = now
+                if nsteps == target_steps:
+                    t1 = now
+                    stop = True
+                    break
+        if stop:
+            break
+        for i in range(nt_touched):
+            r = tl[i]
+            touched[r] = False
+            _rerate(r, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate, s_ctime, s_seq,
+                    eh, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap)
+
+    # ------------------------------------------------------------- finish
+    if status == ST_OK:
+        for r in range(nR):
+            b = used[r]
+            if r_disc[r] == 2 and b > r_cap[r]:
+                b = r_cap[r]
+            o_busy[r] += b * (now - blast[r])
+    o_f[OF_T0] = t0
+    o_f[OF_T1] = t1
+    o_f[OF_NOW] = now
+    o_i[OI_STATUS] = status
+    o_i[OI_EVENTS] = events
+    o_i[OI_NSTEPS] = nsteps
+    o_i[OI_NTRACE] = ntr
+    o_i[OI_NGLOG] = nglog
+    o_i[OI_NREC] = nrec
+    for p in range(nP):
+        o_mark[p] = m[p]
+    for q in range(nMem):
+        o_gcnt[q] = gcnt[q]
+        o_grel[q] = grel[q]
+    return status

@@ -1,0 +1,323 @@
+"""CompiledNet: a validated :class:`~sgdnet.net.Net` flattened into arrays for the Numba kernel.
+
+Layout (structure of arrays; ``T`` transitions, ``P`` places, ``R`` resources, ``G`` gates,
+``NM`` gate members, ``M`` modulators; every index array is ``int64``, every CSR is a
+``(ptr, idx)`` pair with ``ptr`` of length ``n + 1``):
+
+- places: ``m0`` (P,) initial marking; ``dep_ptr/dep_trans`` place -> transitions whose degree
+  reads it (consumers and inhibited transitions, deduplicated);
+- arcs per transition: ``in_ptr/in_place/in_w``, ``out_ptr/out_place/out_w``,
+  ``inh_ptr/inh_place/inh_thr``;
+- resources: ``r_cap`` (R,), ``r_disc`` (R,) (0 fifo, 1 priority, 2 ps), ``r_ps`` (R,) index among
+  ps resources or -1; per transition ``qres_ptr/qres_idx`` (queued, i.e. fifo/priority, resources)
+  and ``psres_ptr/psres_idx`` (ps resources); ``r_users`` (R,) number of transitions holding r;
+  ``rq_base`` (R+1,) offsets of each resource's waiting queue in one shared array;
+- transitions: ``servers`` (T,) (``math.inf`` encoded as :data:`INF_SERVERS`), ``priority``,
+  ``prio_class`` (the priority if t holds a priority resource else 0), ``rank`` (position of t in
+  the (priority, declaration index) order), ``is_step`` (0/1), ``worker`` (tag or -1),
+  ``mod_of`` (modulator index or -1), ``guard`` (global gate-member index or -1);
+- distributions: ``d_code`` (T+M,), ``d_par`` (T+M, 6), ``d_pool``: rows ``0..T-1`` are the
+  transitions' durations, row ``T+k`` the multiplier of modulator ``k`` (iid; unused for markov);
+- gates: ``g_kind`` (0 lag, 1 dynamic_lag), ``g_s``, ``g_slow``, ``g_rmax``, ``g_ptr`` (G+1,)
+  member offsets; per member ``mem_gate``, ``mem_counter``; CSRs ``cnt_ptr/cnt_mem`` (transition ->
+  members it counts), ``gg_ptr/gg_trans`` (gate -> guarded transitions), ``mg_ptr/mg_trans``
+  (member -> guarded transitions);
+- modulators: ``mod_kind`` (0 iid, 1 markov), ``mod_par`` (M, 3) = (slow_factor, mean_fast,
+  mean_slow); ``rs_ptr/rs_mod`` transition -> iid modulators it resamples when it starts.
+
+:func:`compile_net` caches by a structural key, so compiling the same (unchanged) Net twice
+returns the very same object.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from ..dists import Distribution, Empirical, Straggler, flatten
+from ..errors import NetError
+from .builder import Net
+
+__all__ = ["CompiledNet", "compile_net", "INF_SERVERS", "DISC_CODES"]
+
+INF_SERVERS = 1 << 62
+DISC_CODES = {"fifo": 0, "priority": 1, "ps": 2}
+_GATE_CODES = {"lag": 0, "dynamic_lag": 1}
+_MOD_CODES = {"iid": 0, "markov": 1}
+
+_I = np.int64
+_F = np.float64
+
+# The order of the arrays handed to the kernel (see CompiledNet.kernel_args).
+KERNEL_FIELDS = (
+    "m0", "dep_ptr", "dep_trans",
+    "in_ptr", "in_place", "in_w", "out_ptr", "out_place", "out_w", "inh_ptr", "inh_place", "inh_thr",
+    "r_cap", "r_disc", "r_ps", "r_users", "rq_base",
+    "qres_ptr", "qres_idx", "psres_ptr", "psres_idx",
+    "servers", "prio_class", "rank", "is_step", "mod_of", "guard",
+    "d_code", "d_par", "d_pool",
+    "g_kind", "g_s", "g_slow", "g_rmax", "g_ptr", "mem_gate", "mem_counter",
+    "cnt_ptr", "cnt_mem", "gg_ptr", "gg_trans", "mg_ptr", "mg_trans",
+    "mod_kind", "mod_par", "rs_ptr", "rs_mod",
+)
+
+
+def _csr(lists: list[list]) -> tuple[np.ndarray, np.ndarray]:
+    ptr = np.zeros(len(lists) + 1, dtype=_I)
+    for i, lst in enumerate(lists):
+        ptr[i + 1] = ptr[i] + len(lst)
+    idx = np.array([x for lst in lists for x in lst], dtype=_I) if ptr[-1] else np.zeros(0, dtype=_I)
+    return ptr, idx
+
+
+def _dist_key(d: Distribution):
+    if isinstance(d, Empirical):
+        return ("Empirical", hashlib.sha1(np.ascontiguousarray(d.samples).tobytes()).hexdigest())
+    if isinstance(d, Straggler):
+        return ("Straggler", _dist_key(d.base), d.p, d.factor)
+    return repr(d.to_dict())
+
+
+def structural_key(net: Net) -> str:
+    """A hash of everything the compiled form and the results depend on."""
+    parts: list[Any] = [net.name]
+    parts.append([(p.name, p.tokens, repr(p.tags)) for p in net.places.values()])
+    parts.append([(r.name, r.capacity, r.discipline, repr(r.tags)) for r in net.resources.values()])
+    parts.append([
+        (t.name, _dist_key(t.duration), tuple(t.inputs.items()), tuple(t.outputs.items()),
+         tuple(t.inhibitors.items()), t.resources, repr(t.servers), t.priority, repr(t.tags),
+         t.modulator, t.gate)
+        for t in net.transitions.values()
+    ])
+    parts.append([(g.name, g.kind, g.counters, g.s, g.s_lower, g.r_max) for g in net.gates.values()])
+    parts.append([
+        (m.name, m.kind, None if m.multiplier is None else _dist_key(m.multiplier), m.resample_on,
+         m.slow_factor, m.mean_fast, m.mean_slow)
+        for m in net.modulators.values()
+    ])
+    return hashlib.sha1(repr(parts).encode()).hexdigest()
+
+
+class CompiledNet:
+    """The arrays of one net (see the module docstring for the layout) plus its names and tags.
+
+    Attributes
+    ----------
+    name : str
+        The net's name.
+    place_names, transition_names, resource_names, gate_names, modulator_names : list of str
+    transition_tags : list of dict
+    transition_resources : list of tuple of str
+    resource_tags : list of dict
+    resource_capacity : list of int
+    resource_discipline : list of str
+    key : str
+        The structural key of the source net.
+    """
+
+    def __init__(self, net: Net, key: str | None = None):
+        net.validate()
+        self.key = key or structural_key(net)
+        self.name = net.name
+        P, T = list(net.places.values()), list(net.transitions.values())
+        Rs, Gs, Ms = list(net.resources.values()), list(net.gates.values()), list(net.modulators.values())
+        pidx = {p.name: i for i, p in enumerate(P)}
+        tidx = {t.name: i for i, t in enumerate(T)}
+        ridx = {r.name: i for i, r in enumerate(Rs)}
+        gidx = {g.name: i for i, g in enumerate(Gs)}
+        midx = {m.name: i for i, m in enumerate(Ms)}
+        nT = len(T)
+
+        self.place_names = [p.name for p in P]
+        self.transition_names = [t.name for t in T]
+        self.transition_tags = [dict(t.tags) for t in T]
+        self.transition_resources = [tuple(t.resources) for t in T]
+        self.resource_names = [r.name for r in Rs]
+        self.resource_tags = [dict(r.tags) for r in Rs]
+        self.resource_capacity = [int(r.capacity) for r in Rs]
+        self.resource_discipline = [r.discipline for r in Rs]
+        self.gate_names = [g.name for g in Gs]
+        self.gate_kinds = [g.kind for g in Gs]
+        self.gate_members = [len(g.counters) for g in Gs]
+        self.modulator_names = [m.name for m in Ms]
+        self.step_transitions = [i for i, t in enumerate(T) if t.is_step]
+        self.no_input_inf = [t.name for t in T if not t.inputs and t.servers == math.inf]
+
+        self.m0 = np.array([p.tokens for p in P], dtype=_I)
+        dep: list[list[int]] = [[] for _ in P]
+        for i, t in enumerate(T):
+            for p in list(t.inputs) + list(t.inhibitors):
+                if not dep[pidx[p]] or dep[pidx[p]][-1] != i:
+                    dep[pidx[p]].append(i)
+        self.dep_ptr, self.dep_trans = _csr(dep)
+
+        self.in_ptr, self.in_place = _csr([[pidx[p] for p in t.inputs] for t in T])
+        self.in_w = np.array([w for t in T for w in t.inputs.values()], dtype=_I)
+        self.out_ptr, self.out_place = _csr([[pidx[p] for p in t.outputs] for t in T])
+        self.out_w = np.array([w for t in T for w in t.outputs.values()], dtype=_I)
+        self.inh_ptr, self.inh_place = _csr([[pidx[p] for p in t.inhibitors] for t in T])
+        self.inh_thr = np.array([w for t in T for w in t.inhibitors.values()], dtype=_I)
+
+        self.r_cap = np.array(self.resource_capacity, dtype=_I)
+        self.r_disc = np.array([DISC_CODES[r.discipline] for r in Rs], dtype=_I)
+        ps_list = [i for i, r in enumerate(Rs) if r.discipline == "ps"]
+        self.r_ps = np.full(len(Rs), -1, dtype=_I)
+        for k, i in enumerate(ps_list):
+            self.r_ps[i] = k
+        users = np.zeros(len(Rs), dtype=_I)
+        for t in T:
+            for r in t.resources:
+                users[ridx[r]] += 1
+        self.r_users = users
+        self.rq_base = np.zeros(len(Rs) + 1, dtype=_I)
+        self.rq_base[1:] = np.cumsum(users)
+        self.qres_ptr, self.qres_idx = _csr(
+            [[ridx[r] for r in t.resources if net.resources[r].discipline != "ps"] for t in T])
+        self.psres_ptr, self.psres_idx = _csr(
+            [[ridx[r] for r in t.resources if net.resources[r].discipline == "ps"] for t in T])
+
+        self.servers = np.array([INF_SERVERS if t.servers == math.inf else int(t.servers) for t in T], dtype=_I)
+        self.priority = np.array([t.priority for t in T], dtype=_I)
+        self.prio_class = np.array(
+            [t.priority if any(net.resources[r].discipline == "priority" for r in t.resources) else 0 for t in T],
+            dtype=_I)
+        order = sorted(range(nT), key=lambda i: (T[i].priority, i))
+        self.rank = np.zeros(nT, dtype=_I)
+        for k, i in enumerate(order):
+            self.rank[i] = k
+        self.is_step = np.array([1 if t.is_step else 0 for t in T], dtype=_I)
+        self.worker = np.array([_int_tag(t.tags.get("worker")) for t in T], dtype=_I)
+        self.mod_of = np.array([-1 if t.modulator is None else midx[t.modulator] for t in T], dtype=_I)
+
+        dists = [t.duration for t in T] + [
+            m.multiplier if m.kind == "iid" and m.multiplier is not None else _unit() for m in Ms]
+        self.d_code, self.d_par, self.d_pool = flatten(dists)
+        self.d_code = self.d_code.astype(_I)
+
+        # gates
+        self.g_kind = np.array([_GATE_CODES[g.kind] for g in Gs], dtype=_I)
+        self.g_s = np.array([g.s for g in Gs], dtype=_I)
+        self.g_slow = np.array([g.s_lower for g in Gs], dtype=_I)
+        self.g_rmax = np.array([g.r_max for g in Gs], dtype=_I)
+        self.g_ptr = np.zeros(len(Gs) + 1, dtype=_I)
+        self.g_ptr[1:] = np.cumsum([len(g.counters) for g in Gs]) if Gs else []
+        self.mem_gate = np.array([gi for gi, g in enumerate(Gs) for _ in g.counters], dtype=_I)
+        self.mem_counter = np.array([tidx[c] for g in Gs for c in g.counters], dtype=_I)
+        nm = len(self.mem_gate)
+        cnt: list[list[int]] = [[] for _ in T]
+        for k in range(nm):
+            cnt[self.mem_counter[k]].append(k)
+        self.cnt_ptr, self.cnt_mem = _csr(cnt)
+        self.guard = np.full(nT, -1, dtype=_I)
+        gg: list[list[int]] = [[] for _ in Gs]
+        mg: list[list[int]] = [[] for _ in range(nm)]
+        for i, t in enumerate(T):
+            if t.gate is not None:
+                gi = gidx[t.gate[0]]
+                k = int(self.g_ptr[gi]) + int(t.gate[1])
+                self.guard[i] = k
+                gg[gi].append(i)
+                mg[k].append(i)
+        self.gg_ptr, self.gg_trans = _csr(gg)
+        self.mg_ptr, self.mg_trans = _csr(mg)
+
+        # modulators
+        self.mod_kind = np.array([_MOD_CODES[m.kind] for m in Ms], dtype=_I)
+        self.mod_par = np.array([[m.slow_factor, m.mean_fast, m.mean_slow] for m in Ms], dtype=_F).reshape(len(Ms), 3)
+        rs: list[list[int]] = [[] for _ in T]
+        for mi, m in enumerate(Ms):
+            if m.kind == "iid":
+                for tn in m.resample_on:
+                    rs[tidx[tn]].append(mi)
+        self.rs_ptr, self.rs_mod = _csr(rs)
+
+        for f in KERNEL_FIELDS:
+            a = np.ascontiguousarray(getattr(self, f))
+            a.setflags(write=False)
+            setattr(self, f, a)
+
+    # ----------------------------------------------------------------- sizes
+    @property
+    def n_places(self) -> int:
+        return len(self.place_names)
+
+    @property
+    def n_transitions(self) -> int:
+        return len(self.transition_names)
+
+    @property
+    def n_resources(self) -> int:
+        return len(self.resource_names)
+
+    @property
+    def n_members(self) -> int:
+        return int(self.mem_gate.size)
+
+    def kernel_args(self) -> tuple:
+        """The arrays in the order the kernel takes them."""
+        return tuple(getattr(self, f) for f in KERNEL_FIELDS)
+
+    def __repr__(self) -> str:
+        return (f"CompiledNet({self.name!r}: {self.n_places} places, {self.n_transitions} transitions, "
+                f"{self.n_resources} resources, {len(self.gate_names)} gates, {len(self.modulator_names)} modulators)")
+
+
+def _int_tag(v) -> int:
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 0:
+        return int(v)
+    return -1
+
+
+def _unit():
+    from ..dists import Deterministic
+
+    return Deterministic(1.0)
+
+
+_CACHE: OrderedDict[str, CompiledNet] = OrderedDict()
+_CACHE_SIZE = 64
+
+
+def compile_net(net: Net | CompiledNet) -> CompiledNet:
+    """Validate and flatten ``net`` for the engine (cached by structure).
+
+    Parameters
+    ----------
+    net : Net or CompiledNet
+        A CompiledNet is returned as is.
+
+    Returns
+    -------
+    CompiledNet
+        The same object for the same (unchanged) net structure.
+
+    Raises
+    ------
+    NetError
+        When the net is structurally invalid (every problem is listed).
+    """
+    if isinstance(net, CompiledNet):
+        return net
+    if not isinstance(net, Net):
+        raise NetError(f"compile_net needs a sgdnet.Net, got {type(net).__name__} {net!r:.80}")
+    key = structural_key(net)
+    cached = getattr(net, "_sgdnet_compiled", None)
+    if cached is not None and cached.key == key:
+        return cached
+    cn = _CACHE.get(key)
+    if cn is None:
+        cn = CompiledNet(net, key)
+        _CACHE[key] = cn
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    else:
+        _CACHE.move_to_end(key)
+    try:
+        net._sgdnet_compiled = cn
+    except AttributeError:  # pragma: no cover - slotted subclass
+        pass
+    return cn
