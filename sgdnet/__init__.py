@@ -6,6 +6,18 @@ The curated public API. Subsystems add their names here explicitly (no ``import 
 from __future__ import annotations
 
 from . import models, units
+from .dists import (
+    Deterministic,
+    Empirical,
+    Exponential,
+    Gamma,
+    LogNormal,
+    Normal,
+    ShiftedExponential,
+    Straggler,
+    Uniform,
+)
+from .engine import simulate
 from .errors import (
     AnalysisError,
     ClusterError,
@@ -21,6 +33,9 @@ from .errors import (
     UnknownNameError,
     VariantError,
 )
+from .net import Net
+from .net.compiled import compile_net
+from .results import Estimate, Result
 from .workload import Cluster, Layer, ModelProfile
 from .workload.stragglers import MarkovSlowdown, StepSlowdown
 
@@ -48,4 +63,18 @@ __all__ = [
     "UnknownNameError",
     "VariantError",
     "StudyError",
+    "simulate",
+    "Result",
+    "Estimate",
+    "Net",
+    "compile_net",
+    "Deterministic",
+    "Exponential",
+    "Uniform",
+    "Normal",
+    "LogNormal",
+    "Gamma",
+    "ShiftedExponential",
+    "Empirical",
+    "Straggler",
 ]
