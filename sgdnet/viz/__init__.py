@@ -15,8 +15,14 @@ that draw, so ``import sgdnet.viz`` is cheap and headless-safe (use the ``Agg`` 
 
 from __future__ import annotations
 
+# The submodules import matplotlib inside their functions only, so these imports are cheap.
+# (A function named like its module, e.g. ``timeline``, is bound here after the module.)
+from .chrome_trace import chrome_trace_events, to_chrome_trace
+from .dot import to_dot
 from .draw import draw_net, layout_lanes
+from .plots import plot_distribution, plot_scaling, plot_utilization
 from .style import KIND_COLORS, kind_color
+from .timeline import timeline
 
 __all__ = [
     "draw_net",
@@ -35,25 +41,9 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    # Lazy so that the modules written by other engineers are imported only when used.
+    # Lazy: the networkx view belongs to sgdnet.net.graph (analysis layer).
     if name == "to_networkx":
         from ..net.graph import to_networkx
 
         return to_networkx
-    if name == "to_dot":
-        from .dot import to_dot
-
-        return to_dot
-    if name == "timeline":
-        from .timeline import timeline
-
-        return timeline
-    if name in ("to_chrome_trace", "chrome_trace_events"):
-        from . import chrome_trace
-
-        return getattr(chrome_trace, name)
-    if name in ("plot_scaling", "plot_distribution", "plot_utilization"):
-        from . import plots
-
-        return getattr(plots, name)
     raise AttributeError(f"module 'sgdnet.viz' has no attribute {name!r}")

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["KIND_COLORS", "RESOURCE_KIND_COLORS", "kind_color", "resource_color", "paper_rc", "time_unit", "lane_of"]
+__all__ = [
+    "KIND_COLORS", "RESOURCE_KIND_COLORS", "kind_color", "resource_color", "paper_rc", "time_unit", "lane_of",
+    "host_key", "pack_slots",
+]
 
 KIND_COLORS: dict[str, str] = {
     "compute": "#0072B2",  # blue
@@ -76,3 +79,38 @@ def lane_of(tags: dict) -> str | None:
     if w is None or isinstance(w, bool):
         return None
     return f"worker{w}"
+
+
+def host_key(host: str) -> tuple:
+    """Sort key of hosts: workers by index first, then servers / links, then the rest."""
+    import re
+
+    m = re.fullmatch(r"([A-Za-z_]*?)(\d+)", host)
+    if host in ("shared", "net"):
+        return (3, 0, host)
+    if m:
+        return (0 if m.group(1) == "worker" else 1, int(m.group(2)), host)
+    return (2, 0, host)
+
+
+def pack_slots(intervals) -> list[int]:
+    """Greedy interval partitioning: a slot index per ``(start, end)`` so that intervals in one
+    slot never overlap (touching is allowed); uses as many slots as the maximum overlap."""
+    import heapq
+
+    order = sorted(range(len(intervals)), key=lambda i: (intervals[i][0], intervals[i][1]))
+    slots = [0] * len(intervals)
+    free: list[int] = []  # free slot ids (heap)
+    busy: list[tuple[float, int]] = []  # (end, slot)
+    n = 0
+    for i in order:
+        s, e = intervals[i]
+        while busy and busy[0][0] <= s:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        if free:
+            k = heapq.heappop(free)
+        else:
+            k, n = n, n + 1
+        slots[i] = k
+        heapq.heappush(busy, (e, k))
+    return slots
