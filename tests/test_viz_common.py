@@ -13,13 +13,15 @@ from sgdnet.dists import Deterministic, Exponential, Gamma, LogNormal, Straggler
 from sgdnet.net import Net
 
 
-def ps_net(workers: int = 4, layers: int = 3, cv: float = 0.1) -> Net:
+def ps_net(workers: int = 4, layers: int = 3, cv: float = 0.1, barrier: bool = False) -> Net:
     """A synchronous parameter-server net with per-layer push / aggregate / pull.
 
     Worker ``w``: forward (gpu) -> backward of layer L..1 (gpu); after backward of layer l its
     gradient is pushed (worker nic_up + ps nic_down), the PS aggregates layer l once every
     worker pushed (ps_cpu), each worker pulls it (ps nic_up + worker nic_down); when every layer
-    is pulled the worker's step completes and the next forward may start.
+    is pulled the worker's step completes and the next forward may start. ``barrier=True``
+    replaces the per-worker steps by one global step that waits for every worker, so that
+    nothing is in flight when a step completes.
     """
     net = Net(f"ps-{workers}w")
     ps_cpu = net.resource("ps0/cpu", kind="ps_cpu", host="ps0")
@@ -76,6 +78,13 @@ def ps_net(workers: int = 4, layers: int = 3, cv: float = 0.1) -> Net:
                 resources=[ps_up, f"worker{w}/nic_down"],
                 tags={"worker": w, "kind": "comm", "layer": layer, "dir": "pull"},
             )
+    if barrier:
+        net.transition(
+            "barrier", 0.0,
+            inputs={f"w{w}/pulled{layer}": 1 for w in range(workers) for layer in range(layers)},
+            outputs={f"w{w}/ready": 1 for w in range(workers)}, tags={"kind": "sync", "step": True},
+        )
+        return net
     for w in range(workers):
         net.transition(
             f"w{w}/step", 0.0, inputs={f"w{w}/pulled{layer}": 1 for layer in range(layers)},

@@ -1,0 +1,150 @@
+"""Chrome/Perfetto trace export and the Gantt timeline of a traced replication."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import matplotlib
+import numpy as np
+import pytest
+from test_viz_common import ps_net
+
+import sgdnet
+from sgdnet.errors import SgdnetError, SimulationError
+from sgdnet.viz import timeline, to_chrome_trace
+from sgdnet.viz._tracks import busy_from_intervals
+from sgdnet.viz.style import time_unit
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def barrier_result():
+    # One global step: when it completes nothing is in flight, so the trace (completed
+    # firings) covers every busy second of [t0, t1].
+    return sgdnet.simulate(ps_net(4, barrier=True), steps=12, warmup=3, replications=2, seed=11, trace=True)
+
+
+@pytest.fixture(scope="module")
+def worker_result():
+    return sgdnet.simulate(ps_net(4), steps=60, warmup=10, replications=2, seed=5, trace=True)
+
+
+def _busy(result, rep, name):
+    j = result.resource_names.index(name)
+    cap = result.resource_capacity[j]
+    return float(result.utilization(name).samples[rep]) * cap * float(result.sim_time[rep]), cap
+
+
+def test_trace_is_valid_chrome_json(barrier_result, tmp_path):
+    path = tmp_path / "trace.json"
+    to_chrome_trace(barrier_result, path, rep=1)
+    doc = json.loads(path.read_text())
+    evs = doc["traceEvents"]
+    assert evs and doc["displayTimeUnit"] == "ms"
+    for e in evs:
+        for k in ("ph", "ts", "dur", "pid", "tid", "name"):
+            assert k in e, (k, e)
+        assert e["ph"] in ("X", "M")
+        assert e["dur"] >= 0
+    x = [e for e in evs if e["ph"] == "X"]
+    # a named process per host, a named thread per (pid, tid) used
+    pnames = {e["pid"]: e["args"]["name"] for e in evs if e["name"] == "process_name"}
+    tnames = {(e["pid"], e["tid"]) for e in evs if e["name"] == "thread_name"}
+    assert set(pnames.values()) == {"worker0", "worker1", "worker2", "worker3", "ps0"}
+    assert {(e["pid"], e["tid"]) for e in x} <= tnames
+    # slices of one thread never overlap (viewers need nesting)
+    by_thread = defaultdict(list)
+    for e in x:
+        by_thread[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"]))
+    for iv in by_thread.values():
+        iv.sort()
+        assert all(a[1] <= b[0] + 1e-6 for a, b in zip(iv, iv[1:]))
+    # each traced firing appears once per resource it holds
+    tr = barrier_result.trace[barrier_result.trace["rep"] == 1]
+    n_expected = sum(len(barrier_result.transition_resources[int(t)]) for t in tr["transition"])
+    n_ops = sum(1 for e in x if e["args"]["track"] == "ops")
+    assert len(x) - n_ops == n_expected
+
+
+def test_trace_durations_sum_to_busy_time(barrier_result):
+    r = barrier_result
+    for rep in range(r.replications):
+        t0, t1 = float(r.t0[rep]), float(r.t1[rep])
+        doc = to_chrome_trace(r, rep=rep, window=(t0, t1))
+        per_res = defaultdict(list)
+        for e in doc["traceEvents"]:
+            if e["ph"] == "X" and e["args"]["track"] != "ops":
+                per_res[e["args"]["track"]].append((e["ts"] / 1e6, (e["ts"] + e["dur"]) / 1e6))
+        disc = {n: ps_net(4, barrier=True).resources[n].discipline for n in r.resource_names}
+        for name in r.resource_names:
+            busy, cap = _busy(r, rep, name)
+            total = sum(b - a for a, b in per_res[name])
+            if disc[name] == "ps":
+                # concurrent flows share the link: the busy server-time is the integral of
+                # min(flows, capacity), which the overlapping slices reproduce
+                assert total >= busy * (1 - 1e-9)
+                assert busy_from_intervals(per_res[name], t0, t1, cap) == pytest.approx(busy, rel=1e-9, abs=1e-12)
+            else:
+                assert total == pytest.approx(busy, rel=1e-9, abs=1e-12), name
+
+
+def test_trace_needs_a_traced_result_and_a_valid_rep(barrier_result):
+    plain = sgdnet.simulate(ps_net(2), steps=5, warmup=1, replications=1, seed=1)
+    with pytest.raises(SimulationError, match="trace=True"):
+        to_chrome_trace(plain)
+    with pytest.raises(SgdnetError, match="rep=5"):
+        to_chrome_trace(barrier_result, rep=5)
+    with pytest.raises(SgdnetError, match="end > start"):
+        to_chrome_trace(barrier_result, window=(2.0, 1.0))
+
+
+def test_timeline_draws_rows_per_resource(worker_result, tmp_path):
+    ax = timeline(worker_result, rep=0)
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels.count("gpu") == 4 and labels.count("nic_up") == 5 and "cpu" in labels
+    lo, hi = ax.get_xlim()
+    assert hi > lo
+    path = tmp_path / "tl.png"
+    ax.figure.savefig(path, dpi=80)
+    assert path.stat().st_size > 10_000
+    plt.close(ax.figure)
+
+
+def test_timeline_worker_subset_and_window(worker_result):
+    t0 = float(worker_result.t0[0])
+    ax = timeline(worker_result, workers=[1], window=(t0, t0 + 0.05))
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels.count("gpu") == 1  # worker1 only, plus the server rows
+    assert "cpu" in labels
+    assert ax.get_xlim()[1] == pytest.approx(50.0)  # 50 ms window in ms
+    plt.close(ax.figure)
+    with pytest.raises(SgdnetError, match="workers"):
+        timeline(worker_result, workers=[9])
+    with pytest.raises(SgdnetError, match="end > start"):
+        timeline(worker_result, window=(1.0, 1.0))
+
+
+def test_timeline_blocked_time_is_the_idle_gpu_time(barrier_result):
+    # blocked shading on a worker gpu + its busy bars cover the whole window exactly once
+    r = barrier_result
+    t0, t1 = float(r.t0[0]), float(r.t1[0])
+    ax = timeline(r, window=(t0, t1), labels=False)
+    from matplotlib.collections import PolyCollection
+
+    grey = matplotlib.colors.to_rgba(sgdnet.viz.KIND_COLORS["blocked"])
+    ys = {}
+    for c in ax.collections:
+        if isinstance(c, PolyCollection) and np.allclose(c.get_facecolor()[0], grey):
+            for p in c.get_paths():
+                v = p.vertices
+                ys.setdefault(round(float(v[:, 1].min()), 3), 0.0)
+                ys[round(float(v[:, 1].min()), 3)] += float(v[:, 0].max() - v[:, 0].min())
+    busy0, _ = _busy(r, 0, "worker0/gpu")
+    _, scale = time_unit(t1 - t0)
+    idle = (t1 - t0 - busy0) / scale  # in the axis unit
+    assert idle > 0
+    assert min(ys.values(), key=lambda v: abs(v - idle)) == pytest.approx(idle, rel=1e-6)
+    plt.close(ax.figure)
