@@ -183,3 +183,54 @@ def test_infinite_servers_and_tuple_tags_survive():
     assert back.transitions["back"].servers == math.inf
     assert back.transitions["go!"].tags["pair"] == (1, 2)
     assert back.meta["shape"] == (2, 3) and back.meta["inf"] == math.inf
+
+
+# ----------------------------------------------------------------------------- simulation
+def _same_result(a: Net, b: Net, **kw) -> None:
+    import numpy as np
+
+    import sgdnet
+
+    ra = sgdnet.simulate(a, seed=2024, **kw)
+    rb = sgdnet.simulate(b, seed=2024, **kw)
+    assert ra.seeds == rb.seeds
+    np.testing.assert_array_equal(ra.throughput.samples, rb.throughput.samples)
+    assert ra.to_dict() == rb.to_dict()
+    if ra.trace is not None:
+        np.testing.assert_array_equal(ra.trace, rb.trace)
+
+
+@pytest.mark.parametrize("make", [ps_net, exotic_net])
+def test_round_trip_simulates_identically(make):
+    net = make()
+    _same_result(net, from_pnml(to_pnml(net)), steps=40, warmup=5, replications=2, trace=True)
+
+
+def _variant_names() -> list[str]:
+    try:
+        from sgdnet import variants
+
+        return list(variants.names())
+    except ImportError:  # registry still being assembled
+        return []
+
+
+@pytest.fixture(scope="module")
+def small_setup():
+    from sgdnet import Cluster, models
+
+    return models.load("alexnet"), Cluster(workers=2, bandwidth="10Gbps", compute_cv=0.1, comm_cv=0.1)
+
+
+@pytest.mark.parametrize("variant", _variant_names() or [pytest.param("none", marks=pytest.mark.skip("no variants registered yet"))])
+@pytest.mark.parametrize("granularity", ["fine", "coarse"])
+def test_every_builtin_variant_round_trips(variant, granularity, small_setup):
+    from sgdnet import variants
+
+    model, cluster = small_setup
+    net = variants.build(variant, model, cluster, granularity=granularity)
+    text = to_pnml(net)
+    check_ptnet_structure(text)
+    back = from_pnml(text)
+    same_net(net, back)
+    _same_result(net, back, steps=20, warmup=4, replications=2)
