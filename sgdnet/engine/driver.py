@@ -1,18 +1,34 @@
-"""Run replications of the kernel: serial, or in parallel with numba ``prange`` (one replication
-per iteration; each replication owns its RNG state, seeded from its own integer seed, so results
-do not depend on the number of threads)."""
+"""Run replications of the kernel, serially or on a pool of threads.
+
+The kernel is compiled ``nogil=True``, so replications run truly in parallel on Python threads
+(one kernel call per replication; a single compiled kernel serves both modes, which halves the
+JIT time of a numba ``prange`` driver). Each replication owns its RNG state, seeded from its own
+integer seed, so results do not depend on the number of threads or on scheduling.
+"""
 
 from __future__ import annotations
 
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit, prange
 
 from ..net.compiled import CompiledNet
-from .kernel import N_OF, N_OI, run_replication
+from .kernel import (
+    GROW_HOLDERS,
+    GROW_REQUESTS,
+    GROW_SLOTS,
+    N_OF,
+    N_OI,
+    OI_GROW,
+    OI_STATUS,
+    ST_GROW,
+    run_replication,
+)
 
-__all__ = ["derive_seeds", "RunOutput", "run", "run_serial_kernel", "run_parallel_kernel"]
+__all__ = ["derive_seeds", "RunOutput", "run", "n_threads"]
 
 
 def derive_seeds(seed, n: int) -> list[int]:
@@ -22,28 +38,6 @@ def derive_seeds(seed, n: int) -> list[int]:
         seed = int(seed.integers(0, 2**63 - 1))
     ss = np.random.SeedSequence(seed)
     return [int(c.generate_state(1, dtype=np.uint64)[0]) for c in ss.spawn(n)]
-
-
-@njit(cache=True)
-def run_serial_kernel(net, seeds, steps, warmup, max_events, zeno_limit, samples, trace_limit,
-                      o_f, o_i, o_step_t, o_step_tr, o_firings, o_busy, o_wsum, o_wn,
-                      o_tr_t, o_tr_s, o_tr_e, o_glog, o_ghist, o_mark, o_gcnt, o_grel):
-    for i in range(seeds.size):
-        run_replication(*net, seeds[i], steps, warmup, max_events, zeno_limit, samples, trace_limit,
-                        o_f[i], o_i[i], o_step_t[i], o_step_tr[i], o_firings[i], o_busy[i], o_wsum[i],
-                        o_wn[i], o_tr_t[i], o_tr_s[i], o_tr_e[i], o_glog[i], o_ghist[i], o_mark[i],
-                        o_gcnt[i], o_grel[i])
-
-
-@njit(cache=True, parallel=True)
-def run_parallel_kernel(net, seeds, steps, warmup, max_events, zeno_limit, samples, trace_limit,
-                        o_f, o_i, o_step_t, o_step_tr, o_firings, o_busy, o_wsum, o_wn,
-                        o_tr_t, o_tr_s, o_tr_e, o_glog, o_ghist, o_mark, o_gcnt, o_grel):
-    for i in prange(seeds.size):
-        run_replication(*net, seeds[i], steps, warmup, max_events, zeno_limit, samples, trace_limit,
-                        o_f[i], o_i[i], o_step_t[i], o_step_tr[i], o_firings[i], o_busy[i], o_wsum[i],
-                        o_wn[i], o_tr_t[i], o_tr_s[i], o_tr_e[i], o_glog[i], o_ghist[i], o_mark[i],
-                        o_gcnt[i], o_grel[i])
 
 
 @dataclass
@@ -97,10 +91,60 @@ def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_event
         marking=np.zeros((R, P), dtype=np.int64), gcount=np.zeros((R, NM), dtype=np.int64),
         greleased=np.zeros((R, NM), dtype=np.int64),
     )
-    seeds_arr = np.array([s & (2**64 - 1) for s in seeds], dtype=np.uint64)
-    fn = run_parallel_kernel if (parallel and R > 1) else run_serial_kernel
-    fn(cn.kernel_args(), seeds_arr, np.int64(steps), np.int64(warmup), np.int64(max_events),
-       np.int64(zeno_limit), bool(samples), np.int64(trace_limit),
-       out.f, out.i, out.step_t, out.step_tr, out.firings, out.busy, out.wait_sum, out.wait_n,
-       out.tr_t, out.tr_s, out.tr_e, out.glog, out.ghist, out.marking, out.gcount, out.greleased)
+    caps = _initial_caps(cn)
+    args = cn.kernel_args()
+    scalars = (np.int64(steps), np.int64(warmup), np.int64(max_events), np.int64(zeno_limit), bool(samples),
+               np.int64(trace_limit))
+
+    def one(k: int) -> None:
+        rows = (out.f[k], out.i[k], out.step_t[k], out.step_tr[k], out.firings[k], out.busy[k],
+                out.wait_sum[k], out.wait_n[k], out.tr_t[k], out.tr_s[k], out.tr_e[k], out.glog[k],
+                out.ghist[k], out.marking[k], out.gcount[k], out.greleased[k])
+        c = dict(caps)
+        while True:
+            run_replication(*args, np.uint64(seeds[k] & (2**64 - 1)), *scalars,
+                            np.int64(c["slots"]), np.int64(c["requests"]), np.int64(c["holders"]), *rows)
+            if rows[1][OI_STATUS] != ST_GROW:
+                break
+            g = int(rows[1][OI_GROW])
+            for bit, key in ((GROW_SLOTS, "slots"), (GROW_REQUESTS, "requests"), (GROW_HOLDERS, "holders")):
+                if g & bit:
+                    c[key] *= 4
+            for a in rows:
+                a[...] = 0
+        _learn_caps(cn, c)
+
+    nthreads = min(R, n_threads()) if parallel else 1
+    if nthreads <= 1:
+        for k in range(R):
+            one(k)
+    else:
+        with ThreadPoolExecutor(max_workers=nthreads) as ex:
+            list(ex.map(one, range(R)))
     return out
+
+
+_caps_lock = threading.Lock()
+
+
+def _initial_caps(cn: CompiledNet) -> dict:
+    hint = getattr(cn, "_engine_caps", None)
+    if hint is not None:
+        return dict(hint)
+    slots = 16 + int(np.minimum(cn.servers, 4).sum())
+    return {"slots": slots, "requests": max(64, 2 * int(np.minimum(cn.servers, 4).sum())), "holders": 16}
+
+
+def _learn_caps(cn: CompiledNet, caps: dict) -> None:
+    """Remember capacities a replication needed so later runs of this net start with them."""
+    with _caps_lock:
+        old = getattr(cn, "_engine_caps", None) or _initial_caps(cn)
+        cn._engine_caps = {k: max(old[k], caps[k]) for k in caps}
+
+
+def n_threads() -> int:
+    """Threads used for parallel replications: the CPUs this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)

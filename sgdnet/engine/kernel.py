@@ -35,24 +35,156 @@ reports a status code: 0 done, 1 deadlock, 2 event budget exhausted, 3 time does
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
-from .rng import exponential, sample, seed_state, uniform
+# ------------------------------------------------------------------ random numbers
+# xoshiro256** seeded by splitmix64; the state is a uint64[4] array owned by one replication.
+_U = np.uint64
+_INV53 = 1.0 / 9007199254740992.0
+TWO_PI = 2.0 * math.pi
 
-ST_OK, ST_DEADLOCK, ST_BUDGET, ST_ZENO = 0, 1, 2, 3
+
+@njit(cache=True, _nrt=False)
+def _rotl(x, k):
+    return (x << _U(k)) | (x >> _U(64 - k))
+
+
+@njit(cache=True)
+def seed_state(seed):
+    """Four splitmix64 outputs of ``seed`` (uint64) as the xoshiro256** state."""
+    s = np.empty(4, dtype=np.uint64)
+    z = _U(seed)
+    for i in range(4):
+        z = z + _U(0x9E3779B97F4A7C15)
+        x = z
+        x = (x ^ (x >> _U(30))) * _U(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> _U(27))) * _U(0x94D049BB133111EB)
+        s[i] = x ^ (x >> _U(31))
+    return s
+
+
+@njit(cache=True, _nrt=False)
+def next_u64(s):
+    s0 = s[0]
+    s1 = s[1]
+    s2 = s[2]
+    s3 = s[3]
+    res = _rotl(s1 * _U(5), 7) * _U(9)
+    t = s1 << _U(17)
+    s2 ^= s0
+    s3 ^= s1
+    s1 ^= s2
+    s0 ^= s3
+    s2 ^= t
+    s3 = _rotl(s3, 45)
+    s[0] = s0
+    s[1] = s1
+    s[2] = s2
+    s[3] = s3
+    return res
+
+
+@njit(cache=True, _nrt=False)
+def uniform(s):
+    """A double in [0, 1)."""
+    return float(next_u64(s) >> _U(11)) * _INV53
+
+
+@njit(cache=True, _nrt=False)
+def exponential(s, mean):
+    return -mean * math.log(1.0 - uniform(s))
+
+
+@njit(cache=True, _nrt=False)
+def std_normal(s):
+    u1 = 1.0 - uniform(s)
+    u2 = uniform(s)
+    return math.sqrt(-2.0 * math.log(u1)) * math.cos(TWO_PI * u2)
+
+
+@njit(cache=True, _nrt=False)
+def gamma_unit(s, k):
+    """Gamma(shape k, scale 1) by Marsaglia-Tsang (k < 1 via the u**(1/k) boost)."""
+    boost = 1.0
+    if k < 1.0:
+        boost = uniform(s) ** (1.0 / k)
+        k += 1.0
+    d = k - 1.0 / 3.0
+    c = 1.0 / math.sqrt(9.0 * d)
+    while True:
+        x = std_normal(s)
+        v = 1.0 + c * x
+        if v <= 0.0:
+            continue
+        v = v * v * v
+        u = 1.0 - uniform(s)
+        if math.log(u) < 0.5 * x * x + d - d * v + d * math.log(v):
+            return d * v * boost
+
+
+@njit(cache=True, _nrt=False)
+def sample_base(s, code, a, b, pool):
+    """One draw of a non-mixture distribution with parameter row ``(a, b)``."""
+    if code == 0:
+        return a
+    if code == 1:
+        return exponential(s, a)
+    if code == 2:
+        return a + (b - a) * uniform(s)
+    if code == 3:
+        if b == 0.0:
+            return a
+        while True:
+            x = a + b * std_normal(s)
+            if x >= 0.0:
+                return x
+    if code == 4:
+        return math.exp(a + b * std_normal(s))
+    if code == 5:
+        if a == 0.0:
+            return b
+        return gamma_unit(s, a) * b
+    if code == 6:
+        return a + exponential(s, b)
+    if code == 7:
+        n = int(b)
+        j = int(uniform(s) * n)
+        if j >= n:
+            j = n - 1
+        return pool[int(a) + j]
+    return a
+
+
+@njit(cache=True, _nrt=False)
+def sample(s, code, par, row, pool):
+    """One draw of distribution ``code`` with parameters ``par[row]`` (see :func:`sgdnet.dists.flatten`)."""
+    if code == 0:
+        return par[row, 0]
+    if code == 8:
+        x = sample_base(s, int(par[row, 2]), par[row, 3], par[row, 4], pool)
+        if uniform(s) < par[row, 0]:
+            x *= par[row, 1]
+        return x
+    return sample_base(s, code, par[row, 0], par[row, 1], pool)
+
+
+ST_OK, ST_DEADLOCK, ST_BUDGET, ST_ZENO, ST_GROW = 0, 1, 2, 3, 4
+GROW_SLOTS, GROW_REQUESTS, GROW_HOLDERS = 1, 2, 4
 NONE, IN_IH = -1, -2
 
 # o_f fields
 OF_T0, OF_T1, OF_NOW = 0, 1, 2
 N_OF = 3
 # o_i fields
-OI_STATUS, OI_EVENTS, OI_NSTEPS, OI_NTRACE, OI_NGLOG, OI_NREC = 0, 1, 2, 3, 4, 5
-N_OI = 6
+OI_STATUS, OI_EVENTS, OI_NSTEPS, OI_NTRACE, OI_NGLOG, OI_NREC, OI_GROW = 0, 1, 2, 3, 4, 5, 6
+N_OI = 7
 
 
 # ------------------------------------------------------------ candidate heaps
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def _cless(a, b, pcls, ktime, rank):
     pa = pcls[a]
     pb = pcls[b]
@@ -65,7 +197,7 @@ def _cless(a, b, pcls, ktime, rank):
     return rank[a] < rank[b]
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _c_up(h, base, i, pos, pcls, ktime, rank):
     x = h[base + i]
     while i > 0:
@@ -81,7 +213,7 @@ def _c_up(h, base, i, pos, pcls, ktime, rank):
     pos[x] = i
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _c_down(h, base, n, i, pos, pcls, ktime, rank):
     x = h[base + i]
     while True:
@@ -101,14 +233,14 @@ def _c_down(h, base, n, i, pos, pcls, ktime, rank):
     pos[x] = i
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def _c_push(h, base, n, t, pos, pcls, ktime, rank):
     h[base + n] = t
     _c_up(h, base, n, pos, pcls, ktime, rank)
     return n + 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def _c_pop(h, base, n, pos, pcls, ktime, rank):
     """Remove the top; the caller reads ``h[base]`` before and passes the old size."""
     n -= 1
@@ -118,7 +250,7 @@ def _c_pop(h, base, n, pos, pcls, ktime, rank):
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _c_remove(h, base, n, t, pos, pcls, ktime, rank):
     i = pos[t]
     n -= 1
@@ -134,7 +266,7 @@ def _c_remove(h, base, n, t, pos, pcls, ktime, rank):
 
 
 # ------------------------------------------------------------ completion heap
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def _eless(a, b, ct, cs):
     ta = ct[a]
     tb = ct[b]
@@ -143,7 +275,7 @@ def _eless(a, b, ct, cs):
     return cs[a] < cs[b]
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _e_up(h, i, pos, ct, cs):
     x = h[i]
     while i > 0:
@@ -159,7 +291,7 @@ def _e_up(h, i, pos, ct, cs):
     pos[x] = i
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _e_down(h, n, i, pos, ct, cs):
     x = h[i]
     while True:
@@ -179,7 +311,7 @@ def _e_down(h, n, i, pos, ct, cs):
     pos[x] = i
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _e_update(h, n, s, pos, ct, cs):
     i = pos[s]
     if i > 0 and _eless(s, h[(i - 1) >> 1], ct, cs):
@@ -189,7 +321,7 @@ def _e_update(h, n, s, pos, ct, cs):
 
 
 # ------------------------------------------------------------------ helpers
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _promote(r, ih, ih_n, qh, qn, rq_base, pos, where, from_r, used, r_cap, pcls, ktime, rank):
     """If resource r has a free server, move the head of its queue to the instant heap."""
     if used[r] < r_cap[r] and qn[r] > 0:
@@ -202,7 +334,7 @@ def _promote(r, ih, ih_n, qh, qn, rq_base, pos, where, from_r, used, r_cap, pcls
     return ih_n
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _ps_rate(t, psres_ptr, psres_idx, used, r_cap):
     rate = 1.0
     for k in range(psres_ptr[t], psres_ptr[t + 1]):
@@ -213,7 +345,7 @@ def _ps_rate(t, psres_ptr, psres_idx, used, r_cap):
     return rate
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _rerate(r, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate, s_ctime, s_seq,
             eh, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap):
     rp = r_ps[r]
@@ -234,22 +366,7 @@ def _rerate(r, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate, s_ctime, s
             _e_update(eh, eh_n, s, eh_pos, s_ctime, s_seq)
 
 
-@njit(cache=True)
-def _grow_i(a, n):
-    b = np.empty(n, dtype=a.dtype)
-    b[: a.size] = a
-    return b
-
-
-@njit(cache=True)
-def _grow_i2(a, n):
-    b = np.empty((n, a.shape[1]), dtype=a.dtype)
-    b[: a.shape[0]] = a
-    return b
-
-
-# ------------------------------------------------------------------- kernel
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def run_replication(
     m0, dep_ptr, dep_trans,
     in_ptr, in_place, in_w, out_ptr, out_place, out_w, inh_ptr, inh_place, inh_thr,
@@ -260,7 +377,7 @@ def run_replication(
     g_kind, g_s, g_slow, g_rmax, g_ptr, mem_gate, mem_counter,
     cnt_ptr, cnt_mem, gg_ptr, gg_trans, mg_ptr, mg_trans,
     mod_kind, mod_par, rs_ptr, rs_mod,
-    seed, steps, warmup, max_events, zeno_limit, samples, trace_limit,
+    seed, steps, warmup, max_events, zeno_limit, samples, trace_limit, cap_slots, cap_requests, cap_holders,
     o_f, o_i, o_step_t, o_step_tr, o_firings, o_busy, o_wsum, o_wn,
     o_tr_t, o_tr_s, o_tr_e, o_glog, o_ghist, o_mark, o_gcnt, o_grel,
 ):
@@ -288,7 +405,7 @@ def run_replication(
         rq_cap[t] = c
         rq_off[t] = rq_used
         rq_used += c
-    rq_pool = np.zeros(max(rq_used * 2, 16), dtype=np.float64)
+    rq_pool = np.zeros(max(rq_used, cap_requests), dtype=np.float64)
     ktime = np.zeros(nT, dtype=np.float64)
     where = np.full(nT, NONE, dtype=np.int64)
     from_r = np.full(nT, NONE, dtype=np.int64)
@@ -302,12 +419,7 @@ def run_replication(
     isd = np.zeros(nT, dtype=np.bool_)
     dn = 0
     # firing slots
-    scap = 16
-    for t in range(nT):
-        c = servers[t]
-        if c > 4:
-            c = 4
-        scap += c
+    scap = cap_slots
     s_trans = np.zeros(scap, dtype=np.int64)
     s_seq = np.zeros(scap, dtype=np.int64)
     s_next = np.arange(1, scap + 1, dtype=np.int64)
@@ -332,7 +444,7 @@ def run_replication(
         k = psres_ptr[t + 1] - psres_ptr[t]
         if k > maxps:
             maxps = k
-    hcap = 8
+    hcap = cap_holders
     ps_h = np.zeros((max(nps, 1), hcap), dtype=np.int64)
     ps_n = np.zeros(max(nps, 1), dtype=np.int64)
     s_php = np.zeros((scap, maxps), dtype=np.int64)
@@ -353,7 +465,7 @@ def run_replication(
     mk_next = np.full(nM, np.inf, dtype=np.float64)
     for mi in range(nM):
         if mod_kind[mi] == 0:
-            modval[mi] = sample(rng, d_code[nT + mi], d_par[nT + mi], d_pool)
+            modval[mi] = sample(rng, d_code[nT + mi], d_par, nT + mi, d_pool)
         else:
             sf = mod_par[mi, 0]
             mf = mod_par[mi, 1]
@@ -376,6 +488,7 @@ def run_replication(
     events = 0
     same = 0
     status = ST_OK
+    grow = 0
     stop = False
     target_steps = warmup + steps
 
@@ -421,12 +534,9 @@ def run_replication(
                     if newcap < d:
                         newcap = d
                     if rq_used + newcap > rq_pool.size:
-                        nsz = 2 * rq_pool.size
-                        if nsz < rq_used + newcap:
-                            nsz = rq_used + newcap
-                        newpool = np.zeros(nsz, dtype=np.float64)
-                        newpool[:rq_used] = rq_pool[:rq_used]
-                        rq_pool = newpool
+                        status = ST_GROW
+                        grow = GROW_REQUESTS
+                        break
                     off = rq_off[t]
                     h = rq_head[t]
                     for i in range(cur):
@@ -466,6 +576,8 @@ def run_replication(
                                         pcls, ktime, rank)
                 else:
                     qn[wt] = _c_remove(qh, rq_base[wt], qn[wt], t, cpos, pcls, ktime, rank)
+        if status == ST_GROW:
+            break
 
         if ih_n > 0:
             # ---------------------------------------- B: examine the first candidate
@@ -525,12 +637,12 @@ def run_replication(
                             dn += 1
                 for k in range(rs_ptr[t], rs_ptr[t + 1]):
                     mi = rs_mod[k]
-                    modval[mi] = sample(rng, d_code[nT + mi], d_par[nT + mi], d_pool)
+                    modval[mi] = sample(rng, d_code[nT + mi], d_par, nT + mi, d_pool)
                 code = d_code[t]
                 if code == 0:
                     dur = d_par[t, 0]
                 else:
-                    dur = sample(rng, code, d_par[t], d_pool)
+                    dur = sample(rng, code, d_par, t, d_pool)
                 mi = mod_of[t]
                 if mi >= 0:
                     if mod_kind[mi] == 1:
@@ -546,23 +658,9 @@ def run_replication(
                     dur *= modval[mi]
                 # a firing slot
                 if free_head < 0:
-                    ncap = 2 * scap
-                    s_trans = _grow_i(s_trans, ncap)
-                    s_seq = _grow_i(s_seq, ncap)
-                    s_next = _grow_i(s_next, ncap)
-                    s_start = _grow_i(s_start, ncap)
-                    s_rem = _grow_i(s_rem, ncap)
-                    s_last = _grow_i(s_last, ncap)
-                    s_rate = _grow_i(s_rate, ncap)
-                    s_ctime = _grow_i(s_ctime, ncap)
-                    eh = _grow_i(eh, ncap)
-                    eh_pos = _grow_i(eh_pos, ncap)
-                    s_php = _grow_i2(s_php, ncap)
-                    for i in range(scap, ncap - 1):
-                        s_next[i] = i + 1
-                    s_next[ncap - 1] = -1
-                    free_head = scap
-                    scap = ncap
+                    status = ST_GROW
+                    grow = GROW_SLOTS
+                    break
                 s = free_head
                 free_head = s_next[s]
                 s_trans[s] = t
@@ -588,14 +686,16 @@ def run_replication(
                             o_wsum[r] += now - rt
                             o_wn[r] += 1
                         used[r] += 1
-                        if ps_n[rp] == ps_h.shape[1]:
-                            nh = np.zeros((ps_h.shape[0], 2 * ps_h.shape[1]), dtype=np.int64)
-                            nh[:, : ps_h.shape[1]] = ps_h
-                            ps_h = nh
+                        if ps_n[rp] == hcap:
+                            status = ST_GROW
+                            grow = GROW_HOLDERS
+                            break
                         ps_h[rp, ps_n[rp]] = s
                         s_php[s, j] = ps_n[rp]
                         ps_n[rp] += 1
                         j += 1
+                    if status == ST_GROW:
+                        break
                     rate = _ps_rate(t, psres_ptr, psres_idx, used, r_cap)
                     s_rem[s] = dur
                     s_last[s] = now
@@ -799,6 +899,7 @@ def run_replication(
     o_i[OI_NTRACE] = ntr
     o_i[OI_NGLOG] = nglog
     o_i[OI_NREC] = nrec
+    o_i[OI_GROW] = grow
     for p in range(nP):
         o_mark[p] = m[p]
     for q in range(nMem):

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import weakref
 from collections import OrderedDict
 from typing import Any
 
@@ -278,8 +279,9 @@ def _unit():
     return Deterministic(1.0)
 
 
-_CACHE: OrderedDict[str, CompiledNet] = OrderedDict()
+_CACHE: OrderedDict[str, CompiledNet] = OrderedDict()  # structural key -> compiled net
 _CACHE_SIZE = 64
+_BY_NET: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Net -> its last compiled form
 
 
 def compile_net(net: Net | CompiledNet) -> CompiledNet:
@@ -305,7 +307,7 @@ def compile_net(net: Net | CompiledNet) -> CompiledNet:
     if not isinstance(net, Net):
         raise NetError(f"compile_net needs a sgdnet.Net, got {type(net).__name__} {net!r:.80}")
     key = structural_key(net)
-    cached = getattr(net, "_sgdnet_compiled", None)
+    cached = _BY_NET.get(net)
     if cached is not None and cached.key == key:
         return cached
     cn = _CACHE.get(key)
@@ -317,7 +319,7 @@ def compile_net(net: Net | CompiledNet) -> CompiledNet:
     else:
         _CACHE.move_to_end(key)
     try:
-        net._sgdnet_compiled = cn
-    except AttributeError:  # pragma: no cover - slotted subclass
+        _BY_NET[net] = cn
+    except TypeError:  # pragma: no cover - a Net subclass that cannot be weakly referenced
         pass
     return cn
