@@ -19,8 +19,9 @@ from sgdnet.engine.api import default_max_events
 from sgdnet.errors import DeadlockError, NetError, SimulationError, UnknownNameError
 
 
-def _loop(name="loop", work=Exponential(0.01), sync=0.002):
+def _loop(name="loop", work=None, sync=0.002):
     """One token circulating: `work` (on a gpu) then a step-tagged `sync`."""
+    work = Exponential(0.01) if work is None else work
     net = Net(name)
     a = net.place("a", tokens=1)
     b = net.place("b")
