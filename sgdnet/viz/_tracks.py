@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import SgdnetError, SimulationError
-from .style import host_key, lane_of
+from .style import host_key, lane_of, short_name
 
 __all__ = ["Track", "tracks_of", "busy_from_intervals"]
 
@@ -63,7 +63,7 @@ def tracks_of(result, rep: int = 0, *, include_ops: bool = True, min_duration: f
     for j, name in enumerate(result.resource_names):
         tags = result.resource_tags[j]
         host = str(tags.get("host", "shared"))
-        label = name.split("/", 1)[1] if name.startswith(host + "/") else name
+        label = short_name(name)
         res_tracks.append(Track(host, label, name, int(caps[j]), str(tags.get("discipline", "")),
                                 str(tags.get("kind", ""))))
     ridx = {n: j for j, n in enumerate(result.resource_names)}

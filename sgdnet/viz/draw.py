@@ -1,7 +1,7 @@
 """Draw a :class:`~sgdnet.net.Net` with matplotlib.
 
-Places are circles with their tokens, transitions are bars coloured by ``kind`` (thin for
-zero-duration ones), resources are boxes labelled with their discipline and joined by dotted
+Places are circles with their tokens, transitions are bars coloured by ``kind`` (thin black
+for zero-duration ones, a bold outline for ``step`` transitions), resources are boxes labelled with their discipline and joined by dotted
 lines to the transitions that hold them, arcs are arrows labelled with their weight when it is
 not 1, inhibitor arcs end in a small circle.
 
@@ -22,7 +22,7 @@ from typing import Any
 from ..dists import Deterministic
 from ..errors import SgdnetError
 from ..net.builder import Net
-from .style import KIND_COLORS, kind_color, lane_of, paper_rc, resource_color
+from .style import KIND_COLORS, kind_color, lane_of, paper_rc, resource_color, short_name
 
 __all__ = ["draw_net", "layout_lanes", "Layout"]
 
@@ -198,7 +198,7 @@ def layout_lanes(net: Net) -> Layout:
 
 
 def _short(name: str) -> str:
-    return name.rsplit("/", 1)[-1]
+    return short_name(name)
 
 
 def draw_net(
@@ -223,7 +223,7 @@ def draw_net(
         ``"lanes"``: a band per worker / server host (see module docstring). A dict maps
         ``("place"|"transition"|"resource", name)`` (or a bare name) to ``(x, y)``.
     labels : ``"transitions"``, ``"all"`` or ``"none"``
-        Which nodes get a text label (the part of the name after the last ``/``).
+        Which nodes get a text label (:func:`sgdnet.viz.style.short_name` of the name).
     resource_edges : ``"lane"``, True or False
         Draw dotted lines from each resource box to the transitions holding it: only to those in
         the resource's own lane (``"lane"``, the default: shared links held from every lane would
@@ -303,13 +303,10 @@ def draw_net(
         immediate = isinstance(t.duration, Deterministic) and t.duration.value == 0
         w = BAR_W * (0.45 if immediate else 1.0)
         col = kind_color(t.tags.get("kind", "other")) if not immediate else "#222222"
-        r = Rectangle((x - w / 2, y - BAR_H / 2), w, BAR_H, facecolor=col, edgecolor="#222222",
-                      lw=0.5, zorder=3)
+        r = Rectangle((x - w / 2, y - BAR_H / 2), w, BAR_H, facecolor=col, edgecolor="black",
+                      lw=1.6 if t.is_step else 0.5, zorder=3)
         ax.add_patch(r)
         patches[("transition", t.name)] = r
-        if t.is_step and (labels == "none" or "step" not in _short(t.name)):
-            ax.text(x, y + BAR_H / 2 + 0.04, "step", ha="center", va="bottom", fontsize=fs - 1.5,
-                    style="italic", color="#333333", zorder=4)
         if labels in ("transitions", "all"):
             ax.text(x, y - BAR_H / 2 - 0.05, _short(t.name), ha="center", va="top", fontsize=fs - 1,
                     rotation=0, color="#222222", zorder=4)
@@ -384,6 +381,8 @@ def draw_net(
             Rectangle((0, 0), 1, 1, facecolor=kind_color(k), edgecolor="#222222", lw=0.5, label=k) for k in kinds
         ]
         handles.append(Rectangle((0, 0), 1, 1, facecolor="#222222", label="immediate (0 s)"))
+        if any(t.is_step for t in net.transitions.values()):
+            handles.append(Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", lw=1.6, label="step"))
         handles.append(Line2D([], [], marker="o", ls="none", mfc="white", mec="#222222", label="place"))
         if net.resources:
             handles.append(Rectangle((0, 0), 1, 1, facecolor="#BBBBBB", alpha=0.5, label="resource (discipline)"))

@@ -10,7 +10,7 @@ from typing import Any
 
 __all__ = [
     "KIND_COLORS", "RESOURCE_KIND_COLORS", "kind_color", "resource_color", "paper_rc", "time_unit", "lane_of",
-    "host_key", "pack_slots",
+    "host_key", "pack_slots", "short_name",
 ]
 
 KIND_COLORS: dict[str, str] = {
@@ -114,3 +114,29 @@ def pack_slots(intervals) -> list[int]:
         slots[i] = k
         heapq.heappush(busy, (e, k))
     return slots
+
+
+_HOST_PREFIX = None
+
+
+def short_name(name: str) -> str:
+    """A compact label: the host prefix (``w3.``, ``worker3/``, ``ps0.``) dropped, a layer part
+    ``l<k>`` glued to the word before it, chunk ``c0`` dropped: ``w0.push.l2.c0.lat`` ->
+    ``push2·lat``, ``w1/backward0`` -> ``backward0``, ``w0.gpu`` -> ``gpu``."""
+    import re
+
+    global _HOST_PREFIX
+    if _HOST_PREFIX is None:
+        _HOST_PREFIX = re.compile(r"^(?:w|worker|ps|server|host|node)\d+[./:]")
+    s = _HOST_PREFIX.sub("", name)
+    parts = [x for x in re.split(r"[./:]", s) if x]
+    out: list[str] = []
+    for x in parts:
+        m = re.fullmatch(r"l(\d+)", x)
+        if m and out:
+            out[-1] += m.group(1)
+        elif x == "c0":
+            continue
+        else:
+            out.append(x)
+    return "·".join(out) if out else name

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import SgdnetError
 from ._tracks import tracks_of
-from .style import KIND_COLORS, kind_color, pack_slots, paper_rc, time_unit
+from .style import KIND_COLORS, kind_color, pack_slots, paper_rc, short_name, time_unit
 
 __all__ = ["timeline", "default_window"]
 
@@ -50,7 +50,7 @@ def default_window(result, rep: int = 0, n_steps: int = 3) -> tuple[float, float
 
 
 def _short(name: str) -> str:
-    return name.rsplit("/", 1)[-1]
+    return short_name(name)
 
 
 def timeline(
@@ -63,6 +63,7 @@ def timeline(
     n_steps: int = 3,
     labels: bool = True,
     blocked: bool = True,
+    ops: bool | str = "auto",
     title: str | None = None,
 ):
     """Draw a Gantt chart of replication ``rep`` of a traced ``result``.
@@ -84,6 +85,9 @@ def timeline(
         Write operation names inside bars wide enough to hold them.
     blocked : bool
         Shade idle time of worker compute resources as *blocked*.
+    ops : ``"auto"``, True or False
+        Rows for firings holding no resource (latencies, delays): shown when they cover at
+        least 1% of the window (``"auto"``), always, or never.
     title : str, optional
 
     Returns
@@ -115,8 +119,16 @@ def timeline(
         if not wanted <= known:
             raise SgdnetError(f"workers={sorted(workers)!r} not in this net; known hosts: {sorted(known)}")
         tracks = [tk for tk in tracks if not tk.host.startswith("worker") or tk.host in wanted]
-    # hide tracks with nothing at all in the replication (e.g. unused ops)
-    tracks = [tk for tk in tracks if tk.events or tk.resource is not None]
+    # resource-less "ops" rows (latencies, delays) only when they take visible time
+    def visible(tk) -> float:
+        return sum(max(0.0, min(e, hi) - max(s, lo)) for s, e, _ in tk.events)
+
+    if ops == "auto":
+        tracks = [tk for tk in tracks if tk.resource is not None or visible(tk) >= 0.01 * (hi - lo)]
+    elif not ops:
+        tracks = [tk for tk in tracks if tk.resource is not None]
+    else:
+        tracks = [tk for tk in tracks if tk.resource is not None or tk.events]
 
     unit, scale = time_unit(hi - lo)
     step_t: dict[str, list[float]] = {}
@@ -168,9 +180,9 @@ def timeline(
                 any_blocked = True
         for (s, e, t), k in evs:
             kind = str(result.transition_tags[t].get("kind", "other"))
-            if kind not in seen_kinds:
-                seen_kinds.append(kind)
             s_c, e_c = max(s, lo), min(e, hi)
+            if kind not in seen_kinds and e_c > s_c:
+                seen_kinds.append(kind)
             ax.broken_barh([((s_c - lo) / scale, max((e_c - s_c) / scale, 0.0))], (top + k * sub + 0.02, sub - 0.04),
                            facecolors=kind_color(kind), edgecolor="white", linewidth=0.3, zorder=2)
             name = _short(result.transition_names[t])
