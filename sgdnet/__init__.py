@@ -36,6 +36,7 @@ from .errors import (
 from .net import Net
 from .net.compiled import compile_net
 from .results import Estimate, Result
+from .study import Study
 from .workload import Cluster, Layer, ModelProfile
 from .workload.stragglers import MarkovSlowdown, StepSlowdown
 
@@ -63,6 +64,7 @@ __all__ = [
     "UnknownNameError",
     "VariantError",
     "StudyError",
+    "Study",
     "simulate",
     "Result",
     "Estimate",
