@@ -1,0 +1,645 @@
+"""The ``sgdnet`` command: predict, study, draw, trace, models.
+
+::
+
+    sgdnet predict --model resnet50 --variant sync-ps --workers 1,2,4,8 --bandwidth 10Gbps
+    sgdnet study examples/study.yaml --out results.csv [--executor dask --scheduler ADDR]
+    sgdnet draw sync-ps --workers 4 --out net.png        # or net.svg, net.dot, net.pnml
+    sgdnet trace --variant allreduce --workers 4 --out trace.json   # open in ui.perfetto.dev
+    sgdnet models
+
+Every sub-command has ``--help``. Bad arguments and invalid input (an :class:`~sgdnet.SgdnetError`)
+print one line ``sgdnet <command>: error: ...`` on stderr and exit with status 2; an unreadable
+or unwritable file exits with 1; an interrupted run with 130. Set ``SGDNET_DEBUG=1`` to see the
+traceback of an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from .errors import SgdnetError
+
+__all__ = ["main", "build_parser", "EXIT_USAGE", "EXIT_IO", "EXIT_FAILED_ROWS"]
+
+#: Exit status of bad arguments and invalid input.
+EXIT_USAGE = 2
+#: Exit status of a file that cannot be read or written.
+EXIT_IO = 1
+#: Exit status of a study some of whose rows failed (they are recorded in the table).
+EXIT_FAILED_ROWS = 1
+
+#: Defaults of ``sgdnet predict`` (kept small so the README command is quick).
+PREDICT_STEPS = 300
+PREDICT_WARMUP = 50
+PREDICT_REPLICATIONS = 8
+#: Defaults of ``sgdnet trace`` and of ``predict --trace`` (a short traced run).
+TRACE_STEPS = 10
+TRACE_WARMUP = 5
+
+_COMMANDS = ("predict", "study", "draw", "trace", "models")
+_DRAW_SUFFIXES = (".png", ".svg", ".pdf", ".dot", ".gv", ".pnml", ".xml")
+_FIG_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg")
+
+
+class _UsageError(Exception):
+    """Bad command-line arguments (argparse's own complaints included).
+
+    ``prog`` is the (sub-)command that complains; ``None``: the command being run.
+    """
+
+    def __init__(self, message: str, prog: str | None = None):
+        super().__init__(message)
+        self.prog = prog
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line and go through :func:`main`."""
+
+    def error(self, message: str) -> NoReturn:  # noqa: D102 - argparse hook
+        raise _UsageError(f"{message} (see '{self.prog} --help')", prog=self.prog)
+
+
+# ---------------------------------------------------------------------------- argument types
+def _workers_list(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        try:
+            n = int(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a list of worker counts; write e.g. 1,2,4,8") from None
+        if n < 1:
+            raise argparse.ArgumentTypeError(f"worker count {n} in {text!r} must be >= 1")
+        if n in out:
+            raise argparse.ArgumentTypeError(f"worker count {n} appears twice in {text!r}")
+        out.append(n)
+    if not out:
+        raise argparse.ArgumentTypeError("give at least one worker count, e.g. 1,2,4,8")
+    return out
+
+
+def _one_worker_count(text: str) -> int:
+    counts = _workers_list(text)
+    if len(counts) != 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give one worker count here, e.g. 4")
+    return counts[0]
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n} must be >= 1")
+    return n
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{n} must be >= 0")
+    return n
+
+
+def _cv(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(x) or x < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite CV >= 0 (e.g. 0.05)")
+    return x
+
+
+def _speeds(text: str) -> tuple[float, ...]:
+    try:
+        vals = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a list of speed factors; write e.g. 1,1,0.5,0.5") from None
+    if not vals:
+        raise argparse.ArgumentTypeError("give one speed factor per worker, e.g. 1,1,0.5,0.5")
+    return vals
+
+
+def _option(text: str) -> tuple[str, Any]:
+    key, eq, raw = text.partition("=")
+    key = key.strip().replace("-", "_")
+    if not eq or not key.isidentifier():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not KEY=VALUE; write e.g. --option staleness=3")
+    import yaml
+
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError:
+        value = raw
+    if isinstance(value, (dict, list)) or value is None and raw.strip():
+        value = raw
+    return key, value
+
+
+# ---------------------------------------------------------------------------- parser
+def _add_workload(p: argparse.ArgumentParser, *, variant: bool, workers_many: bool,
+                  granularity: str) -> None:
+    g = p.add_argument_group("workload and cluster")
+    if variant:
+        g.add_argument("--variant", required=True,
+                       help="SGD variant (sync-ps, async-ps, ssp, allreduce, ...; "
+                            "an unknown name lists them)")
+    g.add_argument("--model", default="resnet50",
+                   help="built-in model (see 'sgdnet models') or a profile .json path "
+                        "(default: resnet50)")
+    if workers_many:
+        g.add_argument("--workers", type=_workers_list, default=[1, 2, 4, 8],
+                       help="comma-separated worker counts (default: 1,2,4,8)")
+    else:
+        g.add_argument("--workers", type=_one_worker_count, default=4,
+                       help="number of workers (default: 4)")
+    g.add_argument("--bandwidth", default="10Gbps",
+                   help="per-host NIC bandwidth each way, e.g. 10Gbps, 25Gbit/s, 1.25GB/s "
+                        "(default: 10Gbps)")
+    g.add_argument("--latency", default="50us", help="one-way message latency (default: 50us)")
+    g.add_argument("--ps-shards", type=_positive_int, default=1, metavar="K",
+                   help="parameter-server shards (default: 1)")
+    g.add_argument("--ps-placement", choices=("dedicated", "colocated"), default="dedicated",
+                   help="PS shards on their own hosts or beside workers (default: dedicated)")
+    g.add_argument("--speeds", type=_speeds, default=None, metavar="S0,S1,...",
+                   help="per-worker speed factors (one per worker; needs a single --workers)")
+    g.add_argument("--compute-cv", type=_cv, default=0.0, metavar="CV",
+                   help="coefficient of variation of compute times (default: 0)")
+    g.add_argument("--comm-cv", type=_cv, default=0.0, metavar="CV",
+                   help="coefficient of variation of transfer times (default: 0)")
+    g.add_argument("--straggler", default=None, metavar="SPEC",
+                   help="straggler model, e.g. 'step:p=0.1,factor=3' or "
+                        "'markov:slow_factor=3,mean_fast=2s,mean_slow=500ms'")
+    g.add_argument("--granularity", choices=("fine", "coarse"), default=granularity,
+                   help=f"per-layer ('fine') or compute-then-communicate ('coarse') net "
+                        f"(default: {granularity})")
+    g.add_argument("-o", "--option", type=_option, action="append", default=[],
+                   metavar="KEY=VALUE", help="a variant option, repeatable (e.g. staleness=3)")
+
+
+def _add_sim(p: argparse.ArgumentParser, steps: int, warmup: int, replications: int | None) -> None:
+    g = p.add_argument_group("simulation")
+    g.add_argument("--steps", type=_positive_int, default=steps,
+                   help=f"steps measured per replication (default: {steps})")
+    g.add_argument("--warmup", type=_nonneg_int, default=warmup,
+                   help=f"warm-up steps discarded first (default: {warmup})")
+    if replications is not None:
+        g.add_argument("--replications", type=_positive_int, default=replications,
+                       help=f"independent replications, for the CIs (default: {replications})")
+    g.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (default: 0)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``sgdnet`` argument parser (sub-commands predict, study, draw, trace, models)."""
+    from . import __version__
+
+    top = _Parser(prog="sgdnet",
+                  description="Predict the throughput of distributed SGD with stochastic timed "
+                              "Petri nets and a Monte Carlo engine.")
+    top.add_argument("--version", action="version", version=f"sgdnet {__version__}")
+    sub = top.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("predict", help="throughput of one variant over worker counts",
+                       description="Simulate one SGD variant on a model and cluster for each "
+                                   "worker count and print throughput with 95%% confidence "
+                                   "intervals, speed-up and utilisations.")
+    _add_workload(p, variant=True, workers_many=True, granularity="fine")
+    _add_sim(p, PREDICT_STEPS, PREDICT_WARMUP, PREDICT_REPLICATIONS)
+    g = p.add_argument_group("output")
+    g.add_argument("--plot", type=Path, metavar="FILE",
+                   help="write the scaling curve (samples/s vs workers) to FILE (.png/.svg/.pdf)")
+    g.add_argument("--trace", type=Path, metavar="FILE",
+                   help=f"write a Chrome/Perfetto trace of a short run ({TRACE_STEPS} steps) "
+                        "at the largest worker count to FILE (.json)")
+    g.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    p.set_defaults(func=cmd_predict)
+
+    p = sub.add_parser("study", help="run a batch study from a YAML/TOML config",
+                       description="Run a Study (grid x replications) from a YAML or TOML file, "
+                                   "streaming one row per configuration into a CSV or JSON Lines "
+                                   "table; rerunning resumes where it stopped.")
+    p.add_argument("config", type=Path, help="study config (.yaml, .yml or .toml)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="result table (.csv or .jsonl); default: the config's 'out'")
+    p.add_argument("--executor", choices=("local", "serial", "dask"), default="local",
+                   help="local processes (default), this process, or a Dask cluster")
+    p.add_argument("--scheduler", default=None, metavar="ADDR",
+                   help="Dask scheduler address, e.g. tcp://10.0.0.1:8786 (with --executor dask; "
+                        "default: a local Dask cluster)")
+    p.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
+                   help="local processes / local Dask workers (default: all cores)")
+    p.add_argument("--fresh", action="store_true",
+                   help="start the table afresh instead of resuming")
+    p.add_argument("--retry-errors", action="store_true", help="rerun rows recorded with an error")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_study)
+
+    p = sub.add_parser("draw", help="draw a variant's Petri net (PNG/SVG/PDF, DOT or PNML)",
+                       description="Build a variant's net and write it as a drawing, Graphviz "
+                                   "DOT text or PNML, by the suffix of --out.")
+    p.add_argument("variant", help="SGD variant name")
+    _add_workload(p, variant=False, workers_many=False, granularity="coarse")
+    p.add_argument("--out", type=Path, required=True,
+                   help="output file: .png/.svg/.pdf (drawing), .dot (Graphviz), .pnml (PNML)")
+    p.set_defaults(func=cmd_draw)
+
+    p = sub.add_parser("trace", help="simulate briefly and export a trace (Perfetto or Gantt)",
+                       description="Simulate one replication with tracing and write a Chrome "
+                                   "Trace Event JSON (open in https://ui.perfetto.dev) or, for "
+                                   ".png/.svg/.pdf, a Gantt timeline.")
+    _add_workload(p, variant=True, workers_many=False, granularity="fine")
+    _add_sim(p, TRACE_STEPS, TRACE_WARMUP, None)
+    p.add_argument("--out", type=Path, required=True,
+                   help="trace.json (Chrome trace) or a figure (.png/.svg/.pdf: timeline)")
+    p.set_defaults(func=cmd_trace)
+
+    p = sub.add_parser("models", help="list the built-in model profiles with their totals",
+                       description="List the built-in model profiles: layers, batch size, "
+                                   "forward/backward time per step and gradient size.")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=cmd_models)
+    return top
+
+
+# ---------------------------------------------------------------------------- helpers
+def _cluster(args: argparse.Namespace, workers: int):
+    from .workload.cluster import Cluster
+
+    straggler = None
+    if args.straggler:
+        from .workload.stragglers import from_spec
+
+        straggler = from_spec(args.straggler)
+    if args.speeds is not None and len(args.speeds) != workers:
+        raise _UsageError(f"--speeds has {len(args.speeds)} factors but the "
+                          f"cluster has {workers} workers; give one per worker")
+    return Cluster(workers=workers, bandwidth=args.bandwidth, latency=args.latency,
+                   ps_shards=args.ps_shards, ps_placement=args.ps_placement,
+                   speeds=args.speeds, compute_cv=args.compute_cv, comm_cv=args.comm_cv,
+                   straggler=straggler)
+
+
+def _predict_fn():
+    import sgdnet
+
+    fn = getattr(sgdnet, "predict", None)
+    if fn is None:
+        from .variants import predict as fn  # type: ignore[attr-defined, no-redef]
+    return fn
+
+
+def _check_suffix(path: Path, allowed: Sequence[str], flag: str) -> None:
+    if path.suffix.lower() not in allowed:
+        raise _UsageError(f"{flag} {str(path)!r}: unsupported suffix "
+                          f"{path.suffix or '(none)'!r}; use one of {', '.join(allowed)}")
+
+
+def _fmt(x: float | None, digits: int = 4) -> str:
+    if x is None or not math.isfinite(x):
+        return "-"
+    if x == 0:
+        return "0"
+    mag = math.floor(math.log10(abs(x)))
+    decimals = max(0, digits - 1 - mag)
+    return f"{x:.{decimals}f}"
+
+
+def _pm(mean: float | None, lo: float | None, hi: float | None) -> str:
+    if mean is None:
+        return "-"
+    if lo is None or hi is None:
+        return _fmt(mean)
+    half = (hi - lo) / 2
+    if half <= 0:
+        return f"{_fmt(mean)} ± 0"
+    # as many decimals as the half-width's 2 significant digits need
+    dec = max(0, 1 - math.floor(math.log10(half)))
+    return f"{mean:.{dec}f} ± {half:.{dec}f}"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{100 * x:.1f}%"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(header)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if r else c.ljust(w)
+                         for c, w, r in zip(cells, widths, right)).rstrip()
+
+    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def _save_fig(ax: Any, path: Path) -> None:
+    fig = ax.figure
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def _use_agg() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+
+
+# ---------------------------------------------------------------------------- commands
+def cmd_predict(args: argparse.Namespace) -> int:
+    """``sgdnet predict``: one row per worker count."""
+    from . import models
+    from .study import summarize
+    from .units import bandwidth as parse_bw
+
+    if args.speeds is not None and len(args.workers) != 1:
+        raise _UsageError("--speeds needs a single --workers count "
+                          f"(got {','.join(map(str, args.workers))})")
+    for f, suffixes, flag in ((args.plot, _FIG_SUFFIXES, "--plot"),
+                              (args.trace, (".json",), "--trace")):
+        if f is not None:
+            _check_suffix(f, suffixes, flag)
+    parse_bw(args.bandwidth, what="--bandwidth")
+    model = models.load(args.model)
+    clusters = [_cluster(args, n) for n in args.workers]  # validate all before simulating
+    predict = _predict_fn()
+    options = dict(args.option)
+    t0 = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    preds = []
+    for cluster in clusters:
+        pred = predict(args.variant, model, cluster, granularity=args.granularity,
+                       steps=args.steps, warmup=args.warmup, replications=args.replications,
+                       seed=args.seed, **options)
+        row = {"workers": cluster.workers, **summarize(pred)}
+        rows.append(row)
+        preds.append((cluster.workers, pred))
+    base = rows[0]
+    for row in rows:
+        b, x = base.get("samples_per_s_mean"), row.get("samples_per_s_mean")
+        su = x / b * 1.0 if b and x is not None else None
+        row["speed_up"] = su
+        row["efficiency"] = su * base["workers"] / row["workers"] if su is not None else None
+    elapsed = time.perf_counter() - t0
+
+    if args.plot is not None:
+        _use_agg()
+        from . import viz
+
+        points = [{"workers": w, "samples_per_s": p.samples_per_s} for w, p in preds]
+        ax = viz.plot_scaling({args.variant: points},
+                              title=f"{args.variant} on {model.name}, {args.bandwidth}")
+        _save_fig(ax, args.plot)
+    if args.trace is not None:
+        n = clusters[-1].workers
+        _write_trace(args, model, clusters[-1], args.trace, TRACE_STEPS, TRACE_WARMUP)
+        trace_note = f"trace of {n} workers, {TRACE_STEPS} steps -> {args.trace}"
+    else:
+        trace_note = None
+
+    if args.json:
+        print(json.dumps({"variant": args.variant, "model": model.name,
+                          "bandwidth": args.bandwidth, "granularity": args.granularity,
+                          "steps": args.steps, "warmup": args.warmup,
+                          "replications": args.replications, "seed": args.seed,
+                          "options": options, "rows": rows}, indent=2))
+        return 0
+    opts = "".join(f", {k}={v}" for k, v in options.items())
+    print(f"{args.variant} | {model.name} (batch {model.batch_size} per worker) | "
+          f"{args.bandwidth} NICs, latency {args.latency} | {args.granularity}-grained{opts}")
+    print(f"{args.steps} steps after {args.warmup} warm-up, {args.replications} replications, "
+          f"seed {args.seed}; mean ± 95% CI half-width across replications")
+    print()
+    gpu = any("util_gpu_mean" in r for r in rows)
+    nic_cols = [c for c in ("util_nic_up_max", "util_nic_down_max") if any(c in r for r in rows)]
+    header = ["workers", "steps/s", "samples/s", f"speed-up (vs {base['workers']})",
+              "efficiency"]
+    if gpu:
+        header.append("GPU util")
+    if nic_cols:
+        header.append("busiest NIC")
+    table = []
+    for r in rows:
+        cells = [str(r["workers"]),
+                 _pm(r.get("steps_per_s_mean"), r.get("steps_per_s_lo"), r.get("steps_per_s_hi")),
+                 _pm(r.get("samples_per_s_mean"), r.get("samples_per_s_lo"),
+                     r.get("samples_per_s_hi")),
+                 _fmt(r.get("speed_up"), 3) + "x" if r.get("speed_up") is not None else "-",
+                 _pct(r.get("efficiency"))]
+        if gpu:
+            cells.append(_pct(r.get("util_gpu_mean")))
+        if nic_cols:
+            vals = [r[c] for c in nic_cols if r.get(c) is not None]
+            cells.append(_pct(max(vals)) if vals else "-")
+        table.append(cells)
+    print(_table(header, table, [True] * len(header)))
+    print()
+    notes = [f"computed in {elapsed:.1f} s"]
+    if args.plot is not None:
+        notes.append(f"plot -> {args.plot}")
+    if trace_note:
+        notes.append(trace_note)
+    print("; ".join(notes))
+    return 0
+
+
+def _build_net(args: argparse.Namespace, variant: str, model: Any, cluster: Any):
+    from . import variants
+
+    return variants.build(variant, model, cluster, granularity=args.granularity,
+                          **dict(args.option))
+
+
+def _write_trace(args: argparse.Namespace, model: Any, cluster: Any, out: Path, steps: int,
+                 warmup: int) -> Any:
+    from .engine import simulate
+
+    net = _build_net(args, args.variant, model, cluster)
+    result = simulate(net, steps=steps, warmup=warmup, replications=1, seed=args.seed,
+                      trace=True, parallel=False)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix.lower() == ".json":
+        from . import viz
+
+        viz.to_chrome_trace(result, out)
+    else:
+        _use_agg()
+        from . import viz
+
+        ax = viz.timeline(result, title=f"{args.variant} on {model.name}, "
+                                        f"{cluster.workers} workers")
+        _save_fig(ax, out)
+    return result
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    """``sgdnet trace``: a short traced run written as a Chrome trace or a timeline."""
+    from . import models
+
+    _check_suffix(args.out, (".json", *_FIG_SUFFIXES), "--out")
+    model = models.load(args.model)
+    cluster = _cluster(args, args.workers)
+    result = _write_trace(args, model, cluster, args.out, args.steps, args.warmup)
+    n_ops = 0 if result.trace is None else len(result.trace)
+    what = "Chrome trace (open in https://ui.perfetto.dev)" if args.out.suffix.lower() == ".json" \
+        else "timeline"
+    print(f"{args.variant} | {model.name} | {cluster.workers} workers | {args.granularity}-grained:"
+          f" {args.steps} steps after {args.warmup} warm-up, seed {args.seed}")
+    print(f"{n_ops} operations traced, {float(result.throughput.mean):.4g} steps/s; "
+          f"{what} -> {args.out}")
+    return 0
+
+
+def cmd_draw(args: argparse.Namespace) -> int:
+    """``sgdnet draw``: the net as a drawing, DOT or PNML."""
+    from . import models
+
+    _check_suffix(args.out, _DRAW_SUFFIXES, "--out")
+    model = models.load(args.model)
+    cluster = _cluster(args, args.workers)
+    net = _build_net(args, args.variant, model, cluster)
+    suffix = args.out.suffix.lower()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    if suffix in (".dot", ".gv"):
+        from .viz import to_dot
+
+        to_dot(net, args.out)
+        kind = "Graphviz DOT (render with: dot -Tpng)"
+    elif suffix in (".pnml", ".xml"):
+        from .net.pnml import to_pnml
+
+        to_pnml(net, args.out)
+        kind = "PNML"
+    else:
+        _use_agg()
+        from .viz import draw_net
+
+        _save_fig(draw_net(net), args.out)
+        kind = "drawing"
+    print(f"{net.name}: {len(net.places)} places, {len(net.transitions)} transitions, "
+          f"{len(net.resources)} resources; {kind} -> {args.out}")
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    """``sgdnet models``: the built-in profiles with their totals."""
+    from . import models
+
+    rows = []
+    for name in models.names():
+        m = models.load(name)
+        rows.append({"name": name, "layers": m.n_layers, "batch_size": m.batch_size,
+                     "forward_s": m.forward_s, "backward_s": m.backward_s,
+                     "grad_bytes": m.grad_bytes, "device": m.device})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    header = ["model", "layers", "batch", "forward ms", "backward ms", "step ms", "gradients MB"]
+    table = [[r["name"], str(r["layers"]), str(r["batch_size"]),
+              f"{1e3 * r['forward_s']:.1f}", f"{1e3 * r['backward_s']:.1f}",
+              f"{1e3 * (r['forward_s'] + r['backward_s']):.1f}", f"{r['grad_bytes'] / 1e6:.1f}"]
+             for r in rows]
+    print(_table(header, table, [False] + [True] * 6))
+    devices = sorted({r["device"] for r in rows})
+    print(f"\n{len(rows)} models; times per step at the listed batch size on: "
+          f"{'; '.join(devices)}. Details: sgdnet.models.load(name).")
+    return 0
+
+
+def cmd_study(args: argparse.Namespace) -> int:
+    """``sgdnet study``: run a config file into a table, resuming."""
+    from .study import Study
+
+    study = Study.from_file(args.config)
+    out = args.out or study.out
+    if out is None:
+        raise _UsageError("no output table; give --out results.csv or put "
+                          "'out: results.csv' in the config")
+    if args.scheduler and args.executor != "dask":
+        raise _UsageError("--scheduler needs --executor dask")
+    print(f"{study!r} -> {out} ({args.executor} executor)", flush=True)
+    result = study.run(args.executor, out=out, n_jobs=args.jobs, scheduler=args.scheduler,
+                       progress=False if args.no_progress else None, resume=not args.fresh,
+                       retry_errors=args.retry_errors)
+    failed = result.failed
+    print(f"{len(result)} rows in {out}: {result.ran} computed in {result.elapsed_s:.1f} s, "
+          f"{result.resumed} resumed from the file, {len(failed)} failed")
+    if failed:
+        first = failed[0]["error"]
+        print(f"sgdnet study: {len(failed)} row(s) failed (see the 'error' column); first: "
+              f"{first}", file=sys.stderr)
+        return EXIT_FAILED_ROWS
+    return 0
+
+
+# ---------------------------------------------------------------------------- entry point
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``sgdnet`` command; return its exit status.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        Arguments after the program name (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        0 on success, 2 on bad arguments or input, 1 on a file error or failed study rows, 130
+        when interrupted.
+    """
+    debug = bool(os.environ.get("SGDNET_DEBUG"))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cmd = f"sgdnet {argv[0]}" if argv and argv[0] in _COMMANDS else "sgdnet"
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if getattr(args, "func", None) is None:
+            parser.print_help()
+            return EXIT_USAGE
+        return int(args.func(args) or 0)
+    except _UsageError as e:
+        if debug:
+            raise
+        print(f"{e.prog or cmd}: error: {_one_line(str(e))}", file=sys.stderr)
+        return EXIT_USAGE
+    except SgdnetError as e:
+        if debug:
+            raise
+        print(f"{cmd}: error: {_one_line(str(e))}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as e:
+        if debug:
+            raise
+        where = f" {e.filename!s}:" if getattr(e, "filename", None) else ""
+        print(f"{cmd}: error:{where} {_one_line(e.strerror or str(e))}", file=sys.stderr)
+        return EXIT_IO
+    except KeyboardInterrupt:
+        print("sgdnet: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,240 @@
+"""The ``sgdnet`` command: output of every sub-command, one-line errors with exit status 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sgdnet
+from sgdnet import models
+from sgdnet.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def need_variants(*names):
+    if getattr(sgdnet, "predict", None) is None:
+        pytest.skip("sgdnet.predict is not available yet")
+    from sgdnet import variants
+
+    missing = [n for n in names if n not in variants.names()]
+    if missing:
+        pytest.skip(f"variants {missing} are not registered yet")
+
+
+# ---------------------------------------------------------------------------- help and errors
+@pytest.mark.parametrize("cmd", [[], ["predict"], ["study"], ["draw"], ["trace"], ["models"]])
+def test_help_everywhere(cmd, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([*cmd, "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: sgdnet")
+
+
+BAD = [
+    (["predict", "--variant", "sync-ps", "--workers", "1,x"], "--workers"),
+    (["predict", "--variant", "sync-ps", "--workers", "0"], "must be >= 1"),
+    (["predict", "--variant", "sync-ps", "--workers", "2,2"], "twice"),
+    (["predict", "--workers", "1"], "--variant"),
+    (["predict", "--variant", "sync-ps", "--bandwidth", "0Gbps"], "'0Gbps'"),
+    (["predict", "--variant", "sync-ps", "--bandwidth", "fast"], "'fast'"),
+    (["predict", "--variant", "sync-ps", "--model", "resnet5"], "unknown model 'resnet5'"),
+    (["predict", "--variant", "sync-ps", "--granularity", "medium"], "medium"),
+    (["predict", "--variant", "sync-ps", "--steps", "-3"], "--steps"),
+    (["predict", "--variant", "sync-ps", "--option", "staleness"], "KEY=VALUE"),
+    (["predict", "--variant", "sync-ps", "--workers", "1,2", "--speeds", "1,1"], "--speeds"),
+    (["predict", "--variant", "sync-ps", "--straggler", "step:p=2,factor=3"], "p=2"),
+    (["predict", "--variant", "sync-ps", "--plot", "curve.txt"], "--plot"),
+    (["predict", "--variant", "sync-ps", "--compute-cv", "-1"], "--compute-cv"),
+    (["draw", "sync-ps", "--out", "net.txt"], "unsupported suffix"),
+    (["draw", "sync-ps"], "--out"),
+    (["trace", "--variant", "sync-ps", "--workers", "2,4", "--out", "t.json"], "one worker count"),
+    (["study", "no-such-config.yaml"], "does not exist"),
+    (["frobnicate"], "invalid choice"),
+    (["models", "--colour"], "unrecognized arguments"),
+]
+
+
+@pytest.mark.parametrize("argv, needle", BAD)
+def test_bad_arguments_one_line_exit_2(argv, needle, capsys):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("sgdnet"), err
+    assert ": error: " in err and needle in err
+    assert "Traceback" not in err
+
+
+def test_no_command_prints_help_and_exits_2(capsys):
+    code, out, err = run(capsys)
+    assert code == 2 and "predict" in out
+
+
+def test_unknown_variant_lists_known_ones(capsys):
+    need_variants("sync-ps")
+    code, out, err = run(capsys, "predict", "--variant", "sync-pss", "--workers", "1")
+    assert code == 2 and err.count("\n") == 1 and "sync-ps" in err and "sync-pss" in err
+
+
+def test_error_in_a_fresh_interpreter_has_no_traceback(tmp_path):
+    """The module entry point (what the console script calls) exits 2 with one line."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    p = subprocess.run([sys.executable, "-m", "sgdnet.cli", "predict", "--variant", "sync-ps",
+                        "--workers", "1,two"], capture_output=True, text=True, cwd=tmp_path,
+                       env=env)
+    assert p.returncode == 2
+    assert p.stdout == "" and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+
+
+def test_parser_has_every_command():
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert set(sub.choices) == {"predict", "study", "draw", "trace", "models"}
+
+
+# ---------------------------------------------------------------------------- models
+def test_models_table_lists_the_library_with_totals(capsys):
+    code, out, err = run(capsys, "models")
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["model", "layers", "batch"]
+    body = {ln.split()[0]: ln.split() for ln in lines[2:] if ln.strip() and ln[0] != " "
+            and ln.split()[0] in models.names()}
+    assert set(body) == set(models.names())
+    m = models.load("resnet50")
+    cells = body["resnet50"]
+    assert int(cells[1]) == m.n_layers and int(cells[2]) == m.batch_size
+    assert float(cells[3]) == pytest.approx(1e3 * m.forward_s, abs=0.05)
+    assert float(cells[6]) == pytest.approx(m.grad_bytes / 1e6, abs=0.05)
+
+
+def test_models_json(capsys):
+    code, out, _ = run(capsys, "models", "--json")
+    rows = json.loads(out)
+    assert [r["name"] for r in rows] == models.names()
+    vgg = next(r for r in rows if r["name"] == "vgg16")
+    assert vgg["grad_bytes"] == models.load("vgg16").grad_bytes
+
+
+# ---------------------------------------------------------------------------- predict
+QUICK = ["--granularity", "coarse", "--steps", "40", "--warmup", "5", "--replications", "3"]
+
+
+def test_predict_table(capsys):
+    need_variants("sync-ps")
+    code, out, err = run(capsys, "predict", "--model", "resnet18", "--variant", "sync-ps",
+                         "--workers", "1,2,4", "--bandwidth", "10Gbps", *QUICK)
+    assert code == 0, err
+    assert "40 steps after 5 warm-up, 3 replications, seed 0" in out
+    lines = out.splitlines()
+    hdr = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("workers"))
+    assert "steps/s" in lines[hdr] and "samples/s" in lines[hdr]
+    rows = [ln.split() for ln in lines[hdr + 2: hdr + 5]]
+    assert [r[0] for r in rows] == ["1", "2", "4"]
+    assert rows[0][1:4] and "±" in lines[hdr + 2]
+    assert rows[0][7] == "1.00x" and rows[0][8] == "100.0%"
+
+
+def test_predict_json_matches_predict(capsys):
+    need_variants("allreduce")
+    code, out, _ = run(capsys, "predict", "--variant", "allreduce", "--workers", "2,4",
+                       "--json", "--seed", "3", *QUICK)
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["steps"] == 40 and doc["replications"] == 3 and doc["seed"] == 3
+    assert [r["workers"] for r in doc["rows"]] == [2, 4]
+    # the CLI prints what predict computes for the same arguments
+    pred = sgdnet.predict("allreduce", "resnet50", sgdnet.Cluster(workers=4), granularity="coarse",
+                          steps=40, warmup=5, replications=3, seed=3)
+    assert doc["rows"][1]["steps_per_s_mean"] == pred.steps_per_s.mean
+    assert doc["rows"][0]["speed_up"] == 1.0
+
+
+def test_predict_plot_and_trace(tmp_path, capsys):
+    need_variants("sync-ps")
+    png, trace = tmp_path / "curve.png", tmp_path / "trace.json"
+    code, out, err = run(capsys, "predict", "--variant", "sync-ps", "--workers", "1,2", *QUICK,
+                         "--plot", str(png), "--trace", str(trace))
+    assert code == 0, err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert any(e.get("ph") == "X" for e in events)
+    assert str(png) in out and str(trace) in out
+
+
+# ---------------------------------------------------------------------------- draw and trace
+@pytest.mark.parametrize("suffix", [".dot", ".pnml", ".png"])
+def test_draw(tmp_path, capsys, suffix):
+    need_variants("sync-ps")
+    out_file = tmp_path / f"net{suffix}"
+    code, out, err = run(capsys, "draw", "sync-ps", "--workers", "2", "--out", str(out_file))
+    assert code == 0, err
+    data = out_file.read_bytes()
+    net = sgdnet.variants.build("sync-ps", models.load("resnet50"), sgdnet.Cluster(workers=2),
+                                granularity="coarse")
+    assert f"{len(net.transitions)} transitions" in out
+    if suffix == ".dot":
+        assert data.lstrip().startswith((b"digraph", b"strict digraph"))
+    elif suffix == ".pnml":
+        from sgdnet.net.pnml import from_pnml
+
+        back = from_pnml(out_file)
+        assert set(back.transitions) == set(net.transitions)
+    else:
+        assert data[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("suffix", [".json", ".png"])
+def test_trace(tmp_path, capsys, suffix):
+    need_variants("allreduce")
+    out_file = tmp_path / f"t{suffix}"
+    code, out, err = run(capsys, "trace", "--variant", "allreduce", "--workers", "2",
+                         "--model", "resnet18", "--out", str(out_file))
+    assert code == 0, err
+    assert "operations traced" in out
+    if suffix == ".json":
+        doc = json.loads(out_file.read_text())
+        assert doc["traceEvents"]
+    else:
+        assert out_file.read_bytes()[:4] == b"\x89PNG"
+
+
+# ---------------------------------------------------------------------------- study
+def test_study_command_runs_and_resumes(tmp_path, capsys):
+    need_variants("sync-ps", "allreduce")
+    cfg = tmp_path / "s.yaml"
+    cfg.write_text("seed: 2\nreplications: 2\nout: r.csv\n"
+                   "fixed: {model: resnet18, granularity: coarse, steps: 30, warmup: 5}\n"
+                   "grid: {variant: [sync-ps, allreduce], cluster.workers: [1, 2]}\n")
+    code, out, err = run(capsys, "study", str(cfg), "--executor", "serial")
+    assert code == 0, err
+    assert "4 rows in" in out and "4 computed" in out
+    from sgdnet.study import read_table
+
+    rows = read_table(tmp_path / "r.csv")
+    assert len(rows) == 4 and all(r["steps_per_s_mean"] > 0 for r in rows)
+    code, out, _ = run(capsys, "study", str(cfg), "--executor", "serial", "--out",
+                       str(tmp_path / "r.csv"))
+    assert code == 0 and "0 computed" in out and "4 resumed" in out
+
+
+def test_study_with_failing_rows_exits_1(tmp_path, capsys):
+    need_variants("sync-ps")
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('out = "r.jsonl"\n[fixed]\nmodel = "resnet18"\nvariant = "sync-ps"\n'
+                   'granularity = "coarse"\nsteps = 20\nwarmup = 2\nreplications = 2\n'
+                   '[grid]\n"cluster.workers" = [1, 2]\nno_such_option = [1]\n')
+    code, out, err = run(capsys, "study", str(cfg), "--executor", "serial")
+    assert code == 1
+    assert "2 failed" in out and "no_such_option" in err and err.count("\n") == 1
