@@ -174,6 +174,8 @@ def sample(s, code, par, row, pool):
 ST_OK, ST_DEADLOCK, ST_BUDGET, ST_ZENO, ST_GROW = 0, 1, 2, 3, 4
 GROW_SLOTS, GROW_REQUESTS, GROW_HOLDERS = 1, 2, 4
 NONE, IN_IH = -1, -2
+# per-transition flag bits (computed once per replication from the compiled arrays)
+F_SELF, F_W1, F_INH, F_GUARD, F_RS, F_MOD, F_PS, F_CNT, F_STEP, F_QRES = 1, 2, 4, 8, 16, 32, 64, 128, 256, 512
 
 # o_f fields
 OF_T0, OF_T1, OF_NOW = 0, 1, 2
@@ -266,58 +268,117 @@ def _c_remove(h, base, n, t, pos, pcls, ktime, rank):
 
 
 # ------------------------------------------------------------ completion heap
+# Slots ordered by (completion time, start sequence); the keys live in heap order next to the
+# slot ids (ekt, eks) so comparisons read adjacent memory; pos[slot] supports key updates (ps).
 @njit(cache=True, _nrt=False)
-def _eless(a, b, ct, cs):
-    ta = ct[a]
-    tb = ct[b]
-    if ta != tb:
-        return ta < tb
-    return cs[a] < cs[b]
+def _ekless(ta, qa, tb, qb):
+    return (ta < tb) | ((ta == tb) & (qa < qb))
 
 
 @njit(cache=True, _nrt=False)
-def _e_up(h, i, pos, ct, cs):
-    x = h[i]
+def _e_place(eh, ekt, eks, pos, i, n, s, t, q):
+    """Put (s, t, q) into hole i and restore heap order (moving up or down)."""
+    moved = False
     while i > 0:
-        par = (i - 1) >> 1
-        y = h[par]
-        if _eless(x, y, ct, cs):
-            h[i] = y
+        p = (i - 1) >> 1
+        pt = ekt[p]
+        pq = eks[p]
+        if _ekless(t, q, pt, pq):
+            y = eh[p]
+            eh[i] = y
+            ekt[i] = pt
+            eks[i] = pq
             pos[y] = i
-            i = par
+            i = p
+            moved = True
         else:
             break
-    h[i] = x
-    pos[x] = i
+    if not moved:
+        while True:
+            c = 2 * i + 1
+            if c >= n:
+                break
+            if c + 1 < n and _ekless(ekt[c + 1], eks[c + 1], ekt[c], eks[c]):
+                c += 1
+            if _ekless(ekt[c], eks[c], t, q):
+                y = eh[c]
+                eh[i] = y
+                ekt[i] = ekt[c]
+                eks[i] = eks[c]
+                pos[y] = i
+                i = c
+            else:
+                break
+    eh[i] = s
+    ekt[i] = t
+    eks[i] = q
+    pos[s] = i
 
 
 @njit(cache=True, _nrt=False)
-def _e_down(h, n, i, pos, ct, cs):
-    x = h[i]
+def _e_push(eh, ekt, eks, pos, n, s, t, q):
+    i = n
+    while i > 0:
+        p = (i - 1) >> 1
+        pt = ekt[p]
+        pq = eks[p]
+        if _ekless(t, q, pt, pq):
+            y = eh[p]
+            eh[i] = y
+            ekt[i] = pt
+            eks[i] = pq
+            pos[y] = i
+            i = p
+        else:
+            break
+    eh[i] = s
+    ekt[i] = t
+    eks[i] = q
+    pos[s] = i
+    return n + 1
+
+
+@njit(cache=True, _nrt=False)
+def _e_pop(eh, ekt, eks, pos, n):
+    """Remove the top (bottom-up: the hole descends along the smaller children, then the last
+    element is placed in it and moved up); return the new size."""
+    n -= 1
+    if n == 0:
+        return 0
+    i = 0
     while True:
         c = 2 * i + 1
         if c >= n:
             break
-        if c + 1 < n and _eless(h[c + 1], h[c], ct, cs):
+        if c + 1 < n and _ekless(ekt[c + 1], eks[c + 1], ekt[c], eks[c]):
             c += 1
-        y = h[c]
-        if _eless(y, x, ct, cs):
-            h[i] = y
+        y = eh[c]
+        eh[i] = y
+        ekt[i] = ekt[c]
+        eks[i] = eks[c]
+        pos[y] = i
+        i = c
+    s = eh[n]
+    t = ekt[n]
+    q = eks[n]
+    while i > 0:
+        p = (i - 1) >> 1
+        pt = ekt[p]
+        pq = eks[p]
+        if _ekless(t, q, pt, pq):
+            y = eh[p]
+            eh[i] = y
+            ekt[i] = pt
+            eks[i] = pq
             pos[y] = i
-            i = c
+            i = p
         else:
             break
-    h[i] = x
-    pos[x] = i
-
-
-@njit(cache=True, _nrt=False)
-def _e_update(h, n, s, pos, ct, cs):
-    i = pos[s]
-    if i > 0 and _eless(s, h[(i - 1) >> 1], ct, cs):
-        _e_up(h, i, pos, ct, cs)
-    else:
-        _e_down(h, n, i, pos, ct, cs)
+    eh[i] = s
+    ekt[i] = t
+    eks[i] = q
+    pos[s] = i
+    return n
 
 
 # ------------------------------------------------------------------ helpers
@@ -347,7 +408,7 @@ def _ps_rate(t, psres_ptr, psres_idx, used, r_cap):
 
 @njit(cache=True, _nrt=False)
 def _rerate(r, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate, s_ctime, s_seq,
-            eh, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap):
+            eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap):
     rp = r_ps[r]
     for j in range(ps_n[rp]):
         s = ps_h[rp, j]
@@ -363,7 +424,7 @@ def _rerate(r, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate, s_ctime, s
             s_last[s] = now
             s_rate[s] = rate
             s_ctime[s] = now + rem / rate
-            _e_update(eh, eh_n, s, eh_pos, s_ctime, s_seq)
+            _e_place(eh, ekt, eks, eh_pos, eh_pos[s], eh_n, s, s_ctime[s], s_seq[s])
 
 
 @njit(cache=True, nogil=True)
@@ -432,6 +493,8 @@ def run_replication(
     s_ctime = np.zeros(scap, dtype=np.float64)
     eh = np.zeros(scap, dtype=np.int64)
     eh_pos = np.zeros(scap, dtype=np.int64)
+    ekt = np.zeros(scap, dtype=np.float64)
+    eks = np.zeros(scap, dtype=np.int64)
     eh_n = 0
     seq = 0
     # processor sharing
@@ -492,6 +555,34 @@ def run_replication(
     stop = False
     target_steps = warmup + steps
 
+    # flags: F_SELF marks transitions whose own degree after a start is not simply one less
+    # (inhibitors may be released by the consumption, a dynamic_lag release is consumed)
+    tfl = np.zeros(nT, dtype=np.int64)
+    for t in range(nT):
+        f = F_W1
+        for k in range(in_ptr[t], in_ptr[t + 1]):
+            if in_w[k] != 1:
+                f &= ~F_W1
+        if inh_ptr[t + 1] > inh_ptr[t]:
+            f |= F_INH | F_SELF
+        if guard[t] >= 0:
+            f |= F_GUARD
+            if g_kind[mem_gate[guard[t]]] == 1:
+                f |= F_SELF
+        if rs_ptr[t + 1] > rs_ptr[t]:
+            f |= F_RS
+        if mod_of[t] >= 0:
+            f |= F_MOD
+        if psres_ptr[t + 1] > psres_ptr[t]:
+            f |= F_PS
+        if qres_ptr[t + 1] > qres_ptr[t]:
+            f |= F_QRES
+        if cnt_ptr[t + 1] > cnt_ptr[t]:
+            f |= F_CNT
+        if is_step[t] != 0:
+            f |= F_STEP
+        tfl[t] = f
+
     for t in range(nT):
         dl[dn] = t
         dn += 1
@@ -503,20 +594,24 @@ def run_replication(
             dn -= 1
             t = dl[dn]
             isd[t] = False
+            f = tfl[t]
             d = servers[t] - active[t]
-            for k in range(in_ptr[t], in_ptr[t + 1]):
-                w = in_w[k]
-                v = m[in_place[k]]
-                if w != 1:
-                    v = v // w
-                if v < d:
-                    d = v
-            if d > 0:
+            if f & F_W1:
+                for k in range(in_ptr[t], in_ptr[t + 1]):
+                    v = m[in_place[k]]
+                    if v < d:
+                        d = v
+            else:
+                for k in range(in_ptr[t], in_ptr[t + 1]):
+                    v = m[in_place[k]] // in_w[k]
+                    if v < d:
+                        d = v
+            if d > 0 and f & F_INH:
                 for k in range(inh_ptr[t], inh_ptr[t + 1]):
                     if m[inh_place[k]] >= inh_thr[k]:
                         d = 0
                         break
-            if d > 0:
+            if d > 0 and f & F_GUARD:
                 gm = guard[t]
                 if gm >= 0:
                     g = mem_gate[gm]
@@ -562,7 +657,12 @@ def run_replication(
             if d > 0:
                 if where[t] == NONE:
                     ktime[t] = rq_pool[rq_off[t] + rq_head[t]]
-                    ih_n = _c_push(ih, 0, ih_n, t, cpos, pcls, ktime, rank)
+                    if ih_n == 0:
+                        ih[0] = t
+                        cpos[t] = 0
+                        ih_n = 1
+                    else:
+                        ih_n = _c_push(ih, 0, ih_n, t, cpos, pcls, ktime, rank)
                     where[t] = IN_IH
             elif where[t] != NONE:
                 wt = where[t]
@@ -582,7 +682,10 @@ def run_replication(
         if ih_n > 0:
             # ---------------------------------------- B: examine the first candidate
             t = ih[0]
-            ih_n = _c_pop(ih, 0, ih_n, cpos, pcls, ktime, rank)
+            if ih_n == 1:
+                ih_n = 0
+            else:
+                ih_n = _c_pop(ih, 0, ih_n, cpos, pcls, ktime, rank)
             where[t] = NONE
             src = from_r[t]
             from_r[t] = NONE
@@ -604,47 +707,80 @@ def run_replication(
                     h = 0
                 rq_head[t] = h
                 deg[t] -= 1
+                f = tfl[t]
+                selfdirty = (f & F_SELF) != 0
                 for k in range(in_ptr[t], in_ptr[t + 1]):
                     p = in_place[k]
                     m[p] -= in_w[k]
                     for q in range(dep_ptr[p], dep_ptr[p + 1]):
                         u = dep_trans[q]
-                        if not isd[u]:
+                        if not isd[u] and (u != t or selfdirty):
                             isd[u] = True
                             dl[dn] = u
                             dn += 1
                 active[t] += 1
-                if not isd[t]:
-                    isd[t] = True
-                    dl[dn] = t
-                    dn += 1
-                for k in range(qres_ptr[t], qres_ptr[t + 1]):
-                    r = qres_idx[k]
-                    if counting:
-                        o_busy[r] += used[r] * (now - blast[r])
-                        blast[r] = now
-                        o_wsum[r] += now - rt
-                        o_wn[r] += 1
-                    used[r] += 1
-                gm = guard[t]
-                if gm >= 0 and grel[gm] != 0:
-                    grel[gm] = 0
-                    for q in range(mg_ptr[gm], mg_ptr[gm + 1]):
-                        u = mg_trans[q]
-                        if not isd[u]:
-                            isd[u] = True
-                            dl[dn] = u
-                            dn += 1
-                for k in range(rs_ptr[t], rs_ptr[t + 1]):
-                    mi = rs_mod[k]
-                    modval[mi] = sample(rng, d_code[nT + mi], d_par, nT + mi, d_pool)
+                if selfdirty:
+                    if not isd[t]:
+                        isd[t] = True
+                        dl[dn] = t
+                        dn += 1
+                elif deg[t] > 0:
+                    # degree and requests dropped by exactly one: t stays a candidate
+                    ktime[t] = rq_pool[rq_off[t] + h]
+                    if ih_n == 0:
+                        ih[0] = t
+                        cpos[t] = 0
+                        ih_n = 1
+                    else:
+                        ih_n = _c_push(ih, 0, ih_n, t, cpos, pcls, ktime, rank)
+                    where[t] = IN_IH
+                if f & F_QRES:
+                    for k in range(qres_ptr[t], qres_ptr[t + 1]):
+                        r = qres_idx[k]
+                        if counting:
+                            o_wsum[r] += now - rt
+                            o_wn[r] += 1
+                        used[r] += 1
+                if f & F_GUARD:
+                    gm = guard[t]
+                    if grel[gm] != 0:
+                        grel[gm] = 0
+                        for q in range(mg_ptr[gm], mg_ptr[gm + 1]):
+                            u = mg_trans[q]
+                            if not isd[u]:
+                                isd[u] = True
+                                dl[dn] = u
+                                dn += 1
+                if f & F_RS:
+                    for k in range(rs_ptr[t], rs_ptr[t + 1]):
+                        mi = rs_mod[k]
+                        modval[mi] = sample(rng, d_code[nT + mi], d_par, nT + mi, d_pool)
                 code = d_code[t]
                 if code == 0:
                     dur = d_par[t, 0]
+                elif code == 1:
+                    # inline xoshiro256** + inversion (the common exponential)
+                    x0 = rng[0]
+                    x1 = rng[1]
+                    x2 = rng[2]
+                    x3 = rng[3]
+                    y = x1 * _U(5)
+                    y = ((y << _U(7)) | (y >> _U(57))) * _U(9)
+                    tt = x1 << _U(17)
+                    x2 ^= x0
+                    x3 ^= x1
+                    x1 ^= x2
+                    x0 ^= x3
+                    x2 ^= tt
+                    rng[0] = x0
+                    rng[1] = x1
+                    rng[2] = x2
+                    rng[3] = (x3 << _U(45)) | (x3 >> _U(19))
+                    dur = -d_par[t, 0] * math.log(1.0 - float(y >> _U(11)) * _INV53)
                 else:
                     dur = sample(rng, code, d_par, t, d_pool)
                 mi = mod_of[t]
-                if mi >= 0:
+                if f & F_MOD:
                     if mod_kind[mi] == 1:
                         while mk_next[mi] <= now:
                             st = 1 - mk_state[mi]
@@ -667,10 +803,27 @@ def run_replication(
                 s_seq[s] = seq
                 seq += 1
                 s_start[s] = now
-                if psres_ptr[t] == psres_ptr[t + 1]:
-                    s_ctime[s] = now + dur
-                    eh[eh_n] = s
-                    _e_up(eh, eh_n, eh_pos, s_ctime, s_seq)
+                if not f & F_PS:
+                    tc = now + dur
+                    s_ctime[s] = tc
+                    qs = s_seq[s]
+                    i = eh_n
+                    while i > 0:
+                        pp = (i - 1) >> 1
+                        pt = ekt[pp]
+                        if tc < pt or (tc == pt and qs < eks[pp]):
+                            y2 = eh[pp]
+                            eh[i] = y2
+                            ekt[i] = pt
+                            eks[i] = eks[pp]
+                            eh_pos[y2] = i
+                            i = pp
+                        else:
+                            break
+                    eh[i] = s
+                    ekt[i] = tc
+                    eks[i] = qs
+                    eh_pos[s] = i
                     eh_n += 1
                 else:
                     j = 0
@@ -701,13 +854,11 @@ def run_replication(
                     s_last[s] = now
                     s_rate[s] = rate
                     s_ctime[s] = now + dur / rate
-                    eh[eh_n] = s
-                    _e_up(eh, eh_n, eh_pos, s_ctime, s_seq)
-                    eh_n += 1
+                    eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, s, s_ctime[s], s_seq[s])
                     for k in range(psres_ptr[t], psres_ptr[t + 1]):
                         _rerate(psres_idx[k], now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate,
-                                s_ctime, s_seq, eh, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap)
-            if src >= 0:
+                                s_ctime, s_seq, eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap)
+            if src >= 0 and qn[src] > 0:
                 ih_n = _promote(src, ih, ih_n, qh, qn, rq_base, cpos, where, from_r, used, r_cap,
                                 pcls, ktime, rank)
             continue
@@ -716,17 +867,52 @@ def run_replication(
         if eh_n == 0:
             status = ST_DEADLOCK
             break
-        tn = s_ctime[eh[0]]
+        tn = ekt[0]
         if tn != now:
             same = 0
             now = tn
         nt_touched = 0
-        while eh_n > 0 and s_ctime[eh[0]] == now:
+        while eh_n > 0 and ekt[0] == now:
             s = eh[0]
             eh_n -= 1
             if eh_n > 0:
-                eh[0] = eh[eh_n]
-                _e_down(eh, eh_n, 0, eh_pos, s_ctime, s_seq)
+                # bottom-up: the hole descends along the smaller children, then the last
+                # element is put in it and moved up
+                i = 0
+                while True:
+                    c = 2 * i + 1
+                    if c >= eh_n:
+                        break
+                    if c + 1 < eh_n:
+                        ta = ekt[c + 1]
+                        tb = ekt[c]
+                        if ta < tb or (ta == tb and eks[c + 1] < eks[c]):
+                            c += 1
+                    y2 = eh[c]
+                    eh[i] = y2
+                    ekt[i] = ekt[c]
+                    eks[i] = eks[c]
+                    eh_pos[y2] = i
+                    i = c
+                s2 = eh[eh_n]
+                tc = ekt[eh_n]
+                qs = eks[eh_n]
+                while i > 0:
+                    pp = (i - 1) >> 1
+                    pt = ekt[pp]
+                    if tc < pt or (tc == pt and qs < eks[pp]):
+                        y2 = eh[pp]
+                        eh[i] = y2
+                        ekt[i] = pt
+                        eks[i] = eks[pp]
+                        eh_pos[y2] = i
+                        i = pp
+                    else:
+                        break
+                eh[i] = s2
+                ekt[i] = tc
+                eks[i] = qs
+                eh_pos[s2] = i
             events += 1
             if events > max_events:
                 status = ST_BUDGET
@@ -738,6 +924,7 @@ def run_replication(
                 stop = True
                 break
             t = s_trans[s]
+            f = tfl[t]
             if counting:
                 o_firings[t] += 1
             active[t] -= 1
@@ -745,14 +932,17 @@ def run_replication(
                 isd[t] = True
                 dl[dn] = t
                 dn += 1
+            st0 = s_start[s]
+            if st0 < t0:
+                st0 = t0
             for k in range(qres_ptr[t], qres_ptr[t + 1]):
                 r = qres_idx[k]
                 if counting:
-                    o_busy[r] += used[r] * (now - blast[r])
-                    blast[r] = now
+                    o_busy[r] += now - st0
                 used[r] -= 1
-                ih_n = _promote(r, ih, ih_n, qh, qn, rq_base, cpos, where, from_r, used, r_cap,
-                                pcls, ktime, rank)
+                if qn[r] > 0:
+                    ih_n = _promote(r, ih, ih_n, qh, qn, rq_base, cpos, where, from_r, used, r_cap,
+                                    pcls, ktime, rank)
             j = 0
             for k in range(psres_ptr[t], psres_ptr[t + 1]):
                 r = psres_idx[k]
@@ -800,7 +990,7 @@ def run_replication(
             s_next[s] = free_head
             free_head = s
             # gate counters
-            for k in range(cnt_ptr[t], cnt_ptr[t + 1]):
+            for k in range(cnt_ptr[t], cnt_ptr[t + 1] if f & F_CNT else 0):
                 gm = cnt_mem[k]
                 g = mem_gate[gm]
                 old = gcnt[gm]
@@ -859,7 +1049,7 @@ def run_replication(
                             if best > 0:
                                 grel[gm] = 1
                                 galw[gm] = best - 1
-            if is_step[t] != 0:
+            if f & F_STEP:
                 nsteps += 1
                 if counting:
                     if samples:
@@ -881,15 +1071,25 @@ def run_replication(
             r = tl[i]
             touched[r] = False
             _rerate(r, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate, s_ctime, s_seq,
-                    eh, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap)
+                    eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap)
 
     # ------------------------------------------------------------- finish
     if status == ST_OK:
+        # firings still running at t1: queued resources by firing, ps ones by integration
+        for i in range(eh_n):
+            s = eh[i]
+            t = s_trans[s]
+            st0 = s_start[s]
+            if st0 < t0:
+                st0 = t0
+            for k in range(qres_ptr[t], qres_ptr[t + 1]):
+                o_busy[qres_idx[k]] += now - st0
         for r in range(nR):
-            b = used[r]
-            if r_disc[r] == 2 and b > r_cap[r]:
-                b = r_cap[r]
-            o_busy[r] += b * (now - blast[r])
+            if r_disc[r] == 2:
+                b = used[r]
+                if b > r_cap[r]:
+                    b = r_cap[r]
+                o_busy[r] += b * (now - blast[r])
     o_f[OF_T0] = t0
     o_f[OF_T1] = t1
     o_f[OF_NOW] = now
