@@ -131,7 +131,8 @@ def _initial_caps(cn: CompiledNet) -> dict:
     hint = getattr(cn, "_engine_caps", None)
     if hint is not None:
         return dict(hint)
-    slots = 16 + int(np.minimum(cn.servers, 4).sum())
+    multi = cn.servers[cn.servers > 1]  # single-server transitions own a reserved slot
+    slots = 16 + int(np.minimum(multi, 4).sum())
     return {"slots": slots, "requests": max(64, 2 * int(np.minimum(cn.servers, 4).sum())), "holders": 16}
 
 

@@ -175,7 +175,7 @@ ST_OK, ST_DEADLOCK, ST_BUDGET, ST_ZENO, ST_GROW = 0, 1, 2, 3, 4
 GROW_SLOTS, GROW_REQUESTS, GROW_HOLDERS = 1, 2, 4
 NONE, IN_IH = -1, -2
 # per-transition flag bits (computed once per replication from the compiled arrays)
-F_SELF, F_W1, F_INH, F_GUARD, F_RS, F_MOD, F_PS, F_CNT, F_STEP, F_QRES = 1, 2, 4, 8, 16, 32, 64, 128, 256, 512
+F_SELF, F_W1, F_INH, F_GUARD, F_RS, F_MOD, F_PS, F_CNT, F_STEP, F_QRES, F_S1 = 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024
 
 # o_f fields
 OF_T0, OF_T1, OF_NOW = 0, 1, 2
@@ -480,12 +480,13 @@ def run_replication(
     isd = np.zeros(nT, dtype=np.bool_)
     dn = 0
     # firing slots
-    scap = cap_slots
-    s_trans = np.zeros(scap, dtype=np.int64)
+    # slot t is reserved for single-server transition t; the others draw from a free list
+    scap = nT + cap_slots
+    s_trans = np.arange(scap, dtype=np.int64)
     s_seq = np.zeros(scap, dtype=np.int64)
     s_next = np.arange(1, scap + 1, dtype=np.int64)
     s_next[scap - 1] = -1
-    free_head = 0
+    free_head = nT
     s_start = np.zeros(scap, dtype=np.float64)
     s_rem = np.zeros(scap, dtype=np.float64)
     s_last = np.zeros(scap, dtype=np.float64)
@@ -581,6 +582,8 @@ def run_replication(
             f |= F_CNT
         if is_step[t] != 0:
             f |= F_STEP
+        if servers[t] == 1:
+            f |= F_S1
         tfl[t] = f
 
     for t in range(nT):
@@ -622,7 +625,11 @@ def run_replication(
                     elif grel[gm] == 0 and lead > g_slow[g]:
                         d = 0
             cur = deg[t]
-            if d > cur:
+            if f & F_S1:
+                # one server: at most one request, its time kept in ktime
+                if d > cur:
+                    ktime[t] = now
+            elif d > cur:
                 cap = rq_cap[t]
                 if d > cap:
                     newcap = 2 * cap
@@ -656,7 +663,8 @@ def run_replication(
             deg[t] = d
             if d > 0:
                 if where[t] == NONE:
-                    ktime[t] = rq_pool[rq_off[t] + rq_head[t]]
+                    if not f & F_S1:
+                        ktime[t] = rq_pool[rq_off[t] + rq_head[t]]
                     if ih_n == 0:
                         ih[0] = t
                         cpos[t] = 0
@@ -700,14 +708,17 @@ def run_replication(
                 where[t] = blocked
             else:
                 # start t: take its oldest request
-                h = rq_head[t]
-                rt = rq_pool[rq_off[t] + h]
-                h += 1
-                if h == rq_cap[t]:
-                    h = 0
-                rq_head[t] = h
-                deg[t] -= 1
                 f = tfl[t]
+                if f & F_S1:
+                    rt = ktime[t]
+                else:
+                    h = rq_head[t]
+                    rt = rq_pool[rq_off[t] + h]
+                    h += 1
+                    if h == rq_cap[t]:
+                        h = 0
+                    rq_head[t] = h
+                deg[t] -= 1
                 selfdirty = (f & F_SELF) != 0
                 for k in range(in_ptr[t], in_ptr[t + 1]):
                     p = in_place[k]
@@ -726,7 +737,8 @@ def run_replication(
                         dn += 1
                 elif deg[t] > 0:
                     # degree and requests dropped by exactly one: t stays a candidate
-                    ktime[t] = rq_pool[rq_off[t] + h]
+                    # (never for one server: its degree is 0 while it runs)
+                    ktime[t] = rq_pool[rq_off[t] + rq_head[t]]
                     if ih_n == 0:
                         ih[0] = t
                         cpos[t] = 0
@@ -793,13 +805,16 @@ def run_replication(
                                 mk_next[mi] += exponential(rng, mod_par[mi, 1])
                     dur *= modval[mi]
                 # a firing slot
-                if free_head < 0:
-                    status = ST_GROW
-                    grow = GROW_SLOTS
-                    break
-                s = free_head
-                free_head = s_next[s]
-                s_trans[s] = t
+                if f & F_S1:
+                    s = t
+                else:
+                    if free_head < 0:
+                        status = ST_GROW
+                        grow = GROW_SLOTS
+                        break
+                    s = free_head
+                    free_head = s_next[s]
+                    s_trans[s] = t
                 s_seq[s] = seq
                 seq += 1
                 s_start[s] = now
@@ -987,8 +1002,9 @@ def run_replication(
                 o_tr_s[ntr] = s_start[s]
                 o_tr_e[ntr] = now
                 ntr += 1
-            s_next[s] = free_head
-            free_head = s
+            if s >= nT:
+                s_next[s] = free_head
+                free_head = s
             # gate counters
             for k in range(cnt_ptr[t], cnt_ptr[t + 1] if f & F_CNT else 0):
                 gm = cnt_mem[k]
