@@ -11,20 +11,6 @@ from ..net.builder import Net
 from ..net.compiled import CompiledNet, compile_net
 from ..results import RawReplication, Result
 from .driver import derive_seeds, run
-from .kernel import (
-    OF_NOW,
-    OF_T0,
-    OF_T1,
-    OI_EVENTS,
-    OI_NGLOG,
-    OI_NREC,
-    OI_NSTEPS,
-    OI_NTRACE,
-    OI_STATUS,
-    ST_BUDGET,
-    ST_DEADLOCK,
-    ST_OK,
-)
 
 __all__ = ["simulate", "default_max_events"]
 
@@ -159,15 +145,17 @@ def simulate(
         max_events = default_max_events(steps, warmup, cn.n_transitions)
     max_events = _int_arg("max_events", max_events, 1)
 
+    from . import kernel as K  # numba is imported on first use only
+
     out = run(cn, seeds, steps=steps, warmup=warmup, max_events=max_events,
               zeno_limit=min(_zeno_limit(cn.n_transitions), max_events), samples=samples,
               trace_limit=trace_limit if trace else 0, parallel=parallel)
     _raise_on_failure(cn, out, max_events, steps, warmup)
     raws = []
     for k in range(len(seeds)):
-        nrec = int(out.i[k, OI_NREC]) if samples else 0
-        ntr = int(out.i[k, OI_NTRACE])
-        ngl = min(int(out.i[k, OI_NGLOG]), out.glog.shape[1])
+        nrec = int(out.i[k, K.OI_NREC]) if samples else 0
+        ntr = int(out.i[k, K.OI_NTRACE])
+        ngl = min(int(out.i[k, K.OI_NGLOG]), out.glog.shape[1])
         if samples:
             glog = out.glog[k, :ngl].copy()
         else:  # the multiset of decisions, from the histograms
@@ -175,12 +163,12 @@ def simulate(
             cnt = out.ghist[k][g, r]
             glog = np.stack([np.repeat(g, cnt), np.repeat(r, cnt)], axis=1) if cnt.size else np.zeros((0, 2), np.int64)
         raws.append(RawReplication(
-            t0=float(out.f[k, OF_T0]), t1=float(out.f[k, OF_T1]),
+            t0=float(out.f[k, K.OF_T0]), t1=float(out.f[k, K.OF_T1]),
             step_times=out.step_t[k, :nrec].copy(), step_trans=out.step_tr[k, :nrec].copy(),
             firings=out.firings[k].copy(), busy=out.busy[k].copy(), wait_sum=out.wait_sum[k].copy(),
             wait_n=out.wait_n[k].copy(), trace_trans=out.tr_t[k, :ntr].copy(),
             trace_start=out.tr_s[k, :ntr].copy(), trace_end=out.tr_e[k, :ntr].copy(),
-            gate_log=glog, events=int(out.i[k, OI_EVENTS]),
+            gate_log=glog, events=int(out.i[k, K.OI_EVENTS]),
         ))
     return Result(cn, raws, seeds, steps=steps, warmup=warmup, trace=trace, samples=samples)
 
@@ -214,15 +202,17 @@ def stuck_transitions(cn: CompiledNet, marking: np.ndarray, gcount: np.ndarray, 
 
 
 def _raise_on_failure(cn: CompiledNet, out, max_events: int, steps: int, warmup: int) -> None:
+    from . import kernel as K
+
     for k in range(len(out.seeds)):
-        st = int(out.i[k, OI_STATUS])
-        if st == ST_OK:
+        st = int(out.i[k, K.OI_STATUS])
+        if st == K.ST_OK:
             continue
-        now = float(out.f[k, OF_NOW])
-        nsteps = int(out.i[k, OI_NSTEPS])
+        now = float(out.f[k, K.OF_NOW])
+        nsteps = int(out.i[k, K.OI_NSTEPS])
         where = (f"net {cn.name!r}, replication {k} (seed {out.seeds[k]}), t={now:.6g}s, after {nsteps} "
                  f"of {warmup + steps} step completions")
-        if st == ST_DEADLOCK:
+        if st == K.ST_DEADLOCK:
             marking = {p: int(v) for p, v in zip(cn.place_names, out.marking[k])}
             stuck = stuck_transitions(cn, out.marking[k], out.gcount[k], out.greleased[k])
             nonzero = {p: v for p, v in marking.items() if v}
@@ -231,12 +221,12 @@ def _raise_on_failure(cn: CompiledNet, out, max_events: int, steps: int, warmup:
                 f"stuck transitions: {stuck[:30]}{' ...' if len(stuck) > 30 else ''}. Check the initial "
                 "tokens of the cycles through these transitions.",
                 marking=marking, stuck=stuck, time=now, replication=k)
-        if st == ST_BUDGET:
+        if st == K.ST_BUDGET:
             raise SimulationError(
                 f"{where}: event budget max_events={max_events} exhausted; the net may loop without "
                 "completing steps (check the step=True tags), or raise max_events")
         zero = [n for n, c, p in zip(cn.transition_names, cn.d_code, cn.d_par) if c == 0 and p[0] == 0.0]
         raise SimulationError(
-            f"{where}: time stopped advancing ({int(out.i[k, OI_EVENTS])} completions, more than "
+            f"{where}: time stopped advancing ({int(out.i[k, K.OI_EVENTS])} completions, more than "
             f"{_zeno_limit(cn.n_transitions)} at one instant); a cycle of zero-duration transitions "
             f"fires forever (zero-duration transitions: {zero[:20]}); give one of them a duration")

@@ -16,17 +16,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..net.compiled import CompiledNet
-from .kernel import (
-    GROW_HOLDERS,
-    GROW_REQUESTS,
-    GROW_SLOTS,
-    N_OF,
-    N_OI,
-    OI_GROW,
-    OI_STATUS,
-    ST_GROW,
-    run_replication,
-)
 
 __all__ = ["derive_seeds", "RunOutput", "run", "n_threads"]
 
@@ -73,6 +62,17 @@ def gate_log_capacity(cn: CompiledNet, steps: int, warmup: int, samples: bool) -
 def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_events: int,
         zeno_limit: int, samples: bool, trace_limit: int, parallel: bool) -> RunOutput:
     """Run one kernel call per seed and return the raw arrays."""
+    from .kernel import (  # numba is imported on first use only
+        GROW_HOLDERS,
+        GROW_REQUESTS,
+        GROW_SLOTS,
+        N_OF,
+        N_OI,
+        OI_GROW,
+        OI_STATUS,
+        ST_GROW,
+        run_replication,
+    )
     R = len(seeds)
     T, P, NR, NM = cn.n_transitions, cn.n_places, cn.n_resources, cn.n_members
     G = len(cn.gate_names)
