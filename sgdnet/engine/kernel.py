@@ -47,7 +47,7 @@ _INV53 = 1.0 / 9007199254740992.0
 TWO_PI = 2.0 * math.pi
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, error_model="numpy")
 def _rotl(x, k):
     return (x << _U(k)) | (x >> _U(64 - k))
 
@@ -66,7 +66,7 @@ def seed_state(seed):
     return s
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, error_model="numpy")
 def next_u64(s):
     s0 = s[0]
     s1 = s[1]
@@ -87,25 +87,25 @@ def next_u64(s):
     return res
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, error_model="numpy")
 def uniform(s):
     """A double in [0, 1)."""
     return float(next_u64(s) >> _U(11)) * _INV53
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, error_model="numpy")
 def exponential(s, mean):
     return -mean * math.log(1.0 - uniform(s))
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, error_model="numpy")
 def std_normal(s):
     u1 = 1.0 - uniform(s)
     u2 = uniform(s)
     return math.sqrt(-2.0 * math.log(u1)) * math.cos(TWO_PI * u2)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, error_model="numpy")
 def gamma_unit(s, k):
     """Gamma(shape k, scale 1) by Marsaglia-Tsang (k < 1 via the u**(1/k) boost)."""
     boost = 1.0
@@ -125,7 +125,7 @@ def gamma_unit(s, k):
             return d * v * boost
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, error_model="numpy")
 def sample_base(s, code, a, b, pool):
     """One draw of a non-mixture distribution with parameter row ``(a, b)``."""
     if code == 0:
@@ -158,7 +158,7 @@ def sample_base(s, code, a, b, pool):
     return a
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, error_model="numpy")
 def sample(s, code, par, row, pool):
     """One draw of distribution ``code`` with parameters ``par[row]`` (see :func:`sgdnet.dists.flatten`)."""
     if code == 0:
@@ -186,7 +186,7 @@ N_OI = 7
 
 
 # ------------------------------------------------------------ candidate heaps
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, error_model="numpy")
 def _cless(a, b, pcls, ktime, rank):
     pa = pcls[a]
     pb = pcls[b]
@@ -199,7 +199,7 @@ def _cless(a, b, pcls, ktime, rank):
     return rank[a] < rank[b]
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, error_model="numpy")
 def _c_up(h, base, i, pos, pcls, ktime, rank):
     x = h[base + i]
     while i > 0:
@@ -215,7 +215,7 @@ def _c_up(h, base, i, pos, pcls, ktime, rank):
     pos[x] = i
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, error_model="numpy")
 def _c_down(h, base, n, i, pos, pcls, ktime, rank):
     x = h[base + i]
     while True:
@@ -235,14 +235,14 @@ def _c_down(h, base, n, i, pos, pcls, ktime, rank):
     pos[x] = i
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, error_model="numpy")
 def _c_push(h, base, n, t, pos, pcls, ktime, rank):
     h[base + n] = t
     _c_up(h, base, n, pos, pcls, ktime, rank)
     return n + 1
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, error_model="numpy")
 def _c_pop(h, base, n, pos, pcls, ktime, rank):
     """Remove the top; the caller reads ``h[base]`` before and passes the old size."""
     n -= 1
@@ -252,7 +252,7 @@ def _c_pop(h, base, n, pos, pcls, ktime, rank):
     return n
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, error_model="numpy")
 def _c_remove(h, base, n, t, pos, pcls, ktime, rank):
     i = pos[t]
     n -= 1
@@ -270,12 +270,12 @@ def _c_remove(h, base, n, t, pos, pcls, ktime, rank):
 # ------------------------------------------------------------ completion heap
 # Slots ordered by (completion time, start sequence); the keys live in heap order next to the
 # slot ids (ekt, eks) so comparisons read adjacent memory; pos[slot] supports key updates (ps).
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, error_model="numpy")
 def _ekless(ta, qa, tb, qb):
     return (ta < tb) | ((ta == tb) & (qa < qb))
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, error_model="numpy")
 def _e_place(eh, ekt, eks, pos, i, n, s, t, q):
     """Put (s, t, q) into hole i and restore heap order (moving up or down)."""
     moved = False
@@ -315,7 +315,7 @@ def _e_place(eh, ekt, eks, pos, i, n, s, t, q):
     pos[s] = i
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, error_model="numpy")
 def _e_push(eh, ekt, eks, pos, n, s, t, q):
     i = n
     while i > 0:
@@ -338,7 +338,7 @@ def _e_push(eh, ekt, eks, pos, n, s, t, q):
     return n + 1
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, error_model="numpy")
 def _e_pop(eh, ekt, eks, pos, n):
     """Remove the top (bottom-up: the hole descends along the smaller children, then the last
     element is placed in it and moved up); return the new size."""
@@ -382,7 +382,7 @@ def _e_pop(eh, ekt, eks, pos, n):
 
 
 # ------------------------------------------------------------------ helpers
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, error_model="numpy")
 def _promote(r, ih, ih_n, qh, qn, rq_base, pos, where, from_r, used, r_cap, pcls, ktime, rank):
     """If resource r has a free server, move the head of its queue to the instant heap."""
     if used[r] < r_cap[r] and qn[r] > 0:
@@ -395,7 +395,7 @@ def _promote(r, ih, ih_n, qh, qn, rq_base, pos, where, from_r, used, r_cap, pcls
     return ih_n
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, error_model="numpy")
 def _ps_rate(t, psres_ptr, psres_idx, used, r_cap):
     rate = 1.0
     for k in range(psres_ptr[t], psres_ptr[t + 1]):
@@ -406,7 +406,7 @@ def _ps_rate(t, psres_ptr, psres_idx, used, r_cap):
     return rate
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, error_model="numpy")
 def _rerate(r, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate, s_ctime, s_seq,
             eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap):
     rp = r_ps[r]
@@ -427,7 +427,7 @@ def _rerate(r, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate, s_ctime, s
             _e_place(eh, ekt, eks, eh_pos, eh_pos[s], eh_n, s, s_ctime[s], s_seq[s])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def run_replication(
     m0, dep_ptr, dep_trans,
     in_ptr, in_place, in_w, out_ptr, out_place, out_w, inh_ptr, inh_place, inh_thr,
@@ -901,8 +901,8 @@ def run_replication(
                     if c + 1 < eh_n:
                         ta = ekt[c + 1]
                         tb = ekt[c]
-                        if ta < tb or (ta == tb and eks[c + 1] < eks[c]):
-                            c += 1
+                        # branch-free choice of the smaller child
+                        c += np.int64((ta < tb) | ((ta == tb) & (eks[c + 1] < eks[c])))
                     y2 = eh[c]
                     eh[i] = y2
                     ekt[i] = ekt[c]
