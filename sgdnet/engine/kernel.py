@@ -174,6 +174,14 @@ def sample(s, code, par, row, pool):
 ST_OK, ST_DEADLOCK, ST_BUDGET, ST_ZENO, ST_GROW = 0, 1, 2, 3, 4
 GROW_SLOTS, GROW_REQUESTS, GROW_HOLDERS = 1, 2, 4
 NONE, IN_IH = -1, -2
+# columns of the per-transition tables built once per replication (one row per transition keeps
+# what an event touches in one or two cache lines and the hot loop's live arrays few)
+TS_FL, TS_SERV, TS_IN0, TS_IN1, TS_OUT0, TS_OUT1, TS_Q0, TS_Q1 = 0, 1, 2, 3, 4, 5, 6, 7
+TS_PCLS, TS_RANK, TS_CODE, TS_GUARD, TS_MOD, TS_PS0, TS_PS1 = 8, 9, 10, 11, 12, 13, 14
+N_TS = 16
+TD_ACT, TD_DEG, TD_WHERE, TD_FROM, TD_CPOS, TD_RQOFF, TD_RQHEAD, TD_RQCAP = 0, 1, 2, 3, 4, 5, 6, 7
+N_TD = 8
+TF_KTIME, TF_PAR0 = 0, 1
 # per-transition flag bits (computed once per replication from the compiled arrays)
 F_SELF, F_W1, F_INH, F_GUARD, F_RS, F_MOD, F_PS, F_CNT, F_STEP, F_QRES, F_S1 = 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024
 
@@ -187,83 +195,83 @@ N_OI = 7
 
 # ------------------------------------------------------------ candidate heaps
 @njit(cache=True, _nrt=False, error_model="numpy")
-def _cless(a, b, pcls, ktime, rank):
-    pa = pcls[a]
-    pb = pcls[b]
+def _cless(a, b, TS, TF):
+    pa = TS[a, TS_PCLS]
+    pb = TS[b, TS_PCLS]
     if pa != pb:
         return pa < pb
-    ta = ktime[a]
-    tb = ktime[b]
+    ta = TF[a, TF_KTIME]
+    tb = TF[b, TF_KTIME]
     if ta != tb:
         return ta < tb
-    return rank[a] < rank[b]
+    return TS[a, TS_RANK] < TS[b, TS_RANK]
 
 
 @njit(cache=True, _nrt=False, error_model="numpy")
-def _c_up(h, base, i, pos, pcls, ktime, rank):
+def _c_up(h, base, i, TD, TS, TF):
     x = h[base + i]
     while i > 0:
         par = (i - 1) >> 1
         y = h[base + par]
-        if _cless(x, y, pcls, ktime, rank):
+        if _cless(x, y, TS, TF):
             h[base + i] = y
-            pos[y] = i
+            TD[y, TD_CPOS] = i
             i = par
         else:
             break
     h[base + i] = x
-    pos[x] = i
+    TD[x, TD_CPOS] = i
 
 
 @njit(cache=True, _nrt=False, error_model="numpy")
-def _c_down(h, base, n, i, pos, pcls, ktime, rank):
+def _c_down(h, base, n, i, TD, TS, TF):
     x = h[base + i]
     while True:
         c = 2 * i + 1
         if c >= n:
             break
-        if c + 1 < n and _cless(h[base + c + 1], h[base + c], pcls, ktime, rank):
+        if c + 1 < n and _cless(h[base + c + 1], h[base + c], TS, TF):
             c += 1
         y = h[base + c]
-        if _cless(y, x, pcls, ktime, rank):
+        if _cless(y, x, TS, TF):
             h[base + i] = y
-            pos[y] = i
+            TD[y, TD_CPOS] = i
             i = c
         else:
             break
     h[base + i] = x
-    pos[x] = i
+    TD[x, TD_CPOS] = i
 
 
 @njit(cache=True, _nrt=False, error_model="numpy")
-def _c_push(h, base, n, t, pos, pcls, ktime, rank):
+def _c_push(h, base, n, t, TD, TS, TF):
     h[base + n] = t
-    _c_up(h, base, n, pos, pcls, ktime, rank)
+    _c_up(h, base, n, TD, TS, TF)
     return n + 1
 
 
 @njit(cache=True, _nrt=False, error_model="numpy")
-def _c_pop(h, base, n, pos, pcls, ktime, rank):
+def _c_pop(h, base, n, TD, TS, TF):
     """Remove the top; the caller reads ``h[base]`` before and passes the old size."""
     n -= 1
     if n > 0:
         h[base] = h[base + n]
-        _c_down(h, base, n, 0, pos, pcls, ktime, rank)
+        _c_down(h, base, n, 0, TD, TS, TF)
     return n
 
 
 @njit(cache=True, _nrt=False, error_model="numpy")
-def _c_remove(h, base, n, t, pos, pcls, ktime, rank):
-    i = pos[t]
+def _c_remove(h, base, n, t, TD, TS, TF):
+    i = TD[t, TD_CPOS]
     n -= 1
     if i != n:
         last = h[base + n]
         h[base + i] = last
-        pos[last] = i
-        if i > 0 and _cless(last, h[base + ((i - 1) >> 1)], pcls, ktime, rank):
-            _c_up(h, base, i, pos, pcls, ktime, rank)
+        TD[last, TD_CPOS] = i
+        if i > 0 and _cless(last, h[base + ((i - 1) >> 1)], TS, TF):
+            _c_up(h, base, i, TD, TS, TF)
         else:
-            _c_down(h, base, n, i, pos, pcls, ktime, rank)
+            _c_down(h, base, n, i, TD, TS, TF)
     return n
 
 
@@ -383,15 +391,15 @@ def _e_pop(eh, ekt, eks, pos, n):
 
 # ------------------------------------------------------------------ helpers
 @njit(cache=True, _nrt=False, error_model="numpy")
-def _promote(r, ih, ih_n, qh, qn, rq_base, pos, where, from_r, used, r_cap, pcls, ktime, rank):
+def _promote(r, ih, ih_n, qh, qn, rq_base, TD, TS, TF, used, r_cap):
     """If resource r has a free server, move the head of its queue to the instant heap."""
     if used[r] < r_cap[r] and qn[r] > 0:
         base = rq_base[r]
         t = qh[base]
-        qn[r] = _c_pop(qh, base, qn[r], pos, pcls, ktime, rank)
-        ih_n = _c_push(ih, 0, ih_n, t, pos, pcls, ktime, rank)
-        where[t] = IN_IH
-        from_r[t] = r
+        qn[r] = _c_pop(qh, base, qn[r], TD, TS, TF)
+        ih_n = _c_push(ih, 0, ih_n, t, TD, TS, TF)
+        TD[t, TD_WHERE] = IN_IH
+        TD[t, TD_FROM] = r
     return ih_n
 
 
@@ -453,11 +461,8 @@ def run_replication(
 
     # ---------------------------------------------------------------- state
     m = m0.copy()
-    active = np.zeros(nT, dtype=np.int64)
-    deg = np.zeros(nT, dtype=np.int64)
     rq_cap = np.empty(nT, dtype=np.int64)
     rq_off = np.empty(nT, dtype=np.int64)
-    rq_head = np.zeros(nT, dtype=np.int64)
     rq_used = 0
     for t in range(nT):
         c = servers[t]
@@ -467,10 +472,6 @@ def run_replication(
         rq_off[t] = rq_used
         rq_used += c
     rq_pool = np.zeros(max(rq_used, cap_requests), dtype=np.float64)
-    ktime = np.zeros(nT, dtype=np.float64)
-    where = np.full(nT, NONE, dtype=np.int64)
-    from_r = np.full(nT, NONE, dtype=np.int64)
-    cpos = np.zeros(nT, dtype=np.int64)
     ih = np.zeros(max(nT, 1), dtype=np.int64)
     ih_n = 0
     qh = np.zeros(max(rq_base[nR], 1), dtype=np.int64)
@@ -586,6 +587,31 @@ def run_replication(
             f |= F_S1
         tfl[t] = f
 
+    TS = np.zeros((nT, N_TS), dtype=np.int64)
+    TD = np.zeros((nT, N_TD), dtype=np.int64)
+    TF = np.zeros((nT, 2), dtype=np.float64)
+    for t in range(nT):
+        TS[t, TS_FL] = tfl[t]
+        TS[t, TS_SERV] = servers[t]
+        TS[t, TS_IN0] = in_ptr[t]
+        TS[t, TS_IN1] = in_ptr[t + 1]
+        TS[t, TS_OUT0] = out_ptr[t]
+        TS[t, TS_OUT1] = out_ptr[t + 1]
+        TS[t, TS_Q0] = qres_ptr[t]
+        TS[t, TS_Q1] = qres_ptr[t + 1]
+        TS[t, TS_PCLS] = pcls[t]
+        TS[t, TS_RANK] = rank[t]
+        TS[t, TS_CODE] = d_code[t]
+        TS[t, TS_GUARD] = guard[t]
+        TS[t, TS_MOD] = mod_of[t]
+        TS[t, TS_PS0] = psres_ptr[t]
+        TS[t, TS_PS1] = psres_ptr[t + 1]
+        TD[t, TD_WHERE] = NONE
+        TD[t, TD_FROM] = NONE
+        TD[t, TD_RQOFF] = rq_off[t]
+        TD[t, TD_RQCAP] = rq_cap[t]
+        TF[t, TF_PAR0] = d_par[t, 0]
+
     for t in range(nT):
         dl[dn] = t
         dn += 1
@@ -597,15 +623,15 @@ def run_replication(
             dn -= 1
             t = dl[dn]
             isd[t] = False
-            f = tfl[t]
-            d = servers[t] - active[t]
+            f = TS[t, TS_FL]
+            d = TS[t, TS_SERV] - TD[t, TD_ACT]
             if f & F_W1:
-                for k in range(in_ptr[t], in_ptr[t + 1]):
+                for k in range(TS[t, TS_IN0], TS[t, TS_IN1]):
                     v = m[in_place[k]]
                     if v < d:
                         d = v
             else:
-                for k in range(in_ptr[t], in_ptr[t + 1]):
+                for k in range(TS[t, TS_IN0], TS[t, TS_IN1]):
                     v = m[in_place[k]] // in_w[k]
                     if v < d:
                         d = v
@@ -615,7 +641,7 @@ def run_replication(
                         d = 0
                         break
             if d > 0 and f & F_GUARD:
-                gm = guard[t]
+                gm = TS[t, TS_GUARD]
                 if gm >= 0:
                     g = mem_gate[gm]
                     lead = gcnt[gm] - gmin[g]
@@ -624,13 +650,13 @@ def run_replication(
                             d = 0
                     elif grel[gm] == 0 and lead > g_slow[g]:
                         d = 0
-            cur = deg[t]
+            cur = TD[t, TD_DEG]
             if f & F_S1:
                 # one server: at most one request, its time kept in ktime
                 if d > cur:
-                    ktime[t] = now
+                    TF[t, TF_KTIME] = now
             elif d > cur:
-                cap = rq_cap[t]
+                cap = TD[t, TD_RQCAP]
                 if d > cap:
                     newcap = 2 * cap
                     if newcap < d:
@@ -639,20 +665,20 @@ def run_replication(
                         status = ST_GROW
                         grow = GROW_REQUESTS
                         break
-                    off = rq_off[t]
-                    h = rq_head[t]
+                    off = TD[t, TD_RQOFF]
+                    h = TD[t, TD_RQHEAD]
                     for i in range(cur):
                         j = h + i
                         if j >= cap:
                             j -= cap
                         rq_pool[rq_used + i] = rq_pool[off + j]
-                    rq_off[t] = rq_used
-                    rq_head[t] = 0
-                    rq_cap[t] = newcap
+                    TD[t, TD_RQOFF] = rq_used
+                    TD[t, TD_RQHEAD] = 0
+                    TD[t, TD_RQCAP] = newcap
                     rq_used += newcap
                     cap = newcap
-                off = rq_off[t]
-                j = rq_head[t] + cur
+                off = TD[t, TD_RQOFF]
+                j = TD[t, TD_RQHEAD] + cur
                 if j >= cap:
                     j -= cap
                 for _i in range(d - cur):
@@ -660,30 +686,29 @@ def run_replication(
                     j += 1
                     if j == cap:
                         j = 0
-            deg[t] = d
+            TD[t, TD_DEG] = d
             if d > 0:
-                if where[t] == NONE:
+                if TD[t, TD_WHERE] == NONE:
                     if not f & F_S1:
-                        ktime[t] = rq_pool[rq_off[t] + rq_head[t]]
+                        TF[t, TF_KTIME] = rq_pool[TD[t, TD_RQOFF] + TD[t, TD_RQHEAD]]
                     if ih_n == 0:
                         ih[0] = t
-                        cpos[t] = 0
+                        TD[t, TD_CPOS] = 0
                         ih_n = 1
                     else:
-                        ih_n = _c_push(ih, 0, ih_n, t, cpos, pcls, ktime, rank)
-                    where[t] = IN_IH
-            elif where[t] != NONE:
-                wt = where[t]
-                where[t] = NONE
+                        ih_n = _c_push(ih, 0, ih_n, t, TD, TS, TF)
+                    TD[t, TD_WHERE] = IN_IH
+            elif TD[t, TD_WHERE] != NONE:
+                wt = TD[t, TD_WHERE]
+                TD[t, TD_WHERE] = NONE
                 if wt == IN_IH:
-                    ih_n = _c_remove(ih, 0, ih_n, t, cpos, pcls, ktime, rank)
-                    src = from_r[t]
+                    ih_n = _c_remove(ih, 0, ih_n, t, TD, TS, TF)
+                    src = TD[t, TD_FROM]
                     if src >= 0:
-                        from_r[t] = NONE
-                        ih_n = _promote(src, ih, ih_n, qh, qn, rq_base, cpos, where, from_r, used, r_cap,
-                                        pcls, ktime, rank)
+                        TD[t, TD_FROM] = NONE
+                        ih_n = _promote(src, ih, ih_n, qh, qn, rq_base, TD, TS, TF, used, r_cap)
                 else:
-                    qn[wt] = _c_remove(qh, rq_base[wt], qn[wt], t, cpos, pcls, ktime, rank)
+                    qn[wt] = _c_remove(qh, rq_base[wt], qn[wt], t, TD, TS, TF)
         if status == ST_GROW:
             break
 
@@ -693,34 +718,34 @@ def run_replication(
             if ih_n == 1:
                 ih_n = 0
             else:
-                ih_n = _c_pop(ih, 0, ih_n, cpos, pcls, ktime, rank)
-            where[t] = NONE
-            src = from_r[t]
-            from_r[t] = NONE
+                ih_n = _c_pop(ih, 0, ih_n, TD, TS, TF)
+            TD[t, TD_WHERE] = NONE
+            src = TD[t, TD_FROM]
+            TD[t, TD_FROM] = NONE
             blocked = -1
-            for k in range(qres_ptr[t], qres_ptr[t + 1]):
+            for k in range(TS[t, TS_Q0], TS[t, TS_Q1]):
                 r = qres_idx[k]
                 if used[r] >= r_cap[r]:
                     blocked = r
                     break
             if blocked >= 0:
-                qn[blocked] = _c_push(qh, rq_base[blocked], qn[blocked], t, cpos, pcls, ktime, rank)
-                where[t] = blocked
+                qn[blocked] = _c_push(qh, rq_base[blocked], qn[blocked], t, TD, TS, TF)
+                TD[t, TD_WHERE] = blocked
             else:
                 # start t: take its oldest request
-                f = tfl[t]
+                f = TS[t, TS_FL]
                 if f & F_S1:
-                    rt = ktime[t]
+                    rt = TF[t, TF_KTIME]
                 else:
-                    h = rq_head[t]
-                    rt = rq_pool[rq_off[t] + h]
+                    h = TD[t, TD_RQHEAD]
+                    rt = rq_pool[TD[t, TD_RQOFF] + h]
                     h += 1
-                    if h == rq_cap[t]:
+                    if h == TD[t, TD_RQCAP]:
                         h = 0
-                    rq_head[t] = h
-                deg[t] -= 1
+                    TD[t, TD_RQHEAD] = h
+                TD[t, TD_DEG] -= 1
                 selfdirty = (f & F_SELF) != 0
-                for k in range(in_ptr[t], in_ptr[t + 1]):
+                for k in range(TS[t, TS_IN0], TS[t, TS_IN1]):
                     p = in_place[k]
                     m[p] -= in_w[k]
                     for q in range(dep_ptr[p], dep_ptr[p + 1]):
@@ -729,32 +754,32 @@ def run_replication(
                             isd[u] = True
                             dl[dn] = u
                             dn += 1
-                active[t] += 1
+                TD[t, TD_ACT] += 1
                 if selfdirty:
                     if not isd[t]:
                         isd[t] = True
                         dl[dn] = t
                         dn += 1
-                elif deg[t] > 0:
+                elif TD[t, TD_DEG] > 0:
                     # degree and requests dropped by exactly one: t stays a candidate
                     # (never for one server: its degree is 0 while it runs)
-                    ktime[t] = rq_pool[rq_off[t] + rq_head[t]]
+                    TF[t, TF_KTIME] = rq_pool[TD[t, TD_RQOFF] + TD[t, TD_RQHEAD]]
                     if ih_n == 0:
                         ih[0] = t
-                        cpos[t] = 0
+                        TD[t, TD_CPOS] = 0
                         ih_n = 1
                     else:
-                        ih_n = _c_push(ih, 0, ih_n, t, cpos, pcls, ktime, rank)
-                    where[t] = IN_IH
+                        ih_n = _c_push(ih, 0, ih_n, t, TD, TS, TF)
+                    TD[t, TD_WHERE] = IN_IH
                 if f & F_QRES:
-                    for k in range(qres_ptr[t], qres_ptr[t + 1]):
+                    for k in range(TS[t, TS_Q0], TS[t, TS_Q1]):
                         r = qres_idx[k]
                         if counting:
                             o_wsum[r] += now - rt
                             o_wn[r] += 1
                         used[r] += 1
                 if f & F_GUARD:
-                    gm = guard[t]
+                    gm = TS[t, TS_GUARD]
                     if grel[gm] != 0:
                         grel[gm] = 0
                         for q in range(mg_ptr[gm], mg_ptr[gm + 1]):
@@ -767,9 +792,9 @@ def run_replication(
                     for k in range(rs_ptr[t], rs_ptr[t + 1]):
                         mi = rs_mod[k]
                         modval[mi] = sample(rng, d_code[nT + mi], d_par, nT + mi, d_pool)
-                code = d_code[t]
+                code = TS[t, TS_CODE]
                 if code == 0:
-                    dur = d_par[t, 0]
+                    dur = TF[t, TF_PAR0]
                 elif code == 1:
                     # inline xoshiro256** + inversion (the common exponential)
                     x0 = rng[0]
@@ -788,10 +813,10 @@ def run_replication(
                     rng[1] = x1
                     rng[2] = x2
                     rng[3] = (x3 << _U(45)) | (x3 >> _U(19))
-                    dur = -d_par[t, 0] * math.log(1.0 - float(y >> _U(11)) * _INV53)
+                    dur = -TF[t, TF_PAR0] * math.log(1.0 - float(y >> _U(11)) * _INV53)
                 else:
                     dur = sample(rng, code, d_par, t, d_pool)
-                mi = mod_of[t]
+                mi = TS[t, TS_MOD]
                 if f & F_MOD:
                     if mod_kind[mi] == 1:
                         while mk_next[mi] <= now:
@@ -842,7 +867,7 @@ def run_replication(
                     eh_n += 1
                 else:
                     j = 0
-                    for k in range(psres_ptr[t], psres_ptr[t + 1]):
+                    for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
                         r = psres_idx[k]
                         rp = r_ps[r]
                         if counting:
@@ -870,12 +895,11 @@ def run_replication(
                     s_rate[s] = rate
                     s_ctime[s] = now + dur / rate
                     eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, s, s_ctime[s], s_seq[s])
-                    for k in range(psres_ptr[t], psres_ptr[t + 1]):
+                    for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
                         _rerate(psres_idx[k], now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate,
                                 s_ctime, s_seq, eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap)
             if src >= 0 and qn[src] > 0:
-                ih_n = _promote(src, ih, ih_n, qh, qn, rq_base, cpos, where, from_r, used, r_cap,
-                                pcls, ktime, rank)
+                ih_n = _promote(src, ih, ih_n, qh, qn, rq_base, TD, TS, TF, used, r_cap)
             continue
 
         # -------------------------------------------- C: the next batch of completions
@@ -939,10 +963,10 @@ def run_replication(
                 stop = True
                 break
             t = s_trans[s]
-            f = tfl[t]
+            f = TS[t, TS_FL]
             if counting:
                 o_firings[t] += 1
-            active[t] -= 1
+            TD[t, TD_ACT] -= 1
             if not isd[t]:
                 isd[t] = True
                 dl[dn] = t
@@ -950,16 +974,15 @@ def run_replication(
             st0 = s_start[s]
             if st0 < t0:
                 st0 = t0
-            for k in range(qres_ptr[t], qres_ptr[t + 1]):
+            for k in range(TS[t, TS_Q0], TS[t, TS_Q1]):
                 r = qres_idx[k]
                 if counting:
                     o_busy[r] += now - st0
                 used[r] -= 1
                 if qn[r] > 0:
-                    ih_n = _promote(r, ih, ih_n, qh, qn, rq_base, cpos, where, from_r, used, r_cap,
-                                    pcls, ktime, rank)
+                    ih_n = _promote(r, ih, ih_n, qh, qn, rq_base, TD, TS, TF, used, r_cap)
             j = 0
-            for k in range(psres_ptr[t], psres_ptr[t + 1]):
+            for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
                 r = psres_idx[k]
                 rp = r_ps[r]
                 if counting:
@@ -988,7 +1011,7 @@ def run_replication(
                     tl[nt_touched] = r
                     nt_touched += 1
                 j += 1
-            for k in range(out_ptr[t], out_ptr[t + 1]):
+            for k in range(TS[t, TS_OUT0], TS[t, TS_OUT1]):
                 p = out_place[k]
                 m[p] += out_w[k]
                 for q in range(dep_ptr[p], dep_ptr[p + 1]):
