@@ -1,0 +1,136 @@
+"""``local-sgd``: every worker runs ``H`` local SGD steps, then the workers average their models
+(a blocking all-reduce or a parameter-server round trip), and start again from the average.
+
+Modelling choices
+-----------------
+* Worker ``i`` computes ``H`` steps back to back (:func:`.blocks2.local_loop`): fine nets use
+  the per-layer compute chain of :func:`.common.compute_chain`, coarse nets one compute phase
+  per step. The local optimizer update is part of the profiled step (not a separate operation).
+* After its ``H``-th step the worker joins the averaging and is blocked until it ends:
+  ``sync="allreduce"``: an all-reduce of the whole model (``model.grad_bytes``) with
+  :func:`.blocks2.allreduce` (ring step by step in fine nets, closed-form per-worker transfer in
+  coarse nets); ``sync="ps"``: the worker pushes its model pieces (``cluster.shard_tensor``) to
+  the shards, each shard averages a piece once every worker's copy arrived
+  (``cluster.update_time`` on its CPU) and sends it back to every worker.
+* Deterministic homogeneous period (all-reduce): ``H * T_c + T_AR`` with ``T_AR`` the ring
+  all-reduce time of the model; ``H = 1`` with ``sync="ps"`` is synchronous SGD on a PS
+  without overlap of communication and compute.
+* Every local step is a step (``step=True`` on the step's last compute operation).
+"""
+
+from __future__ import annotations
+
+from ..net import Net
+from ..workload import Cluster, ModelProfile
+from . import Option, register
+from .blocks2 import allreduce, local_loop
+from .common import (
+    DISCIPLINE,
+    MAX_LAYERS,
+    Fabric,
+    check_choice,
+    check_int,
+    duration,
+    group_layers,
+    ps_cluster,
+)
+
+__all__ = ["build_fine", "build_coarse", "ps_average", "OPTIONS"]
+
+OPTIONS = (
+    Option("H", 4, "an int >= 1: local steps between two model averagings", check_int(1)),
+    Option("sync", "allreduce", "'allreduce' (ring all-reduce of the model) or 'ps' (push the "
+           "model to parameter-server shards, pull the average)",
+           check_choice("allreduce", "ps")),
+    Option("shards", None, "None (cluster.ps_shards) or an int >= 1 (sync='ps' only)",
+           check_int(1, allow_none=True)),
+    Option("placement", None, "None (cluster.ps_placement), 'dedicated' or 'colocated' "
+           "(sync='ps' only)", check_choice(None, "dedicated", "colocated")),
+    DISCIPLINE,
+    MAX_LAYERS,
+)
+
+
+def ps_average(net: Net, fab: Fabric, cl: Cluster, nbytes: float, ins: dict, outs: dict,
+               name: str = "avg") -> None:
+    """Average ``nbytes`` of model over the PS shards: ``ins[i]`` (one place per piece of
+    ``cl.shard_tensor(0, nbytes)``) -> push -> shard update once all copies arrived -> pull ->
+    ``outs[i]`` (one place). A piece whose shard sits on the worker's host stays local."""
+    n = cl.workers
+    pieces = cl.shard_tensor(0, nbytes)
+    got: dict[int, list[str]] = {i: [] for i in range(n)}
+    for c, (k, b) in enumerate(pieces):
+        host = fab.ps_host(k)
+        recv, back = {}, {}
+        for i in range(n):
+            local = host == ("worker", i)
+            back[i] = net.place(f"w{i}.{name}.c{c}.back", worker=i).name
+            got[i].append(back[i])
+            if local:
+                recv[i] = ins[i][c]
+                continue
+            recv[i] = net.place(f"ps{k}.{name}.c{c}.from{i}", shard=k).name
+            fab.transfer(f"w{i}.push.{name}.c{c}", b, ("worker", i), host, inputs=[ins[i][c]],
+                         outputs=[recv[i]],
+                         tags={"worker": i, "direction": "push", "shard": k, "chunk": c})
+        to = {i: (back[i] if host == ("worker", i)
+                  else net.place(f"ps{k}.{name}.c{c}.to{i}", shard=k).name) for i in range(n)}
+        net.transition(f"ps{k}.{name}.c{c}", duration(cl.update_time(b), cl.compute_cv),
+                       inputs={recv[i]: 1 for i in range(n)}, outputs={to[i]: 1 for i in range(n)},
+                       resources=[fab.ps_cpu(k)],
+                       tags={"kind": "update", "shard": k, "chunk": c, "step": False})
+        for i in range(n):
+            if host != ("worker", i):
+                fab.transfer(f"w{i}.pull.{name}.c{c}", b, host, ("worker", i), inputs=[to[i]],
+                             outputs=[back[i]],
+                             tags={"worker": i, "direction": "pull", "shard": k, "chunk": c})
+    for i in range(n):
+        net.transition(f"w{i}.{name}.got", 0.0, inputs={p: 1 for p in got[i]},
+                       outputs={outs[i]: 1}, tags={"worker": i, "kind": "sync", "step": False})
+
+
+def _split_join(net: Net, n: int, loops, H: int, pieces: int = 1) -> tuple[dict, dict]:
+    """Per worker: ``pieces`` places fed after H steps, and one that gives the budget back."""
+    ins, outs = {}, {}
+    for i in range(n):
+        lp = loops[i]
+        go = [net.place(f"w{i}.avg.go{c}", worker=i).name for c in range(pieces)]
+        done = net.place(f"w{i}.avg.done", worker=i).name
+        net.transition(f"w{i}.avg.join", 0.0, inputs={lp.acc: H}, outputs={p: 1 for p in go},
+                       tags={"worker": i, "kind": "sync", "step": False})
+        net.transition(f"w{i}.avg.resume", 0.0, inputs={done: 1}, outputs={lp.budget: H},
+                       tags={"worker": i, "kind": "sync", "step": False})
+        ins[i], outs[i] = go, done
+    return ins, outs
+
+
+def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, H: int, sync: str,
+           shards, placement, discipline: str, max_layers) -> Net:
+    cl = ps_cluster(cluster, shards, placement) if sync == "ps" else cluster
+    n = cl.workers
+    net = Net(f"local-sgd-{'coarse' if coarse else 'fine'}")
+    fab = Fabric(net, cl, discipline)
+    prof = model if coarse else group_layers(model, max_layers, cl.compute_cv)
+    loops = [local_loop(net, fab, prof, cl, i, H, coarse=coarse) for i in range(n)]
+    pieces = 1 if sync == "allreduce" else len(cl.shard_tensor(0, model.grad_bytes))
+    ins, outs = _split_join(net, n, loops, H, pieces)
+    if sync == "allreduce":
+        allreduce(net, fab, cl, "avg", model.grad_bytes, inputs=ins,
+                  outputs={i: [outs[i]] for i in range(n)}, coarse=coarse)
+    else:
+        ps_average(net, fab, cl, model.grad_bytes, ins, outs)
+    net.meta["cluster"] = cl
+    return net
+
+
+def build_coarse(model: ModelProfile, cluster: Cluster, **opts) -> Net:
+    """Coarse-grained local SGD (one compute phase per step)."""
+    return _build(model, cluster, coarse=True, **opts)
+
+
+@register("local-sgd", summary="H local steps, then a blocking model average (all-reduce or PS)",
+          options=OPTIONS, coarse=build_coarse, lockstep=True,
+          warmup=lambda cluster, o: 2 * o.get("H", 4))
+def build_fine(model: ModelProfile, cluster: Cluster, **opts) -> Net:
+    """Fine-grained local SGD (per-layer compute, ring all-reduce step by step)."""
+    return _build(model, cluster, coarse=False, **opts)
