@@ -27,8 +27,8 @@ Staleness of an applied update (parameter-server variants)
     ``worker`` tag completing their ``c``-th firing make the ``c``-th aggregated version. Worker
     ``i``'s step ``c`` read the model of its latest *pull group* (all its transfers tagged
     ``direction="pull"`` (or ``role="pull"``), ``m``-th firings) that completed no later than the
-    step's compute ended; it read every version completed by the time that pull group completed
-    (0 before the first pull). The staleness of the update of ``i``'s step ``c`` is the number
+    step's compute ended; it read every version completed by the time the last piece of that
+    group started to be sent (the link stage's start; 0 versions before the first pull). The staleness of the update of ``i``'s step ``c`` is the number
     of versions completed strictly before that update's own version completes, minus the number
     it read. BSP gives 0; ASP with ``n`` identical workers about ``n - 1``; SSP(s) and DSSP are
     bounded by the gate. Updates whose version completes inside the window are reported.
@@ -233,12 +233,15 @@ def staleness(result: Any) -> np.ndarray:
              for w in ws}
     steps = {w: [i for i, t in enumerate(tags) if t.get("worker") == w and t.get("step")]
              for w in ws}
+    sends = {w: [i for i in pulls[w] if tags[i].get("stage") != "latency"] for w in ws}
     out = []
     for rep in range(result.replications):
         tt, st, en, lo, hi = _rep_trace(result, rep)
         ends: dict[int, np.ndarray] = {}
+        starts: dict[int, np.ndarray] = {}
         for t in np.unique(tt):
             ends[int(t)] = en[tt == t]
+            starts[int(t)] = st[tt == t]
         # versions: (time, kind, worker or -1, c)
         vt, vkey = [], []
         if agg:
@@ -261,6 +264,7 @@ def staleness(result: Any) -> np.ndarray:
         for w in ws:
             step_end = _nth_group(steps[w], ends, "max")
             pull_end = _nth_group(pulls[w], ends, "max") if pulls[w] else np.zeros(0)
+            pull_sent = _nth_group(sends[w] or pulls[w], starts, "max") if pulls[w] else pull_end
             for c in range(step_end.size):
                 key = (w, c) if per_w[w] else (-1, c)
                 j = pos.get(key)
@@ -270,7 +274,7 @@ def staleness(result: Any) -> np.ndarray:
                 if not (lo < T <= hi):
                     continue
                 k = np.searchsorted(pull_end, step_end[c], side="right") - 1
-                read = 0 if k < 0 else int(np.searchsorted(sorted_t, pull_end[k], side="right"))
+                read = 0 if k < 0 else int(np.searchsorted(sorted_t, pull_sent[k], side="right"))
                 out.append(int(rank[j]) - read)
     return np.asarray(out, dtype=np.int64)
 

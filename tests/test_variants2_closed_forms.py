@@ -1,0 +1,105 @@
+"""Variants II against deterministic closed forms (exact to 1e-9 relative).
+
+Homogeneous workers, deterministic durations: ``local-sgd`` period ``H T_c + T_AR``; ``cocod``
+period ``max(k T_c, T_AR)`` after the first round; ``pipe-sgd`` step ``max(T_c, T_AR)`` (and
+``T_c + T_AR`` for width 1); ``backup`` with ``b = 0`` (and, with identical workers, any ``b``)
+equals synchronous PS SGD. ``T_AR`` is :func:`sgdnet.workload.ring_allreduce_time`.
+"""
+
+import math
+
+import pytest
+
+from sgdnet import Cluster, Layer, ModelProfile, variants
+from sgdnet.engine import simulate
+from sgdnet.variants.common import build_ps_net
+from sgdnet.workload import ring_allreduce_time
+
+N = 4
+PROF = ModelProfile("toy", [Layer("a", 0.010, 0.020, 4e6), Layer("b", 0.005, 0.015, 8e6),
+                            Layer("c", 0.002, 0.004, 1e6)], batch_size=32)
+TC = PROF.compute_s
+FAST = Cluster(workers=N, bandwidth="10Gbps", latency="50us")   # T_AR < T_c
+SLOW = Cluster(workers=N, bandwidth="1Gbps", latency="50us")    # T_AR > T_c
+
+
+def t_ar(c):
+    return ring_allreduce_time(PROF.grad_bytes, N, c.bandwidth, c.latency)
+
+
+def per_worker_period(net, steps_per_period, periods=12, warmup_periods=6):
+    """Time per period from a deterministic run (one replication; n workers' steps counted)."""
+    k = N * steps_per_period
+    r = simulate(net, steps=k * periods, warmup=k * warmup_periods, replications=1, seed=0)
+    return float(r.sim_time[0]) / periods
+
+
+def rel(a, b):
+    return abs(a - b) / abs(b)
+
+
+@pytest.mark.parametrize("granularity", ["coarse", "fine"])
+@pytest.mark.parametrize("H", [1, 3])
+@pytest.mark.parametrize("cluster", [FAST, SLOW], ids=["fast-net", "slow-net"])
+def test_local_sgd_period(granularity, H, cluster):
+    net = variants.build("local-sgd", PROF, cluster, granularity=granularity, H=H)
+    assert rel(per_worker_period(net, H), H * TC + t_ar(cluster)) < 1e-9
+
+
+@pytest.mark.parametrize("granularity", ["coarse", "fine"])
+@pytest.mark.parametrize("k", [1, 2, 5])
+@pytest.mark.parametrize("cluster", [FAST, SLOW], ids=["fast-net", "slow-net"])
+def test_cocod_period(granularity, k, cluster):
+    net = variants.build("cocod", PROF, cluster, granularity=granularity, k=k)
+    assert rel(per_worker_period(net, k), max(k * TC, t_ar(cluster))) < 1e-9
+
+
+@pytest.mark.parametrize("granularity, opts", [("coarse", {}), ("fine", {}),
+                                               ("fine", {"bucket_bytes": math.inf})])
+@pytest.mark.parametrize("width", [1, 2, 3])
+@pytest.mark.parametrize("cluster", [FAST, SLOW], ids=["fast-net", "slow-net"])
+def test_pipe_sgd_step(granularity, opts, width, cluster):
+    net = variants.build("pipe-sgd", PROF, cluster, granularity=granularity, width=width, **opts)
+    want = TC + t_ar(cluster) if width == 1 else max(TC, t_ar(cluster))
+    # the first steps run ahead on the initial credits: warm up past them
+    assert rel(per_worker_period(net, 1, warmup_periods=6 * width), want) < 1e-9
+
+
+def test_pipe_sgd_fine_buckets_overlap_backward():
+    # one bucket per layer: the last layers' all-reduces start during the backward, so a
+    # width-1 step is shorter than compute + one whole-model all-reduce
+    c = SLOW
+    net = variants.build("pipe-sgd", PROF, c, granularity="fine", width=1, bucket_bytes=0)
+    assert per_worker_period(net, 1) < TC + t_ar(c) * (1 - 1e-6)
+
+
+@pytest.mark.parametrize("granularity", ["coarse", "fine"])
+@pytest.mark.parametrize("cluster", [FAST, SLOW.replace(update_s_per_byte=1e-10)],
+                         ids=["fast-net", "slow-net+update"])
+def test_backup_without_backups_is_sync_ps(granularity, cluster):
+    # b = 0 is synchronous SGD on a PS: compared with the synchronous PS net of common.py
+    # (what sync-ps builds) in its coarse form, compute then push / update / pull. Backup's fine
+    # net pushes once the whole backward is done, so it times like the coarse one.
+    net = variants.build("backup", PROF, cluster, granularity=granularity, backups=0)
+    ref = build_ps_net("sync", PROF, cluster, synchronous=True, coarse=True)
+    assert rel(per_worker_period(net, 1), per_worker_period(ref, 1)) < 1e-9
+
+
+@pytest.mark.parametrize("late", ["finish", "abort"])
+def test_backup_rounds_do_not_wait_for_the_last_pushes(late):
+    # pushes queue at the PS NIC, so the last b arrivals come later: dropping them shortens a
+    # round by exactly b pushes' worth at least, never lengthens it
+    c = SLOW
+    r0 = per_worker_period(variants.build("backup", PROF, c, granularity="coarse", backups=0), 1)
+    r1 = per_worker_period(variants.build("backup", PROF, c, granularity="coarse", backups=1,
+                                          late=late), 1) * (N - 1) / N  # N-1 steps a round
+    assert r1 < r0 * (1 - 1e-6)
+
+
+def test_dssp_with_zero_lower_bound_and_no_allowance_is_bsp_like_ssp0():
+    c = Cluster(workers=3, bandwidth="10Gbps", speeds=[1.0, 0.8, 0.5])
+    d = variants.build("dssp", PROF, c, granularity="coarse", s_lower=0, r_max=0)
+    s = build_ps_net("ssp", PROF, c, synchronous=False, coarse=True, staleness=0)
+    r1 = simulate(d, steps=300, warmup=30, replications=1, seed=0)
+    r2 = simulate(s, steps=300, warmup=30, replications=1, seed=0)
+    assert rel(float(r1.sim_time[0]), float(r2.sim_time[0])) < 1e-9
