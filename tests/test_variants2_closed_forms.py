@@ -103,3 +103,24 @@ def test_dssp_with_zero_lower_bound_and_no_allowance_is_bsp_like_ssp0():
     r1 = simulate(d, steps=300, warmup=30, replications=1, seed=0)
     r2 = simulate(s, steps=300, warmup=30, replications=1, seed=0)
     assert rel(float(r1.sim_time[0]), float(r2.sim_time[0])) < 1e-9
+
+
+@pytest.mark.parametrize("name, opts, want", [
+    ("pipe-sgd", {"width": 2}, lambda c: max(TC, t_ar(c))),
+    ("pipe-sgd", {"width": 1}, lambda c: TC + t_ar(c)),
+    ("cocod", {"k": 1}, lambda c: max(TC, t_ar(c))),
+    ("local-sgd", {"H": 1}, lambda c: TC + t_ar(c)),
+])
+@pytest.mark.parametrize("cluster", [FAST, SLOW], ids=["fast-net", "slow-net"])
+def test_event_graph_forms_match_cycle_time(name, opts, want, cluster):
+    # With one step per round the coarse nets' places are an event graph once the resources
+    # (already serialised by the places) are dropped: max-plus cycle time = the closed form.
+    analysis = pytest.importorskip("sgdnet.analysis")
+    if not hasattr(analysis, "cycle_time"):
+        pytest.skip("sgdnet.analysis.cycle_time has not landed yet")
+    from sgdnet.variants.common import without_resources
+
+    eg = without_resources(variants.build(name, PROF, cluster, granularity="coarse", **opts))
+    assert eg.is_event_graph(), eg.event_graph_violations()
+    ct = analysis.cycle_time(eg)
+    assert rel(ct.cycle_time, want(cluster)) < 1e-9
