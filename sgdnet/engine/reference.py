@@ -1,0 +1,598 @@
+"""A slow, obviously-correct pure-Python simulator: the oracle of the Numba engine.
+
+:func:`simulate_reference` plays the normative firing semantics of the team contract directly
+from the :class:`~sgdnet.net.Net` object (never from the compiled arrays), so that it is an
+independent implementation. Tests compare it with :func:`sgdnet.simulate`, distribution against
+distribution (the random streams differ: this module samples with ``dist.sample(rng)``).
+
+Semantics implemented (the contract's, plus the readings chosen where it is silent)
+-----------------------------------------------------------------------------------
+Enabling and requests
+    The enabling degree of ``t`` is ``min(servers - active, min_p floor(m[p] / w))``, 0 when an
+    inhibitor place holds ``>= threshold`` tokens or the guarding gate member forbids it. Each
+    unit of degree is a request stamped with the instant it appeared; a drop withdraws the newest
+    requests, a start takes the oldest. Because the degree is capped by free servers, a request
+    of a single-server transition that is busy appears at the completion that frees the server.
+    A transition without input arcs has degree ``servers - active`` while its inhibitors allow;
+    with ``servers=inf`` that is unbounded, which is refused with :class:`SimulationError`.
+
+Instants
+    Time advances to the earliest completion. *All* completions at that instant are applied
+    (in start order), then candidates are scanned: sorted by ``(prio_class, request_time,
+    priority, declaration index)`` with ``prio_class = priority`` if the transition holds any
+    ``priority`` resource else 0; the first whose non-``ps`` resources all have a free server
+    starts; enabling is re-evaluated and the scan restarts until nothing can start.
+    Zero-duration firings started during a scan complete at the same instant, in start order,
+    as the next batch (before time advances).
+
+Processor sharing
+    Each firing carries its sampled work. Holders of a ``ps`` resource progress at
+    ``min(1, capacity / n_holders)``; a holder of several ``ps`` resources at the minimum; other
+    (``fifo``/``priority``) resources do not slow a firing. Rates are recomputed whenever the
+    holder set of a ``ps`` resource changes. Busy server-seconds of a ``ps`` resource are
+    ``min(n_holders, capacity)`` integrated over time.
+
+Accounting window
+    Completions are a sequence ordered by (time, start order). Counting is on from time 0 when
+    ``warmup == 0``, else from just after the ``warmup``-th step completion (``t0`` its time);
+    the run stops right after the ``(warmup + steps)``-th step completion (``t1``), the rest of
+    that instant's batch is not applied. Firings are counted at completion, waits
+    (``grant - request`` time, for every resource the starter holds) at grant, busy time by
+    integration, all while counting is on. Hence ``firings(step transition)`` sums to ``steps``.
+    ``step_times`` holds the ``steps`` counted step completion times (``t0`` excluded).
+
+Gates (see :class:`~sgdnet.net.builder.Gate`)
+    Member counts are completions of ``counters[i]`` since time 0. ``lag``: member ``i`` may
+    start iff ``count[i] - min(count) <= s``. ``dynamic_lag``: per member a *released* flag and an
+    *allowance*; member ``p`` may start iff released or ``count[p] - min(count) <= s_lower``;
+    a guarded start clears the flag. On a completion of ``counters[p]`` (count already
+    incremented): allowance > 0 -> use one, release; elif within ``s_lower`` -> release; elif
+    ``count[p] == max(count)`` -> controller; else nothing. The controller takes ``t_f = now``,
+    ``I_f`` = p's last inter-completion interval, the slowest member ``s`` (minimum count, lowest
+    index on ties) with last completion ``t_s`` and last interval ``I_s`` (missing completion
+    times count as time 0), and picks the smallest ``r`` in ``0..r_max`` minimising
+    ``|t_f + r I_f - (t_s + I_s)|``; every controller decision is logged as ``(gate index, r)``;
+    ``r > 0`` releases p with ``r - 1`` allowance left.
+
+Modulators (see :class:`~sgdnet.net.builder.Modulator`)
+    ``iid``: drawn at time 0 and whenever a ``resample_on`` transition starts, before that
+    transition's own duration is sampled. ``markov``: advanced lazily to the start instant of a
+    transition that reads it (exponential sojourns are memoryless, so this is the continuous-time
+    chain observed at starts); initial state from the stationary law
+    ``P(slow) = mean_slow / (mean_fast + mean_slow)``.
+
+Stops and errors
+    An *event* is a completion; more than ``max_events`` (default
+    ``min(1000 * (warmup + steps) * n_transitions, 10**9)``) raises :class:`SimulationError`.
+    Nothing running and nothing able to start raises :class:`DeadlockError` with the marking and
+    the stuck transitions: inputs partially marked (some input place non-empty, degree 0 by
+    tokens) or enough tokens but inhibited or gated.
+
+Trace
+    When ``trace=True``, each replication records its first ``trace_limit`` completed firings
+    (from time 0) as ``(transition, start, end)`` in completion order.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import DeadlockError, SimulationError
+from ..net.builder import Net
+
+__all__ = ["simulate_reference", "ReferenceReplication", "derive_seeds"]
+
+
+@dataclass
+class ReferenceReplication:
+    """Raw per-replication record (field names of ``sgdnet.results.RawReplication``)."""
+
+    t0: float
+    t1: float
+    step_times: np.ndarray
+    step_trans: np.ndarray
+    firings: np.ndarray
+    busy: np.ndarray
+    wait_sum: np.ndarray
+    wait_n: np.ndarray
+    trace_trans: np.ndarray
+    trace_start: np.ndarray
+    trace_end: np.ndarray
+    gate_log: list = field(default_factory=list)
+    events: int = 0
+
+
+def derive_seeds(seed, n: int) -> list[int]:
+    """``n`` independent integer seeds from ``seed`` (None, int or numpy Generator)."""
+    if isinstance(seed, np.random.Generator):
+        seed = int(seed.integers(0, 2**63 - 1))
+    ss = np.random.SeedSequence(seed)
+    return [int(c.generate_state(1, dtype=np.uint64)[0]) for c in ss.spawn(n)]
+
+
+class _Firing:
+    __slots__ = ("seq", "t", "start", "end", "work", "rate", "last", "ps")
+
+    def __init__(self, seq, t, start, end, work, ps):
+        self.seq = seq
+        self.t = t
+        self.start = start
+        self.end = end
+        self.work = work  # remaining work (ps firings only)
+        self.rate = 1.0
+        self.last = start  # time `work` was last brought up to date
+        self.ps = ps
+
+
+class _Model:
+    """The net's tables by index, built once per call from the Net object."""
+
+    def __init__(self, net: Net):
+        self.net = net
+        self.pnames = list(net.places)
+        pidx = {p: i for i, p in enumerate(self.pnames)}
+        self.rnames = list(net.resources)
+        ridx = {r: i for i, r in enumerate(self.rnames)}
+        self.trans = list(net.transitions.values())
+        self.tnames = [t.name for t in self.trans]
+        tidx = {n: i for i, n in enumerate(self.tnames)}
+        self.m0 = [net.places[p].tokens for p in self.pnames]
+        self.cap = [net.resources[r].capacity for r in self.rnames]
+        self.disc = [net.resources[r].discipline for r in self.rnames]
+        nt = len(self.trans)
+        self.inputs = [[(pidx[p], w) for p, w in t.inputs.items()] for t in self.trans]
+        self.outputs = [[(pidx[p], w) for p, w in t.outputs.items()] for t in self.trans]
+        self.inhib = [[(pidx[p], h) for p, h in t.inhibitors.items()] for t in self.trans]
+        self.res = [[ridx[r] for r in t.resources] for t in self.trans]
+        self.queued_res = [[r for r in rs if self.disc[r] != "ps"] for rs in self.res]
+        self.ps_res = [[r for r in rs if self.disc[r] == "ps"] for rs in self.res]
+        self.servers = [t.servers for t in self.trans]
+        self.is_step = [t.is_step for t in self.trans]
+        for t in self.trans:
+            if not t.inputs and t.servers == math.inf:
+                raise SimulationError(
+                    f"transition {t.name!r} has no input places and servers=inf, so it would start "
+                    "infinitely many firings at once; give it an input place or a finite servers count"
+                )
+        # static parts of the scan key
+        self.prio_class = [
+            t.priority if any(self.disc[r] == "priority" for r in self.res[i]) else 0
+            for i, t in enumerate(self.trans)
+        ]
+        self.priority = [t.priority for t in self.trans]
+        # transitions whose degree depends on a place (input or inhibitor)
+        self.dependents: list[list[int]] = [[] for _ in self.pnames]
+        for i in range(nt):
+            for p, _ in self.inputs[i] + self.inhib[i]:
+                if i not in self.dependents[p]:
+                    self.dependents[p].append(i)
+        # gates
+        self.gates = list(net.gates.values())
+        gidx = {g.name: i for i, g in enumerate(self.gates)}
+        self.tgate = [None if t.gate is None else (gidx[t.gate[0]], t.gate[1]) for t in self.trans]
+        self.guarded = [[i for i in range(nt) if self.tgate[i] and self.tgate[i][0] == g] for g in range(len(self.gates))]
+        # counter_of[t] = list of (gate, member) whose progress t's completions count
+        self.counter_of: list[list[tuple[int, int]]] = [[] for _ in range(nt)]
+        for gi, g in enumerate(self.gates):
+            for member, c in enumerate(g.counters):
+                self.counter_of[tidx[c]].append((gi, member))
+        # modulators
+        self.mods = list(net.modulators.values())
+        midx = {m.name: i for i, m in enumerate(self.mods)}
+        self.tmod = [None if t.modulator is None else midx[t.modulator] for t in self.trans]
+        self.resamples: list[list[int]] = [[] for _ in range(nt)]
+        for mi, m in enumerate(self.mods):
+            if m.kind == "iid":
+                for tn in m.resample_on:
+                    self.resamples[tidx[tn]].append(mi)
+
+
+class _Replication:
+    """One replication: the state and the event loop."""
+
+    def __init__(self, M: _Model, rng, steps, warmup, trace, trace_limit, max_events, rep):
+        self.M = M
+        self.rng = rng
+        self.steps, self.warmup = steps, warmup
+        self.trace, self.trace_limit = trace, trace_limit
+        self.max_events, self.rep = max_events, rep
+        nt, nr = len(M.trans), len(M.rnames)
+        self.now = 0.0
+        self.m = list(M.m0)
+        self.active = [0] * nt
+        self.requests: list[list[float]] = [[] for _ in range(nt)]
+        self.dirty = set(range(nt))
+        self.cand: set[int] = set()  # transitions with a pending request
+        self.used = [0] * nr  # servers in use (queued resources) / holders (ps resources)
+        self.heap: list[tuple[float, int, _Firing]] = []  # non-ps firings by (end, seq)
+        self.psf: list[_Firing] = []  # firings holding a ps resource
+        self.seq = 0
+        # gate state
+        ng = len(M.gates)
+        self.count = [[0] * len(g.counters) for g in M.gates]
+        self.last_t = [[0.0] * len(g.counters) for g in M.gates]
+        self.prev_t = [[0.0] * len(g.counters) for g in M.gates]
+        self.released = [[False] * len(g.counters) for g in M.gates]
+        self.allowance = [[0] * len(g.counters) for g in M.gates]
+        self.gate_log: list[tuple[int, int]] = []
+        assert ng == len(self.count)
+        # modulator state
+        self.modval = [1.0] * len(M.mods)
+        self.mstate = [0] * len(M.mods)  # markov: 0 fast, 1 slow
+        self.mnext = [math.inf] * len(M.mods)
+        for mi, mod in enumerate(M.mods):
+            if mod.kind == "iid":
+                self.modval[mi] = float(mod.multiplier.sample(rng))
+            else:
+                slow = rng.random() < mod.mean_slow / (mod.mean_fast + mod.mean_slow)
+                self.mstate[mi] = int(slow)
+                self.modval[mi] = mod.slow_factor if slow else 1.0
+                self.mnext[mi] = rng.exponential(mod.mean_slow if slow else mod.mean_fast)
+        # accounting
+        self.nsteps = 0
+        self.counting = warmup == 0
+        self.t0 = 0.0
+        self.t1 = math.nan
+        self.step_times: list[float] = []
+        self.step_trans: list[int] = []
+        self.firings = [0] * nt
+        self.busy = [0.0] * nr
+        self.since = [0.0] * nr  # busy level of resource r constant since this time
+        self.wait_sum = [0.0] * nr
+        self.wait_n = [0] * nr
+        self.tr: list[tuple[int, float, float]] = []
+        self.events = 0
+
+    # --------------------------------------------------------------- enabling
+    def gate_allows(self, i: int) -> bool:
+        g = self.M.tgate[i]
+        if g is None:
+            return True
+        gi, p = g
+        gate = self.M.gates[gi]
+        c = self.count[gi]
+        lead = c[p] - min(c)
+        if gate.kind == "lag":
+            return lead <= gate.s
+        return self.released[gi][p] or lead <= gate.s_lower
+
+    def token_degree(self, i: int):
+        d = math.inf
+        for p, w in self.M.inputs[i]:
+            d = min(d, self.m[p] // w)
+        return d
+
+    def inhibited(self, i: int) -> bool:
+        return any(self.m[p] >= h for p, h in self.M.inhib[i])
+
+    def degree(self, i: int) -> int:
+        """Enabling degree: free servers and tokens, 0 when inhibited or gated."""
+        M, m = self.M, self.m
+        for p, h in M.inhib[i]:
+            if m[p] >= h:
+                return 0
+        if M.tgate[i] is not None and not self.gate_allows(i):
+            return 0
+        d = M.servers[i] - self.active[i]
+        for p, w in M.inputs[i]:
+            k = m[p] // w
+            if k < d:
+                d = k
+        return d
+
+    def refresh(self) -> None:
+        """Bring the requests of every transition whose degree may have changed up to date."""
+        degree, requests = self.degree, self.requests
+        for i in self.dirty:
+            d = degree(i)
+            r = requests[i]
+            if d > len(r):
+                r.extend([self.now] * int(d - len(r)))
+            elif d < len(r):
+                del r[int(d):]  # withdraw the newest
+            if r:
+                self.cand.add(i)
+            else:
+                self.cand.discard(i)
+        self.dirty.clear()
+
+    def level(self, r: int) -> int:
+        """Busy servers of resource ``r`` (``min(holders, capacity)`` for ``ps``)."""
+        return self.used[r] if self.M.disc[r] != "ps" else min(self.used[r], self.M.cap[r])
+
+    def use(self, r: int, delta: int) -> None:
+        """Change the holders of ``r``, integrating its busy level up to now first."""
+        if self.counting:
+            self.busy[r] += self.level(r) * (self.now - self.since[r])
+        self.since[r] = self.now
+        self.used[r] += delta
+
+    def touch_place(self, p: int) -> None:
+        self.dirty.update(self.M.dependents[p])
+
+    def touch_gate(self, gi: int) -> None:
+        self.dirty.update(self.M.guarded[gi])
+
+    # ------------------------------------------------------------------ scan
+    def scan(self) -> None:
+        M = self.M
+        while True:
+            self.refresh()
+            rq = self.requests
+            cands = sorted((M.prio_class[i], rq[i][0], M.priority[i], i) for i in self.cand)
+            for *_, i in cands:
+                if all(self.used[r] < M.cap[r] for r in M.queued_res[i]):
+                    self.start(i)
+                    break
+            else:
+                return
+
+    def start(self, i: int) -> None:
+        M, now = self.M, self.now
+        req = self.requests[i].pop(0)  # the oldest request
+        for p, w in M.inputs[i]:
+            self.m[p] -= w
+            self.touch_place(p)
+        self.active[i] += 1
+        self.dirty.add(i)
+        for r in M.res[i]:
+            self.use(r, +1)
+            if self.counting:
+                self.wait_sum[r] += now - req
+                self.wait_n[r] += 1
+        g = M.tgate[i]
+        if g is not None and M.gates[g[0]].kind == "dynamic_lag":
+            self.released[g[0]][g[1]] = False
+            self.touch_gate(g[0])
+        for mi in M.resamples[i]:
+            self.modval[mi] = float(M.mods[mi].multiplier.sample(self.rng))
+        dur = float(M.trans[i].duration.sample(self.rng))
+        mi = M.tmod[i]
+        if mi is not None:
+            if M.mods[mi].kind == "markov":
+                self.advance_markov(mi)
+            dur *= self.modval[mi]
+        self.seq += 1
+        if M.ps_res[i]:
+            f = _Firing(self.seq, i, now, math.inf, dur, True)
+            f.rate = 0.0  # forces the end to be computed below
+            self.psf.append(f)
+            self.rerate()
+        else:
+            f = _Firing(self.seq, i, now, now + dur, 0.0, False)
+            heapq.heappush(self.heap, (f.end, f.seq, f))
+
+    def advance_markov(self, mi: int) -> None:
+        mod = self.M.mods[mi]
+        while self.mnext[mi] <= self.now:
+            s = 1 - self.mstate[mi]
+            self.mstate[mi] = s
+            self.modval[mi] = mod.slow_factor if s else 1.0
+            self.mnext[mi] += self.rng.exponential(mod.mean_slow if s else mod.mean_fast)
+
+    # -------------------------------------------------------------------- ps
+    def rerate(self) -> None:
+        """Recompute the rate (and projected end) of every ps firing after a holder change."""
+        M, now = self.M, self.now
+        for f in self.psf:
+            rate = min(min(1.0, M.cap[r] / self.used[r]) for r in M.ps_res[f.t])
+            if rate != f.rate:
+                f.rate = rate
+                f.end = now + f.work / rate
+
+    def advance_ps(self, t: float) -> None:
+        """Bring every ps firing's remaining work to time ``t``."""
+        for f in self.psf:
+            if f.end == t:
+                f.work = 0.0
+            else:
+                f.work = max(f.work - f.rate * (t - f.last), 0.0)
+            f.last = t
+
+    # ------------------------------------------------------------ completion
+    def complete(self, f: _Firing) -> bool:
+        """Apply one completion; return True when the run is over."""
+        M, now, i = self.M, self.now, f.t
+        self.events += 1
+        if self.events > self.max_events:
+            raise SimulationError(
+                f"replication {self.rep}: event budget max_events={self.max_events} exhausted at "
+                f"t={now:.6g}s after {self.nsteps} step completions (of {self.warmup + self.steps} "
+                "needed); the net may loop without completing steps, or raise max_events"
+            )
+        self.active[i] -= 1
+        self.dirty.add(i)
+        for r in M.res[i]:
+            self.use(r, -1)
+        for p, w in M.outputs[i]:
+            self.m[p] += w
+            self.touch_place(p)
+        if self.trace and len(self.tr) < self.trace_limit:
+            self.tr.append((i, f.start, now))
+        for gi, p in M.counter_of[i]:
+            self.gate_progress(gi, p)
+        if self.counting:
+            self.firings[i] += 1
+        if M.is_step[i]:
+            self.nsteps += 1
+            if self.counting:
+                self.step_times.append(now)
+                self.step_trans.append(i)
+            if self.nsteps == self.warmup:
+                self.counting = True
+                self.t0 = now
+                self.since = [now] * len(self.since)
+            if self.nsteps == self.warmup + self.steps:
+                self.t1 = now
+                for r in range(len(self.used)):
+                    self.use(r, 0)  # integrate the busy levels up to t1
+                return True
+        return False
+
+    def gate_progress(self, gi: int, p: int) -> None:
+        gate, now = self.M.gates[gi], self.now
+        c = self.count[gi]
+        c[p] += 1
+        self.prev_t[gi][p], self.last_t[gi][p] = self.last_t[gi][p], now
+        self.touch_gate(gi)
+        if gate.kind != "dynamic_lag":
+            return
+        if self.allowance[gi][p] > 0:
+            self.allowance[gi][p] -= 1
+            self.released[gi][p] = True
+        elif c[p] - min(c) <= gate.s_lower:
+            self.released[gi][p] = True
+        elif c[p] == max(c):
+            s = c.index(min(c))
+            i_f = self.last_t[gi][p] - self.prev_t[gi][p]
+            i_s = self.last_t[gi][s] - self.prev_t[gi][s]
+            target = self.last_t[gi][s] + i_s
+            best = min(range(gate.r_max + 1), key=lambda r: (abs(now + r * i_f - target), r))
+            self.gate_log.append((gi, best))
+            if best > 0:
+                self.released[gi][p] = True
+                self.allowance[gi][p] = best - 1
+
+    # ------------------------------------------------------------------ loop
+    def next_time(self) -> float:
+        t = self.heap[0][0] if self.heap else math.inf
+        for f in self.psf:
+            t = min(t, f.end)
+        return t
+
+    def run(self) -> ReferenceReplication:
+        self.scan()
+        while True:
+            t = self.next_time()
+            if t == math.inf:
+                self.deadlock()
+            self.now = t
+            self.advance_ps(t)
+            batch = []
+            while self.heap and self.heap[0][0] == t:
+                batch.append(heapq.heappop(self.heap)[2])
+            done_ps = [f for f in self.psf if f.end == t]
+            if done_ps:
+                self.psf = [f for f in self.psf if f.end != t]
+                batch.extend(done_ps)
+            batch.sort(key=lambda f: f.seq)
+            for f in batch:
+                if self.complete(f):
+                    return self.record()
+            if done_ps:
+                self.rerate()
+            self.scan()
+
+    def deadlock(self) -> None:
+        M = self.M
+        marking = dict(zip(M.pnames, self.m))
+        stuck = []
+        for i, t in enumerate(M.trans):
+            td = self.token_degree(i)
+            partial = td == 0 and any(self.m[p] > 0 for p, _ in M.inputs[i])
+            blocked = td > 0 and (self.inhibited(i) or not self.gate_allows(i))
+            if partial or blocked:
+                stuck.append(t.name)
+        nonzero = {p: k for p, k in marking.items() if k}
+        raise DeadlockError(
+            f"net {M.net.name!r} deadlocked at t={self.now:.6g}s in replication {self.rep} after "
+            f"{self.nsteps} of {self.warmup + self.steps} step completions: nothing is running and "
+            f"nothing can start. Marked places: {nonzero}; stuck transitions: {stuck}. Check the "
+            "initial tokens of the cycles through these transitions.",
+            marking=marking, stuck=stuck, time=self.now, replication=self.rep,
+        )
+
+    def record(self) -> ReferenceReplication:
+        tr = np.array(self.tr, dtype=float).reshape(-1, 3)
+        return ReferenceReplication(
+            t0=self.t0,
+            t1=self.t1,
+            step_times=np.array(self.step_times, dtype=float),
+            step_trans=np.array(self.step_trans, dtype=np.int64),
+            firings=np.array(self.firings, dtype=np.int64),
+            busy=np.array(self.busy, dtype=float),
+            wait_sum=np.array(self.wait_sum, dtype=float),
+            wait_n=np.array(self.wait_n, dtype=np.int64),
+            trace_trans=tr[:, 0].astype(np.int64),
+            trace_start=tr[:, 1].copy(),
+            trace_end=tr[:, 2].copy(),
+            gate_log=list(self.gate_log),
+            events=self.events,
+        )
+
+
+def _check_int(name, v, lo):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+        raise SimulationError(f"{name}={v!r} must be an integer >= {lo}")
+    return int(v)
+
+
+def run_reference(net: Net, *, steps=1000, warmup=100, replications=8, seed=None, seeds=None,
+                  trace=False, trace_limit=200_000, max_events=None):
+    """Run the reference simulator and return ``(raws, seeds)`` (list of ReferenceReplication)."""
+    if not isinstance(net, Net):
+        raise SimulationError(f"simulate_reference needs a Net, got {type(net).__name__}")
+    net.validate()
+    steps = _check_int("steps", steps, 1)
+    warmup = _check_int("warmup", warmup, 0)
+    trace_limit = _check_int("trace_limit", trace_limit, 0)
+    if seeds is not None:
+        seeds = [int(s) for s in seeds]
+        if not seeds:
+            raise SimulationError("seeds=[] is empty; give at least one seed or use seed=")
+    else:
+        replications = _check_int("replications", replications, 1)
+        seeds = derive_seeds(seed, replications)
+    if not net.step_transitions():
+        raise SimulationError(
+            f"net {net.name!r} has no step transition; tag the transition that ends a step with "
+            "tags={'step': True}"
+        )
+    M = _Model(net)
+    if max_events is None:
+        max_events = min(1000 * (warmup + steps) * len(M.trans), 10**9)
+    max_events = _check_int("max_events", max_events, 1)
+    raws = []
+    for rep, s in enumerate(seeds):
+        rng = np.random.default_rng(s)
+        raws.append(_Replication(M, rng, steps, warmup, trace, trace_limit, max_events, rep).run())
+    return raws, seeds
+
+
+def simulate_reference(net: Net, steps: int = 1000, warmup: int = 100, replications: int = 8,
+                       seed=None, trace: bool = False, trace_limit: int = 200_000, *, seeds=None,
+                       max_events=None):
+    """Simulate ``net`` with the pure-Python reference engine.
+
+    Parameters
+    ----------
+    net : Net
+        The net (validated here).
+    steps, warmup : int
+        Step completions counted after ``warmup`` discarded ones.
+    replications : int
+        Independent replications (ignored when ``seeds`` is given).
+    seed : None, int or numpy.random.Generator
+        Root of the per-replication seeds (``numpy.random.SeedSequence``).
+    trace, trace_limit : bool, int
+        Record up to ``trace_limit`` completed firings per replication.
+    seeds : list of int, optional
+        Explicit per-replication seeds (replays replications of an earlier result).
+    max_events : int, optional
+        Completion budget per replication.
+
+    Returns
+    -------
+    sgdnet.results.Result
+        The same type :func:`sgdnet.simulate` returns.
+    """
+    raws, seeds = run_reference(net, steps=steps, warmup=warmup, replications=replications, seed=seed,
+                                seeds=seeds, trace=trace, trace_limit=trace_limit, max_events=max_events)
+    from ..results import RawReplication, Result
+
+    conv = [RawReplication(**vars(r)) for r in raws]
+    return Result.from_raw(net, conv, seeds, steps=steps, warmup=warmup, trace=trace)
