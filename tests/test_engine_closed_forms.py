@@ -398,8 +398,9 @@ def straggler_step_net(base):
     return net
 
 
-def test_iid_modulator_scales_a_whole_step():
-    res = simulate(straggler_step_net([1.0, 2.0, 3.0]), steps=3000, warmup=10, replications=2, seed=3)
+@engines
+def test_iid_modulator_scales_a_whole_step(sim):
+    res = sim(straggler_step_net([1.0, 2.0, 3.0]), steps=3000, warmup=10, replications=2, seed=3)
     x = res.step_times()
     # the multiplier is shared by the three ops: a step lasts 6 or 30, never a mix
     np.testing.assert_allclose(np.unique(np.round(x, 9)), [6.0, 30.0])
@@ -413,7 +414,8 @@ def test_iid_modulator_mean_is_base_times_mean_multiplier():
     assert within_ci(res.sim_time / res.steps, 3.0 * 1.8)
 
 
-def test_markov_modulator_long_run_mix():
+@pytest.mark.parametrize("sim, steps", [(simulate, 20_000), (simulate_reference, 4000)], ids=["kernel", "reference"])
+def test_markov_modulator_long_run_mix(sim, steps):
     # Poisson arrivals see the chain's stationary law (PASTA): a firing is slow with
     # probability mean_slow / (mean_fast + mean_slow) = 1/3, so E[duration] = 0.01 (2/3 + 4/3).
     net = Net("markov")
@@ -422,7 +424,7 @@ def test_markov_modulator_long_run_mix():
     net.place("q")
     net.transition("arrive", Exponential(0.1), inputs=["src"], outputs=["src", "q"])
     net.transition("work", 0.01, inputs=["q"], servers=math.inf, modulator="mode", tags={"step": True})
-    res = simulate(net, steps=20_000, warmup=100, replications=6, seed=5, trace=True)
+    res = sim(net, steps=steps, warmup=100, replications=6, seed=5, trace=True)
     per_rep = []
     for k in range(res.replications):
         tr = res.trace[(res.trace["rep"] == k) & (res.trace["transition"] == res.transition_names.index("work"))]
@@ -430,6 +432,19 @@ def test_markov_modulator_long_run_mix():
         np.testing.assert_allclose(np.unique(np.round(d, 12)), [0.01, 0.04])
         per_rep.append(d.mean())
     assert within_ci(per_rep, 0.02)
+
+
+@engines
+def test_markov_modulator_starts_from_the_stationary_law(sim):
+    # the first firing of each replication is slow with probability 0.5 / (1 + 0.5) = 1/3
+    net = Net("markov-start")
+    net.markov_modulator("mode", slow_factor=4.0, mean_fast="1s", mean_slow="500ms")
+    net.place("go", 1)
+    net.transition("work", 0.01, inputs=["go"], modulator="mode", tags={"step": True})
+    res = sim(net, steps=1, warmup=0, replications=3000, seed=6)
+    slow = np.isclose(res.sim_time, 0.04)
+    assert np.all(slow | np.isclose(res.sim_time, 0.01))
+    assert abs(slow.mean() - 1 / 3) < 4 * math.sqrt(2 / 9 / slow.size)
 
 
 # ------------------------------------------------------- every distribution law

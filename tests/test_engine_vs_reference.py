@@ -1,0 +1,230 @@
+"""The Numba engine against the pure-Python reference simulator (engine/reference.py).
+
+Randomised small nets from fixed generator seeds: stochastic event graphs, job cycles sharing
+fifo / priority / ps resources (with iid and Markov modulators, infinite servers, priorities),
+bounded buffers and cross inhibitor arcs, and workers guarded by ``lag`` and ``dynamic_lag``
+gates. Two kinds of checks:
+
+- deterministic durations: both engines must produce the *same* run (throughput to 1e-9, the
+  same firings and wait counts, busy and wait sums, step completion times, gate decisions and
+  trace), which pins down every tie-breaking rule of the contract;
+- stochastic durations: the per-replication figures (throughput, per-worker throughput,
+  utilizations, mean waits, mean r*) of the two engines come from the same law: Welch two-sample
+  t-tests, and a Brown-Forsythe test of the throughput spread, at alpha = 1e-3
+  (Bonferroni-divided over the figures of a net).
+"""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from sgdnet import simulate
+from sgdnet.dists import Deterministic, Exponential, Gamma, LogNormal, Straggler, Uniform
+from sgdnet.engine.reference import simulate_reference
+from sgdnet.net import Net
+
+DISCIPLINES = ("fifo", "priority", "ps")
+
+
+def duration(rng, mean, det):
+    if det:
+        return Deterministic(max(round(mean * 8), 1) / 8)  # multiples of 1/8: exact float sums
+    k = int(rng.integers(4))
+    return (Exponential(mean), LogNormal(mean, 0.5), Uniform(0.5 * mean, 1.5 * mean), Gamma(mean, 0.7))[k]
+
+
+# ------------------------------------------------------------------ generators
+def teg_net(seed, det=False, n=6, chords=4):
+    """A live strongly connected event graph (forward arcs empty, backward arcs >= 1 token)."""
+    rng = np.random.default_rng(seed)
+    net = Net(f"teg{seed}")
+    arcs = {(i, i + 1): 0 for i in range(n - 1)}
+    arcs[(n - 1, 0)] = int(rng.integers(1, 4))
+    while len(arcs) < n + chords:
+        i, j = (int(x) for x in rng.choice(n, 2, replace=False))
+        arcs.setdefault((i, j), 0 if i < j else int(rng.integers(1, 3)))
+    for (i, j), tok in arcs.items():
+        net.place(f"p{i}_{j}", tok)
+    for k in range(n):
+        net.transition(f"t{k}", duration(rng, float(rng.uniform(0.3, 2.0)), det),
+                       inputs=[f"p{i}_{j}" for (i, j) in arcs if j == k],
+                       outputs=[f"p{i}_{j}" for (i, j) in arcs if i == k],
+                       servers=math.inf if rng.random() < 0.3 else 1, tags={"step": k == 0})
+    return net
+
+
+def resource_net(seed, det=False, inhibitors=False):
+    """Job cycles whose stages hold random subsets of shared resources of random disciplines."""
+    rng = np.random.default_rng(seed)
+    net = Net(f"res{seed}{'-inh' if inhibitors else ''}")
+    nres = int(rng.integers(1, 4))
+    res = [f"r{k}" for k in range(nres)]
+    for r in res:
+        net.resource(r, int(rng.integers(1, 3)), DISCIPLINES[int(rng.integers(3))])
+    ncyc = int(rng.integers(2, 5))
+    stages = [int(rng.integers(2, 5)) for _ in range(ncyc)]
+    mods = []
+    if rng.random() < 0.6:
+        mods.append("iid")
+        mult = Deterministic(1.5) if det else Straggler(1.0, 0.3, 3.0)
+        net.modulator("iid", mult, resample_on=["c0s0"])
+    if not det and rng.random() < 0.6:
+        mods.append("mk")
+        net.markov_modulator("mk", 3.0, "5s", "2s")
+    holds = {(c, i): [r for r in res if rng.random() < 0.4] for c in range(ncyc) for i in range(stages[c])}
+    for r in res:  # every resource is contended: held in at least two cycles
+        while len({c for (c, _), h in holds.items() if r in h}) < 2:
+            c = int(rng.integers(ncyc))
+            i = int(rng.integers(stages[c]))
+            if r not in holds[(c, i)]:
+                holds[(c, i)].append(r)
+    for c in range(ncyc):
+        for i in range(stages[c]):
+            net.place(f"c{c}p{i}", int(rng.integers(1, 3)) if i == 0 else 0)
+    if inhibitors:
+        net.place("buf")
+        k = int(rng.integers(1, 4))
+        net.transition("produce", duration(rng, 0.8, det), outputs=["buf"], inhibitors={"buf": k},
+                       resources=[res[0]] if rng.random() < 0.5 else [])
+    for c in range(ncyc):
+        for i in range(stages[c]):
+            ins = {f"c{c}p{i}": 1}
+            if inhibitors and (c, i) == (0, 0):
+                ins["buf"] = 1
+            inh = {"c0p1": 1} if inhibitors and (c, i) == (1, 1) else {}
+            mod = mods[int(rng.integers(len(mods)))] if mods and rng.random() < 0.7 else None
+            net.transition(
+                f"c{c}s{i}", duration(rng, float(rng.uniform(0.3, 1.5)), det), inputs=ins,
+                outputs={f"c{c}p{(i + 1) % stages[c]}": 1}, inhibitors=inh, resources=holds[(c, i)],
+                servers=math.inf if rng.random() < 0.2 else 1, priority=int(rng.integers(0, 3)),
+                modulator=mod, tags={"step": i == stages[c] - 1, "worker": c},
+            )
+    if "iid" in mods and not any(t.modulator == "iid" for t in net.transitions.values()):
+        net.transitions["c0s0"].modulator = "iid"
+    if "mk" in mods and not any(t.modulator == "mk" for t in net.transitions.values()):
+        net.transitions["c1s0"].modulator = "mk"
+    return net.validate()
+
+
+def gate_net(seed, kind, det=False):
+    """Workers (compute, then push over a shared link) guarded by a lag / dynamic_lag gate."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 4))
+    net = Net(f"{kind}{seed}")
+    net.resource("link", 1, ("fifo", "ps")[int(rng.integers(2))])
+    for i in range(n):
+        net.place(f"w{i}.ready", 1)
+        net.place(f"w{i}.grad")
+    if kind == "lag":
+        net.gate("g", "lag", [f"w{i}.push" for i in range(n)], s=int(rng.integers(0, 3)))
+    else:
+        net.gate("g", "dynamic_lag", [f"w{i}.push" for i in range(n)], s_lower=int(rng.integers(0, 2)),
+                 r_max=int(rng.integers(1, 4)))
+    for i in range(n):
+        speed = float(rng.uniform(1.0, 3.0))
+        net.transition(f"w{i}.compute", duration(rng, speed, det), inputs=[f"w{i}.ready"],
+                       outputs=[f"w{i}.grad"], gate=("g", i), tags={"worker": i, "kind": "compute"})
+        net.transition(f"w{i}.push", duration(rng, 0.25, det), inputs=[f"w{i}.grad"],
+                       outputs=[f"w{i}.ready"], resources=["link"],
+                       tags={"worker": i, "kind": "comm", "step": True})
+    return net.validate()
+
+
+NETS = {
+    **{f"teg-{s}": (lambda det, s=s: teg_net(s, det)) for s in (1, 2, 3)},
+    **{f"res-{s}": (lambda det, s=s: resource_net(s, det)) for s in (1, 2, 3, 4, 5, 6, 9, 10)},
+    **{f"inh-{s}": (lambda det, s=s: resource_net(s, det, inhibitors=True)) for s in (7, 8)},
+    **{f"lag-{s}": (lambda det, s=s: gate_net(s, "lag", det)) for s in (1, 2)},
+    **{f"dssp-{s}": (lambda det, s=s: gate_net(s, "dynamic_lag", det)) for s in (1, 2, 3, 4, 5)},
+}
+
+
+def test_generators_cover_the_features():
+    nets = [make(False) for make in NETS.values()]
+    discs = {r.discipline for n in nets for r in n.resources.values()}
+    assert discs == set(DISCIPLINES)
+    mods = {m.kind for n in nets for m in n.modulators.values()}
+    assert mods == {"iid", "markov"}
+    assert {g.kind for n in nets for g in n.gates.values()} == {"lag", "dynamic_lag"}
+    assert any(t.inhibitors for n in nets for t in n.transitions.values())
+    assert any(t.servers == math.inf for n in nets for t in n.transitions.values())
+    assert any(len(t.resources) >= 2 for n in nets for t in n.transitions.values())
+
+
+# ------------------------------------------------------- deterministic: same run
+@pytest.mark.parametrize("name", sorted(NETS))
+def test_deterministic_nets_give_the_same_run(name):
+    net = NETS[name](True)
+    kw = dict(steps=150, warmup=15, replications=1, seed=0, trace=True, trace_limit=5000)
+    k, r = simulate(net, **kw), simulate_reference(net, **kw)
+    assert k.throughput.mean == pytest.approx(r.throughput.mean, rel=1e-9)
+    for t in net.transitions:
+        assert k.firings(t)[0] == r.firings(t)[0], t
+    kt, ktr = k.step_completion_times(0)
+    rt, rtr = r.step_completion_times(0)
+    np.testing.assert_allclose(kt, rt, rtol=1e-12)
+    assert ktr.tolist() == rtr.tolist()
+    for res in net.resources:
+        assert k.utilization(res).mean == pytest.approx(r.utilization(res).mean, rel=1e-9, abs=1e-12), res
+        assert k.mean_wait(res).mean == pytest.approx(r.mean_wait(res).mean, rel=1e-9, abs=1e-12, nan_ok=True)
+    kraw, rraw = k._raws[0], r._raws[0]  # the raw records: counts must be identical
+    assert list(kraw.wait_n) == list(rraw.wait_n)
+    np.testing.assert_allclose(kraw.wait_sum, rraw.wait_sum, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(kraw.busy, rraw.busy, rtol=1e-9, atol=1e-9)
+    for g in net.gates:
+        assert k.gate_log(g).tolist() == r.gate_log(g).tolist()
+    assert k.trace["transition"].tolist() == r.trace["transition"].tolist()
+    np.testing.assert_allclose(k.trace["start"], r.trace["start"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(k.trace["end"], r.trace["end"], rtol=1e-12, atol=1e-12)
+
+
+# ---------------------------------------------------- stochastic: same law
+def _same_law(a, b, alpha):
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    if a.size < 2 or b.size < 2:
+        return True, math.nan
+    if a.std() == 0 and b.std() == 0:
+        return math.isclose(a.mean(), b.mean(), rel_tol=1e-9, abs_tol=1e-12), math.nan
+    p = stats.ttest_ind(a, b, equal_var=False).pvalue
+    return p > alpha, p
+
+
+def mean_r_per_rep(result):
+    """Mean controller decision r* per replication (from the raw per-replication records)."""
+    out = []
+    for raw in result._raws:
+        gl = np.asarray(raw.gate_log, dtype=float).reshape(-1, 2)
+        out.append(gl[:, 1].mean() if len(gl) else np.nan)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(NETS))
+def test_stochastic_nets_agree_in_distribution(name):
+    net = NETS[name](False)
+    steps, warmup = 400, 40
+    k = simulate(net, steps=steps, warmup=warmup, replications=40, seed=1)
+    r = simulate_reference(net, steps=steps, warmup=warmup, replications=16, seed=2)
+    figures = {"throughput": (k.throughput.samples, r.throughput.samples)}
+    for w, e in k.throughput_by("worker").items():
+        figures[f"throughput worker={w}"] = (e.samples, r.throughput_by("worker")[w].samples)
+    for res in net.resources:
+        figures[f"utilization {res}"] = (k.utilization(res).samples, r.utilization(res).samples)
+        figures[f"mean wait {res}"] = (k.mean_wait(res).samples, r.mean_wait(res).samples)
+    for g in net.gates:
+        if net.gates[g].kind == "dynamic_lag":
+            figures[f"mean r* {g}"] = (mean_r_per_rep(k), mean_r_per_rep(r))
+    alpha = 1e-3 / (len(figures) + 1)
+    bad = {}
+    # the spread across replications too (Brown-Forsythe), e.g. a modulator never redrawn
+    # keeps the mean but inflates the variance
+    p = stats.levene(k.throughput.samples, r.throughput.samples, center="median").pvalue
+    if not p > alpha:
+        bad["throughput spread"] = (k.throughput.std, r.throughput.std, p)
+    for fig, (a, b) in figures.items():
+        ok, p = _same_law(a, b, alpha)
+        if not ok:
+            bad[fig] = (float(np.mean(a)), float(np.mean(b)), p)
+    assert not bad, f"kernel vs reference (kernel mean, reference mean, p): {bad}"
