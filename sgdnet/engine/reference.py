@@ -540,12 +540,25 @@ def run_reference(net: Net, *, steps=1000, warmup=100, replications=8, seed=None
     steps = _check_int("steps", steps, 1)
     warmup = _check_int("warmup", warmup, 0)
     trace_limit = _check_int("trace_limit", trace_limit, 0)
+    if not isinstance(trace, (bool, np.bool_)):
+        raise SimulationError(f"trace={trace!r} must be True or False")
     if seeds is not None:
-        seeds = [int(s) for s in seeds]
+        if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__iter__"):
+            raise SimulationError(f"seeds={seeds!r} must be a list of integers, e.g. seeds=[result.seeds[0]]")
+        seeds = list(seeds)
         if not seeds:
             raise SimulationError("seeds=[] is empty; give at least one seed or use seed=")
+        for s in seeds:
+            if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or not 0 <= int(s) < 2**64:
+                raise SimulationError(f"seed {s!r} in seeds must be an integer in [0, 2**64)")
+        seeds = [int(s) for s in seeds]
     else:
         replications = _check_int("replications", replications, 1)
+        if seed is not None and not isinstance(seed, np.random.Generator) and (
+            isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0
+        ):
+            raise SimulationError(
+                f"seed={seed!r} must be None, a non-negative integer or a numpy.random.Generator")
         seeds = derive_seeds(seed, replications)
     if not net.step_transitions():
         raise SimulationError(
