@@ -15,7 +15,7 @@ parameter table (:func:`bench_params`). The script prints, for N = 4, 16, 64 (``
 8), the mean throughput of both (they must agree within their CIs), the transition completions
 per wall-clock second of each (median of 5 timed runs), their ratio, the JIT compile time (first
 call in a fresh process with an empty Numba cache vs a warm cache) and the speed-up of the
-replications from 1 to 2 threads. Run ``python bench/bench_engine.py --help``.
+replications from one core (``parallel=False``) to the engine's thread pool (2 cores here). Run ``python bench/bench_engine.py --help``.
 """
 
 from __future__ import annotations
@@ -258,6 +258,9 @@ def mean_ci(x, level=0.95):
 
 def _completions(result) -> int:
     """Transition completions of a Result over all replications (warm-up included)."""
+    events = getattr(result, "events", None)
+    if events is not None:
+        return int(np.sum(events))
     counted = sum(int(np.sum(result.firings(t))) for t in result.transition_names)
     return int(round(counted * (result.warmup + result.steps) / result.steps))
 
@@ -265,7 +268,7 @@ def _completions(result) -> int:
 def time_sgdnet(net, steps, warmup, replications, seed, runs=5, parallel=True):
     import sgdnet
 
-    cn = sgdnet.net.compile_net(net)
+    cn = sgdnet.compile_net(net)
     sgdnet.simulate(cn, steps=10, warmup=0, replications=1, seed=0, parallel=parallel)  # JIT
     walls, res = [], None
     for k in range(runs):
@@ -312,26 +315,49 @@ def jit_times(parallel=True) -> tuple[float, float]:
     return out[0], out[1]
 
 
-def thread_speedup(net, steps, warmup, replications, seed, runs=5) -> tuple[float, float]:
-    """Median wall time of ``replications`` with 1 and with 2 Numba threads."""
-    import numba
-
+def thread_speedup(net, steps, warmup, replications, seed, runs=5) -> tuple[float, float, int]:
+    """Median wall time of ``replications`` on one core (``parallel=False``) and on the engine's
+    thread pool (``parallel=True``, one thread per available CPU), and that thread count."""
     import sgdnet
+    from sgdnet.engine.driver import n_threads
 
-    cn = sgdnet.net.compile_net(net)
+    cn = sgdnet.compile_net(net)
     out = []
-    for nth in (1, 2):
-        numba.set_num_threads(nth)
-        sgdnet.simulate(cn, steps=10, warmup=0, replications=2, seed=0, parallel=True)
+    for parallel in (False, True):
+        sgdnet.simulate(cn, steps=10, warmup=0, replications=2, seed=0, parallel=parallel)
         walls = []
         for k in range(runs):
             t = time.perf_counter()
             sgdnet.simulate(cn, steps=steps, warmup=warmup, replications=replications, seed=seed + k,
-                            parallel=True)
+                            parallel=parallel)
             walls.append(time.perf_counter() - t)
         out.append(statistics.median(walls))
-    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
-    return out[0], out[1]
+    return out[0], out[1], min(replications, n_threads())
+
+
+def parallel_control(n: int = 100_000_000) -> float:
+    """Speed-up of a trivial nogil Numba loop run twice on 2 threads vs twice serially: what
+    this machine's cores can give at best (1 when the two CPUs share one physical core)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numba
+
+    @numba.njit(nogil=True)
+    def spin(m):
+        s = 0.0
+        for i in range(m):
+            s += (i % 7) * 0.5
+        return s
+
+    spin(10)
+    t = time.perf_counter()
+    spin(n)
+    spin(n)
+    serial = time.perf_counter() - t
+    t = time.perf_counter()
+    with ThreadPoolExecutor(2) as ex:
+        list(ex.map(spin, [n, n]))
+    return serial / (time.perf_counter() - t)
 
 
 def main(argv=None) -> None:
@@ -339,7 +365,8 @@ def main(argv=None) -> None:
     ap.add_argument("--quick", action="store_true", help="small sizes and short runs (a smoke run)")
     ap.add_argument("--workers", type=str, default=None, help="comma list of N (default 4,16,64)")
     ap.add_argument("--layers", type=int, default=20)
-    ap.add_argument("--steps", type=int, default=None, help="counted steps per replication")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="counted steps per replication (default max(20, 800 // N); --quick max(10, 160 // N))")
     ap.add_argument("--replications", type=int, default=4)
     ap.add_argument("--runs", type=int, default=5, help="timed runs (the median is reported)")
     ap.add_argument("--dist", choices=("lognormal", "exp"), default="lognormal")
@@ -347,15 +374,19 @@ def main(argv=None) -> None:
     ap.add_argument("--no-jit", action="store_true", help="skip the compile-time measurement")
     a = ap.parse_args(argv)
     workers = [int(x) for x in a.workers.split(",")] if a.workers else ([2, 4, 8] if a.quick else [4, 16, 64])
-    steps = a.steps or (40 if a.quick else 200)
     runs = 2 if a.quick else a.runs
-    warmup = max(steps // 10, 2)
-    print(f"bench model: N workers x {a.layers} layers, {a.dist} durations; {steps} steps + "
-          f"{warmup} warm-up, {a.replications} replications, median of {runs} runs")
-    hdr = (f"{'N':>4} {'transitions':>11} {'sgdnet steps/s':>22} {'SimPy steps/s':>22} "
+
+    def steps_for(n):  # about the same number of completions per size
+        return a.steps or (max(10, 160 // n) if a.quick else max(20, 800 // n))
+
+    print(f"bench model: N workers x {a.layers} layers, {a.dist} durations; {a.replications} "
+          f"replications, warm-up = steps/10, median of {runs} timed runs")
+    hdr = (f"{'N':>4} {'transitions':>11} {'steps':>5} {'sgdnet steps/s':>22} {'SimPy steps/s':>22} "
            f"{'sgdnet compl/s':>15} {'SimPy compl/s':>14} {'ratio':>7}")
     print(hdr)
     for n in workers:
+        steps = steps_for(n)
+        warmup = max(steps // 10, 2)
         net = build_bench_net(n, a.layers, seed=0, dist=a.dist)
         p = net.meta["bench_params"]
         res, wall_s, comp_s = time_sgdnet(net, steps, warmup, a.replications, a.seed, runs)
@@ -363,16 +394,18 @@ def main(argv=None) -> None:
         ms, hs = mean_ci(res.throughput.samples)
         mp, hp = mean_ci(thr_p)
         rs, rp = comp_s / wall_s, comp_p / wall_p
-        print(f"{n:>4} {len(net.transitions):>11} {ms:>12.3f} ± {hs:<7.3f} {mp:>12.3f} ± {hp:<7.3f} "
-              f"{rs:>15.3g} {rp:>14.3g} {rs / rp:>7.1f}")
+        print(f"{n:>4} {len(net.transitions):>11} {steps:>5} {ms:>12.3f} ± {hs:<7.3f} {mp:>12.3f} ± "
+              f"{hp:<7.3f} {rs:>15.3g} {rp:>14.3g} {rs / rp:>7.1f}", flush=True)
     if not a.no_jit:
         cold, warm = jit_times()
         print(f"JIT: first call, empty cache {cold:.2f} s; first call, warm cache {warm:.2f} s")
-    net = build_bench_net(workers[min(1, len(workers) - 1)], a.layers, seed=0, dist=a.dist)
-    reps = 8
-    t1, t2 = thread_speedup(net, steps, warmup, reps, a.seed, runs)
-    print(f"replications x{reps} (N={workers[min(1, len(workers) - 1)]}): 1 thread {t1:.3f} s, "
-          f"2 threads {t2:.3f} s, speed-up {t1 / t2:.2f}")
+    n_mid = workers[min(1, len(workers) - 1)]
+    net = build_bench_net(n_mid, a.layers, seed=0, dist=a.dist)
+    reps, steps = 8, 5 * steps_for(n_mid)
+    t1, t2, nth = thread_speedup(net, steps, max(steps // 10, 2), reps, a.seed, runs)
+    print(f"{reps} replications of {steps} steps (N={n_mid}): 1 core {t1:.3f} s, {nth} threads "
+          f"{t2:.3f} s, speed-up {t1 / t2:.2f} (control: a trivial nogil loop on 2 threads "
+          f"speeds up {parallel_control():.2f}x on this machine)")
 
 
 if __name__ == "__main__":
