@@ -279,20 +279,22 @@ def draw_net(
 
     # lane bands
     for i, (ln, top, bot) in enumerate(pos.lanes):
-        ax.add_patch(Rectangle((xmin + 0.2, bot - 0.05), xmax - xmin - 0.4, top - bot + 0.1,
+        ax.add_artist(Rectangle((xmin + 0.2, bot - 0.05), xmax - xmin - 0.4, top - bot + 0.1,
                                facecolor="#F4F4F4" if i % 2 == 0 else "#FBFBFB", edgecolor="none", zorder=0))
         ax.text(xmin + 0.45, (top + bot) / 2, ln, ha="center", va="center", rotation=90, fontsize=fs + 0.5,
                 fontweight="bold", color="#444444", zorder=1)
 
     R_PLACE, BAR_W, BAR_H, BOX_W, BOX_H = 0.22, 0.16, 0.62, 1.5, 0.8
     patches: dict = {}
+    outline: dict = {}
     for p in net.places.values():
         x, y = pos[("place", p.name)]
         c = Circle((x, y), R_PLACE, facecolor="white", edgecolor="#222222", lw=0.7, zorder=3)
-        ax.add_patch(c)
+        ax.add_artist(c)
         patches[("place", p.name)] = c
+        outline[("place", p.name)] = ("circle", R_PLACE)
         if p.tokens == 1:
-            ax.add_patch(Circle((x, y), 0.06, color="black", zorder=4))
+            ax.add_artist(Circle((x, y), 0.06, color="black", zorder=4))
         elif p.tokens > 1:
             ax.text(x, y, str(p.tokens), ha="center", va="center", fontsize=fs, zorder=4)
         if labels == "all":
@@ -305,8 +307,9 @@ def draw_net(
         col = kind_color(t.tags.get("kind", "other")) if not immediate else "#222222"
         r = Rectangle((x - w / 2, y - BAR_H / 2), w, BAR_H, facecolor=col, edgecolor="black",
                       lw=1.6 if t.is_step else 0.5, zorder=3)
-        ax.add_patch(r)
+        ax.add_artist(r)
         patches[("transition", t.name)] = r
+        outline[("transition", t.name)] = ("box", w / 2, BAR_H / 2)
         if labels in ("transitions", "all"):
             ax.text(x, y - BAR_H / 2 - 0.05, _short(t.name), ha="center", va="top", fontsize=fs - 1,
                     rotation=0, color="#222222", zorder=4)
@@ -315,8 +318,8 @@ def draw_net(
         col = resource_color(r.tags)
         b = FancyBboxPatch((x - BOX_W / 2, y - BOX_H / 2), BOX_W, BOX_H, boxstyle="round,pad=0.02,rounding_size=0.08",
                            facecolor=col, alpha=0.22, edgecolor=col, lw=0.9, zorder=3)
-        ax.add_patch(b)
-        ax.add_patch(FancyBboxPatch((x - BOX_W / 2, y - BOX_H / 2), BOX_W, BOX_H,
+        ax.add_artist(b)
+        ax.add_artist(FancyBboxPatch((x - BOX_W / 2, y - BOX_H / 2), BOX_W, BOX_H,
                                     boxstyle="round,pad=0.02,rounding_size=0.08", facecolor="none",
                                     edgecolor=col, lw=0.9, zorder=3))
         patches[("resource", r.name)] = b
@@ -325,27 +328,44 @@ def draw_net(
         ax.text(x, y - 0.2, f"{r.discipline}{cap}", ha="center", va="center", fontsize=fs - 1.5,
                 style="italic", color="#333333", zorder=4)
 
+    def edge_point(node, ux: float, uy: float) -> tuple[float, float]:
+        """Where a line leaving ``node``'s centre in direction (ux, uy) crosses its outline
+        (computed here rather than by matplotlib's path clipping, which is slow on big nets)."""
+        x, y = pos[node]
+        d = math.hypot(ux, uy) or 1.0
+        ux, uy = ux / d, uy / d
+        shape = outline[node]
+        if shape[0] == "circle":
+            k = shape[1]
+        else:
+            hw, hh = shape[1], shape[2]
+            k = min(hw / abs(ux) if ux else math.inf, hh / abs(uy) if uy else math.inf)
+        return x + ux * k, y + uy * k
+
     def arrow(a, b, weight: int, inhibitor: bool = False):
         (x1, y1), (x2, y2) = pos[a], pos[b]
-        pa, pb = patches[a], patches[b]
         if x2 > x1 + 1e-9 or (abs(x2 - x1) < 1e-9 and abs(y2 - y1) > 0):
-            kw = dict(posA=(x1, y1), posB=(x2, y2), connectionstyle="arc3,rad=0.0" if abs(y2 - y1) < 1e-9 else "arc3,rad=0.08")
+            pa = edge_point(a, x2 - x1, y2 - y1)
+            pb = edge_point(b, x1 - x2, y1 - y2)
+            kw = dict(posA=pa, posB=pb, connectionstyle="arc3,rad=0.0" if abs(y2 - y1) < 1e-9 else "arc3,rad=0.08")
         else:  # back edge: route above the source and target lanes
             top = max(y1, y2) + 0.55
-            path = Path([(x1, y1), (x1 + 0.35, top), (x2 - 0.35, top), (x2, y2)],
+            pa = edge_point(a, 0.35, top - y1)
+            pb = edge_point(b, -0.35, top - y2)
+            path = Path([pa, (x1 + 0.35, top), (x2 - 0.35, top), pb],
                         [Path.MOVETO, Path.CURVE4, Path.CURVE4, Path.CURVE4])
             kw = dict(path=path)
         style = "-" if inhibitor else "-|>,head_length=2.2,head_width=1.1"
-        fa = FancyArrowPatch(**kw, patchA=pa, patchB=pb, arrowstyle=style, mutation_scale=1.6,
+        fa = FancyArrowPatch(**kw, arrowstyle=style, mutation_scale=1.6,
                              lw=0.45, color="#C0392B" if inhibitor else "#555555", zorder=2,
-                             shrinkA=0.5, shrinkB=0.5 if not inhibitor else 2.5)
-        ax.add_patch(fa)
+                             shrinkA=0.0, shrinkB=0.0 if not inhibitor else 2.0)
+        ax.add_artist(fa)  # limits are set explicitly below; add_patch would recompute them
         if inhibitor:
             # a small circle at the transition end
             dx, dy = x2 - x1, y2 - y1
             d = math.hypot(dx, dy) or 1.0
             ex, ey = x2 - dx / d * (BAR_W / 2 + 0.06), y2 - dy / d * (BAR_W / 2 + 0.06)
-            ax.add_patch(Circle((ex, ey), 0.05, facecolor="white", edgecolor="#C0392B", lw=0.6, zorder=3))
+            ax.add_artist(Circle((ex, ey), 0.05, facecolor="white", edgecolor="#C0392B", lw=0.6, zorder=3))
         if weight != 1:
             ax.text((x1 + x2) / 2, (y1 + y2) / 2 + 0.08, str(weight), ha="center", va="bottom",
                     fontsize=fs, color="#8E1B10", fontweight="bold", zorder=5,
