@@ -212,14 +212,12 @@ class _Replication:
         self.psf: list[_Firing] = []  # firings holding a ps resource
         self.seq = 0
         # gate state
-        ng = len(M.gates)
         self.count = [[0] * len(g.counters) for g in M.gates]
         self.last_t = [[0.0] * len(g.counters) for g in M.gates]
         self.prev_t = [[0.0] * len(g.counters) for g in M.gates]
         self.released = [[False] * len(g.counters) for g in M.gates]
         self.allowance = [[0] * len(g.counters) for g in M.gates]
         self.gate_log: list[tuple[int, int]] = []
-        assert ng == len(self.count)
         # modulator state
         self.modval = [1.0] * len(M.mods)
         self.mstate = [0] * len(M.mods)  # markov: 0 fast, 1 slow
