@@ -327,6 +327,29 @@ def test_atomic_multi_resource_acquisition_has_no_hold_and_wait(sim):
     assert res.mean_wait("B").mean == pytest.approx((0.0 + 3.5) / 2)
 
 
+@engines
+def test_withdrawn_requests_are_the_newest(sim):
+    # R is held on [0, 5]. q gets tokens at 1 and 2, so T (servers=inf, needs R) has requests
+    # stamped 1 and 2; U requests R at 1.5. At 3 a thief takes one token of q: T's degree drops
+    # to 1 and its newest request (2) is withdrawn, so T keeps stamp 1 and beats U at 5.
+    net = Net("withdraw")
+    net.resource("R")
+    for p, k in (("b", 1), ("s1", 1), ("s2", 1), ("su", 1), ("st", 1), ("q", 0), ("u", 0), ("th", 0)):
+        net.place(p, k)
+    net.transition("blocker", 5.0, inputs=["b"], resources=["R"])
+    net.transition("d1", 1.0, inputs=["s1"], outputs=["q"])
+    net.transition("d2", 2.0, inputs=["s2"], outputs=["q"])
+    net.transition("du", 1.5, inputs=["su"], outputs=["u"])
+    net.transition("dt", 3.0, inputs=["st"], outputs=["th"])
+    net.transition("thief", 0.0, inputs=["q", "th"])
+    net.transition("T", 1.0, inputs=["q"], resources=["R"], servers=math.inf, tags={"step": True})
+    net.transition("U", 1.0, inputs=["u"], resources=["R"], tags={"step": True})
+    res = sim(net, steps=2, warmup=0, replications=1, seed=0, trace=True)
+    s = starts(res)
+    assert (s["thief"], s["T"], s["U"]) == (3.0, 5.0, 6.0)
+    assert res.mean_wait("R").mean == pytest.approx((0.0 + 4.0 + 4.5) / 3, rel=1e-12)
+
+
 # ------------------------------------------------------------------ inhibitors
 @engines
 def test_inhibitor_arc_bounds_the_buffer(sim):
