@@ -187,7 +187,8 @@ class Result:
             self.trace = np.concatenate(parts) if parts else np.zeros(0, dtype=TRACE_DTYPE)
         else:
             self.trace = None
-        self.throughput = Estimate(self.steps / self.sim_time, unit="steps/s", label="throughput")
+        with np.errstate(divide="ignore", invalid="ignore"):  # a window of zero length gives inf
+            self.throughput = Estimate(self.steps / self.sim_time, unit="steps/s", label="throughput")
 
     # ------------------------------------------------------------ building
     @classmethod
@@ -249,11 +250,12 @@ class Result:
         for i, tags in enumerate(self.transition_tags):
             if tags.get("step") and tag in tags:
                 groups.setdefault(tags[tag], []).append(i)
-        return {
-            v: Estimate(self._firings[:, idx].sum(axis=1) / self.sim_time, unit="steps/s",
-                        label=f"throughput {tag}={v}")
-            for v, idx in groups.items()
-        }
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return {
+                v: Estimate(self._firings[:, idx].sum(axis=1) / self.sim_time, unit="steps/s",
+                            label=f"throughput {tag}={v}")
+                for v, idx in groups.items()
+            }
 
     def step_completion_times(self, rep: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """``(times, transition indices)`` of the counted step completions of replication ``rep``."""
@@ -285,8 +287,9 @@ class Result:
     def utilization(self, resource: str) -> Estimate:
         """Busy server-seconds / (capacity * (t1 - t0)) of ``resource``."""
         j = self._r(resource)
-        return Estimate(self._busy[:, j] / (self.resource_capacity[j] * self.sim_time), unit="",
-                        label=f"utilization {resource}")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            u = self._busy[:, j] / (self.resource_capacity[j] * self.sim_time)
+        return Estimate(u, unit="", label=f"utilization {resource}")
 
     def utilizations(self) -> dict[str, Estimate]:
         """:meth:`utilization` of every resource."""

@@ -2,16 +2,20 @@
 
 Design (see DESIGN.md "The engine" and the normative firing semantics of the team contract):
 
-- **State** is flat arrays: marking, active firings and pending requests per transition, servers
-  in use per resource, firing *slots* (transition, start sequence, start time, remaining work,
-  rate, completion time) recycled through a free list. Nothing is allocated per event; arrays
-  only grow (doubling) when a net needs more concurrent firings or requests than first sized.
+- **State** is flat arrays allocated once per replication; per-transition data sits in row
+  tables (``TS`` static, ``TD`` dynamic, ``TF`` float: one or two cache lines per transition).
+  Firing *slots* hold (transition, start sequence, start time, remaining work, rate, completion
+  time); a single-server transition owns slot ``t``, the others draw from a free list. Nothing
+  is allocated per event; when a net needs more slots, requests or ps holders than sized, the
+  kernel stops with ``ST_GROW`` and the driver replays the replication (same seed, same result)
+  with 4x the room.
 - **Requests**: each transition keeps its pending requests (one per unit of enabling degree) as
   a ring buffer of timestamps (oldest first), so a start takes the oldest and a degree drop
-  withdraws the newest.
+  withdraws the newest; a single-server transition keeps its one request time in its key.
 - **Incremental enabling**: only transitions adjacent to a changed place (inputs or inhibitor
   arcs, via a place -> transition CSR), to a changed gate, or whose own active count changed are
-  put on a dirty list and re-evaluated.
+  put on a dirty list and re-evaluated; after a start the starter's own degree is known to drop
+  by exactly one unless inhibitors or a dynamic_lag release are involved.
 - **Candidates**: a transition with a pending request is in exactly one structure: the *instant
   heap* (candidates to examine now) or the waiting queue of one busy resource. Both are indexed
   binary heaps ordered by the scan key ``(prio_class, oldest request time, rank)`` where rank is
@@ -21,16 +25,19 @@ Design (see DESIGN.md "The engine" and the normative firing semantics of the tea
   blocked until then, so repeatedly popping the minimum of the instant heap reproduces the
   normative scan "start the first candidate in key order that can start, re-evaluate, repeat".
   A transition enabled by a completion usually meets an empty instant heap and starts at once.
-- **Completions**: an indexed binary heap of slots keyed by (completion time, start sequence);
-  all completions of one instant are applied (in start order) before the scan, zero-duration
-  firings form the next batch of the same instant.
+- **Completions**: a binary heap of slots keyed by (completion time, start sequence), keys
+  stored in heap order, bottom-up pops; all completions of one instant are applied (in start
+  order) before the scan, zero-duration firings form the next batch of the same instant.
 - **Processor sharing**: each ps resource keeps its holder slots; when the holder set changes,
   every holder's remaining work is brought up to date and its completion key is moved in the
-  heap (decrease/increase-key), rates ``min over its ps resources of min(1, cap/n)``.
+  heap, rates ``min over its ps resources of min(1, cap/n)``.
 - **Gates and modulators** are evaluated inside the enabling test and at starts/completions.
+- **Helpers** are compiled with ``_nrt=False``: array arguments then carry no reference-count
+  traffic, which otherwise dominated the event loop.
 
 The kernel assumes a valid compiled net (see :mod:`sgdnet.net.compiled`) and never raises; it
-reports a status code: 0 done, 1 deadlock, 2 event budget exhausted, 3 time does not advance.
+reports a status code: 0 done, 1 deadlock, 2 event budget exhausted, 3 time does not advance,
+4 needs more room.
 """
 
 from __future__ import annotations
