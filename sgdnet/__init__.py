@@ -5,7 +5,7 @@ The curated public API. Subsystems add their names here explicitly (no ``import 
 
 from __future__ import annotations
 
-from . import models, units
+from . import analysis, models, units
 from .dists import (
     Deterministic,
     Empirical,
@@ -46,6 +46,7 @@ __all__ = [
     "__version__",
     "units",
     "models",
+    "analysis",
     "ModelProfile",
     "Layer",
     "Cluster",
