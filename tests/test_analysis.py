@@ -425,3 +425,40 @@ def test_batch_means_drops_the_oldest_remainder_and_validates():
         batch_means([1.0] * 10, 20)
     with pytest.raises(AnalysisError, match="non-finite"):
         batch_means([1.0] * 39 + [math.inf], 20)
+
+
+def chained_components(seed):
+    """Three random strongly connected event graphs joined by one-way places (a DAG of SCCs)."""
+    rng = np.random.default_rng(seed)
+    net = Net(f"chain{seed}")
+    parts = [random_teg(seed * 10 + k, int(rng.integers(2, 6)), int(rng.integers(0, 5)))
+             for k in range(3)]
+    for k, part in enumerate(parts):
+        for p in part.places.values():
+            net.place(f"c{k}{p.name}", p.tokens)
+        for t in part.transitions.values():
+            net.transition(f"c{k}{t.name}", t.duration, servers=t.servers, tags=t.tags,
+                           inputs=[f"c{k}{p}" for p in t.inputs],
+                           outputs=[f"c{k}{p}" for p in t.outputs])
+    for j, (a, b) in enumerate(((0, 1), (0, 2), (1, 2))[: int(rng.integers(1, 4))]):
+        src = f"c{a}t{int(rng.integers(0, len(parts[a].transitions)))}"
+        dst = f"c{b}t{int(rng.integers(0, len(parts[b].transitions)))}"
+        net.place(f"link{j}", int(rng.integers(0, 3)))
+        net.transitions[src].outputs[f"link{j}"] = 1
+        net.transitions[dst].inputs[f"link{j}"] = 1
+    return net, [brute_force(p) for p in parts]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_rates_follow_the_slowest_upstream_component(seed):
+    net, lams = chained_components(seed)
+    g = nx.DiGraph()
+    prod = {p: t.name for t in net.transitions.values() for p in t.outputs}
+    g.add_edges_from((prod[p], t.name) for t in net.transitions.values() for p in t.inputs)
+    comp = {name: int(name[1]) for name in net.transitions}
+    for method in METHODS:
+        ct = cycle_time(net, method=method)
+        assert ct.cycle_time == pytest.approx(max(lams), rel=1e-10)
+        for name, rate in ct.rates.items():
+            up = {comp[u] for u in nx.ancestors(g, name) | {name}}
+            assert rate == pytest.approx(1 / max(lams[c] for c in up), rel=1e-10), (method, name)

@@ -506,9 +506,12 @@ def cycle_time(net: Net, method: str = "howard", use_means: bool = False) -> Cyc
         independent cross-check for small and medium nets.
     use_means : bool, optional
         Replace each stochastic duration by its mean. The result is then *not* the stochastic
-        throughput: by Jensen's inequality on the max-plus recursion, the mean cycle time of
-        the stochastic net is at least this ``cycle_time`` (a lower bound; ``throughput`` an
-        upper bound), equal only when durations are deterministic.
+        throughput but an approximation: with independent durations and ``servers`` 1 or inf,
+        Jensen's inequality on the max-plus recursion makes the mean cycle time of the
+        stochastic net at least this ``cycle_time`` (a lower bound; ``throughput`` an upper
+        bound), equal only when durations are deterministic. With ``servers = k > 1`` random
+        durations let firings overtake each other and the k-token self-loop is itself an
+        approximation.
 
     Returns
     -------
