@@ -136,3 +136,12 @@ def test_importing_viz_does_not_import_matplotlib():
     code = "import sys, sgdnet, sgdnet.viz; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_to_networkx_is_the_analysis_one():
+    import sgdnet.net.graph as graph
+    import sgdnet.viz as viz
+
+    assert viz.to_networkx is graph.to_networkx
+    with pytest.raises(AttributeError):
+        viz.no_such_function  # noqa: B018
