@@ -15,6 +15,8 @@ import sys
 
 import matplotlib
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # run from a checkout without installing
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
@@ -22,7 +24,7 @@ import sgdnet  # noqa: E402
 from sgdnet import Cluster, variants, viz  # noqa: E402
 from sgdnet.viz.style import paper_rc  # noqa: E402
 
-OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "img")
+OUT = os.path.join(ROOT, "docs", "img")
 SEED = 2024
 DPI = 170
 
