@@ -1,0 +1,55 @@
+"""``ssp``: stale-synchronous parallel SGD on a parameter server (Ho et al., 2013).
+
+The server side is ``async-ps``'s (each push applied on arrival and returned to its worker);
+in addition worker ``i`` may start step ``c + 1`` only when every worker has completed at
+least ``c - s`` steps (``s`` = ``staleness``). ``s = 0`` makes the workers advance in lockstep
+(BSP-like pacing with asynchronous updates); a large ``s`` tends to ``async-ps``.
+
+Two implementations, which must give the same results (tests check it):
+
+``impl="gate"``
+    the engine's ``lag`` gate ``"ssp"`` over the workers' step transitions, guarding the first
+    compute operation of each step;
+``impl="places"``
+    plain Petri-net credits: a place ``ssp.credit.w{i}.w{j}`` per ordered pair with ``s + 1``
+    tokens, taken by ``i``'s step start and given back by ``j``'s step completion
+    (``n (n - 1)`` places, so prefer the gate for large clusters).
+"""
+
+from __future__ import annotations
+
+from ..net import Net
+from ..workload import Cluster, ModelProfile
+from . import Option, register
+from .common import PS_OPTIONS, build_ps_net, check_choice, check_int
+
+__all__ = ["build_fine", "build_coarse", "OPTIONS"]
+
+OPTIONS = (
+    Option("staleness", 3, "an int >= 0: how many steps a worker may run ahead of the slowest",
+           check_int(0)),
+    Option("impl", "gate", "'gate' (the engine's lag gate) or 'places' (pairwise credit places)",
+           check_choice("gate", "places")),
+    *PS_OPTIONS,
+)
+
+
+def _build(model: ModelProfile, cluster: Cluster, coarse: bool, staleness: int, impl: str,
+           **ps) -> Net:
+    net = build_ps_net(f"ssp-{'coarse' if coarse else 'fine'}", model, cluster,
+                       synchronous=False, coarse=coarse, staleness=staleness,
+                       staleness_impl=impl, **ps)
+    net.meta["staleness"] = staleness
+    return net
+
+
+def build_coarse(model: ModelProfile, cluster: Cluster, **opts) -> Net:
+    """Coarse-grained SSP: compute phase, then push / per-worker update / pull."""
+    return _build(model, cluster, True, **opts)
+
+
+@register("ssp", summary="stale-synchronous PS: a worker may be at most s steps ahead of the "
+          "slowest", options=OPTIONS, coarse=build_coarse, lockstep=False)
+def build_fine(model: ModelProfile, cluster: Cluster, **opts) -> Net:
+    """Fine-grained SSP: per-layer compute and wait-free per-layer push / pull."""
+    return _build(model, cluster, False, **opts)

@@ -1,0 +1,42 @@
+"""``sync-ps``: bulk-synchronous SGD (BSP) on a sharded parameter server.
+
+Fine-grained net (:func:`.common.build_ps_net` with ``synchronous=True``)
+    Each worker runs forward of layers ``0..L-1`` then backward of ``L-1..0`` on its GPU.
+    Backward of layer ``l`` releases the push of layer ``l``'s gradient pieces at once
+    (wait-free backprop); shard ``k`` applies piece ``(l, c)`` when every worker's copy has
+    arrived (one update on the shard's CPU, ``cluster.update_time(bytes)``), then sends the new
+    parameters back to every worker; a worker's next forward of layer ``l`` waits for all of
+    layer ``l``'s pieces. Tensors are spread over shards by :meth:`Cluster.shard_plan`
+    (``shard_policy``) and optionally cut into chunks of at most ``partition_bytes``.
+
+Coarse-grained net
+    The model is one tensor: compute phase (forward + backward totals), then push, aggregate
+    update and pull, with no overlap, as in the TPDS 2022 paper.
+
+Options: ``shards``, ``placement`` (dedicated PS hosts or colocated with workers),
+``discipline`` (``fifo`` or ``ps`` fair sharing on NICs), ``priority`` (P3 / ByteScheduler
+style: lower layers first on the NICs), ``partition_bytes``, ``shard_policy``, ``max_layers``.
+"""
+
+from __future__ import annotations
+
+from ..net import Net
+from ..workload import Cluster, ModelProfile
+from . import register
+from .common import PS_OPTIONS, build_ps_net
+
+__all__ = ["build_fine", "build_coarse", "OPTIONS"]
+
+OPTIONS = PS_OPTIONS
+
+
+def build_coarse(model: ModelProfile, cluster: Cluster, **opts) -> Net:
+    """Coarse-grained BSP: compute phase, then push / aggregate update / pull."""
+    return build_ps_net("sync-ps-coarse", model, cluster, synchronous=True, coarse=True, **opts)
+
+
+@register("sync-ps", summary="BSP on a (sharded) parameter server, wait-free per-layer push",
+          options=OPTIONS, coarse=build_coarse, lockstep=True)
+def build_fine(model: ModelProfile, cluster: Cluster, **opts) -> Net:
+    """Fine-grained BSP: per-layer compute, per-piece push / aggregate update / pull."""
+    return build_ps_net("sync-ps-fine", model, cluster, synchronous=True, coarse=False, **opts)
