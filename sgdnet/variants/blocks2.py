@@ -20,6 +20,16 @@ All-reduce
       the closed-form ring time (CV ``comm_cv``), all started together by the barrier; the end
       barrier waits for the slowest.
 
+    * ``algorithm="tree"``: a binary tree over the ranks (parent of ``i`` is ``(i-1)//2``):
+      fine nets reduce up the tree (a node sends the whole message to its parent once its own
+      input and all its children's messages are there) and broadcast down it (a node forwards
+      to its children, left child first, once its parent's message arrived); every hop is a
+      :meth:`Fabric.transfer`, so a parent's downlink (uplink) serialises its two children's
+      messages. Coarse nets use :func:`sgdnet.workload.tree_allreduce_time` (store and
+      forward, ``chunks=1``). For ``n <= 4`` the fine tree takes exactly ``2 ceil(log2 n)
+      (alpha + S/B)``; for larger ``n`` the serialisation at inner nodes makes it slower than
+      that optimistic closed form.
+
     Transfers are tagged ``worker`` (the sender), ``kind="comm"``, ``collective=name``.
 
 Local-step loops
@@ -37,7 +47,7 @@ from typing import Any
 
 from ..errors import VariantError
 from ..net import Net
-from ..workload import Cluster, ModelProfile, ring_allreduce_time
+from ..workload import Cluster, ModelProfile, ring_allreduce_time, tree_allreduce_time
 from .common import Fabric, compute_chain, compute_phase, duration
 
 __all__ = ["allreduce", "collective_stream", "local_loop", "LocalLoop", "first_compute"]
@@ -62,6 +72,7 @@ def allreduce(
     coarse: bool,
     stream: str | None = "ar.stream",
     tags: Mapping[str, Any] | None = None,
+    algorithm: str = "ring",
 ) -> tuple[str, str]:
     """Add an all-reduce of ``nbytes`` among the cluster's workers (see the module docstring).
 
@@ -75,12 +86,16 @@ def allreduce(
         Collective-stream place (created if missing); ``None``: no ordering between collectives.
     tags : dict, optional
         Extra tags of every transition (e.g. ``layer``).
+    algorithm : {"ring", "tree"}
+        Ring all-reduce (reduce-scatter then all-gather) or binary-tree reduce + broadcast.
 
     Returns
     -------
     (str, str)
         Names of the begin and end barriers.
     """
+    if algorithm not in ("ring", "tree"):
+        raise VariantError(f"algorithm={algorithm!r}: use 'ring' or 'tree'")
     n = cluster.workers
     extra = dict(tags or {})
     begin_in = {p: 1 for i in range(n) for p in inputs.get(i, ())}
@@ -101,13 +116,16 @@ def allreduce(
     done = {i: net.place(f"{name}.w{i}.done", worker=i).name for i in range(n)}
     ctag = {"collective": name, "step": False, **extra}
     if coarse:
+        closed = ring_allreduce_time if algorithm == "ring" else tree_allreduce_time
         for i in range(n):
             bw = min(cluster.up_bw(i), cluster.down_bw((i + 1) % n))
-            t = ring_allreduce_time(nbytes, n, bw, cluster.latency)
+            t = closed(nbytes, n, bw, cluster.latency)
             net.transition(f"{name}.w{i}", duration(t, cluster.comm_cv), inputs={ready[i]: 1},
                            outputs={done[i]: 1},
                            resources=[fabric.up(("worker", i)), fabric.down(("worker", i))],
                            tags={"worker": i, "kind": "comm", **ctag})
+    elif algorithm == "tree":
+        _tree(net, fabric, name, nbytes, n, ready, done, ctag)
     else:
         rounds = 2 * (n - 1)
         chunk = nbytes / n
@@ -130,6 +148,39 @@ def allreduce(
     net.transition(f"{name}.end", 0.0, inputs={p: 1 for p in done.values()}, outputs=end_out,
                    tags=sync)
     return f"{name}.begin", f"{name}.end"
+
+
+def _tree(net: Net, fabric: Fabric, name: str, nbytes: float, n: int, ready: dict,
+          done: dict, ctag: dict) -> None:
+    """Binary-tree reduce then broadcast of ``nbytes`` (see :func:`allreduce`)."""
+    children = {i: [c for c in (2 * i + 1, 2 * i + 2) if c < n] for i in range(n)}
+    # reduce: up[c] = child c's partial sum arrived at its parent
+    up = {c: net.place(f"{name}.w{c}.up.in", worker=(c - 1) // 2).name for c in range(1, n)}
+    for i in range(n - 1, 0, -1):
+        fabric.transfer(f"{name}.w{i}.reduce", nbytes, ("worker", i), ("worker", (i - 1) // 2),
+                        inputs=[ready[i], *(up[c] for c in children[i])], outputs=[up[i]],
+                        tags={"worker": i, **ctag, "phase": "reduce"})
+    # broadcast: have[i] = node i holds the reduced message
+    have = {i: net.place(f"{name}.w{i}.have", worker=i).name for i in range(n)}
+    net.transition(f"{name}.w0.reduced", 0.0, inputs={ready[0]: 1, **{up[c]: 1 for c in children[0]}},
+                   outputs={have[0]: 1}, tags={"worker": 0, "kind": "sync", **ctag})
+    for i in range(n):
+        kids = children[i]
+        if not kids:
+            net.transition(f"{name}.w{i}.fin", 0.0, inputs={have[i]: 1}, outputs={done[i]: 1},
+                           tags={"worker": i, "kind": "sync", **ctag})
+            continue
+        # sends to the children, left first; the node is done when its last send left the link
+        fan = [net.place(f"{name}.w{i}.to{c}", worker=i).name for c in kids]
+        sent = [net.place(f"{name}.w{i}.sent{c}", worker=i).name for c in kids]
+        net.transition(f"{name}.w{i}.fan", 0.0, inputs={have[i]: 1},
+                       outputs={p: 1 for p in fan}, tags={"worker": i, "kind": "sync", **ctag})
+        for c, f, s in zip(kids, fan, sent):
+            fabric.transfer(f"{name}.w{i}.bcast{c}", nbytes, ("worker", i), ("worker", c),
+                            inputs=[f], outputs=[have[c]], link_outputs=[s],
+                            tags={"worker": i, **ctag, "phase": "broadcast"})
+        net.transition(f"{name}.w{i}.fin", 0.0, inputs={p: 1 for p in sent},
+                       outputs={done[i]: 1}, tags={"worker": i, "kind": "sync", **ctag})
 
 
 @dataclass

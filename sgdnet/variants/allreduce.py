@@ -1,0 +1,151 @@
+"""``allreduce``: decentralised data-parallel SGD with ring (or tree) all-reduce.
+
+Fine-grained net
+    Each worker runs forward ``0..L-1`` and backward ``L-1..0`` on its GPU
+    (:func:`.common.compute_chain`). Gradients are fused into buckets in backward order
+    (:meth:`ModelProfile.buckets`, PyTorch-DDP rule, threshold ``bucket_bytes``). With
+    ``overlap=True`` a bucket's all-reduce starts as soon as every worker finished the backward
+    of the bucket's last layer, so communication overlaps the rest of the backward pass; with
+    ``overlap=False`` every bucket waits for the whole backward. All-reduces run one at a time,
+    in bucket order (one collective stream, as NCCL runs the collectives of one communicator);
+    the order is enforced with a ring of sequence places, so the net stays a timed event graph.
+    Each all-reduce is :func:`.blocks2.allreduce`: ring (``2(n-1)`` dependent rounds of
+    ``S/n`` bytes from each worker to its successor, over the sender's uplink and the
+    receiver's downlink) or binary tree (reduce up, broadcast down). When
+    ``cluster.update_time`` of a bucket is positive, each worker then applies the averaged
+    bucket on its GPU (``kind="update"``). The next forward of layer ``l`` waits for its bucket.
+
+Coarse-grained net
+    Compute phase (profile totals), then one all-reduce of the whole model with the closed-form
+    time (:func:`sgdnet.workload.ring_allreduce_time` or ``tree_allreduce_time``) holding each
+    worker's NICs, then the update; no overlap (TPDS 2022).
+
+Closed form (deterministic, homogeneous, one bucket, no overlap, no update cost): a step takes
+``T_fwd+bwd + 2(n-1)(alpha + M/(n B))`` exactly (ring). Bucketing with overlap is never
+slower. Without update cost the fine net's resources are never contended (each worker's
+compute is a chain, each link carries one collective at a time), so
+:func:`.common.without_resources` of it is an event graph with the same timing, solvable
+exactly by :func:`sgdnet.analysis.cycle_time`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..net import Net
+from ..workload import Cluster, ModelProfile
+from . import Option, register
+from .blocks2 import allreduce
+from .common import (
+    DISCIPLINE,
+    MAX_LAYERS,
+    Fabric,
+    check_bool,
+    check_bytes,
+    check_choice,
+    compute_chain,
+    compute_phase,
+    duration,
+    group_layers,
+)
+
+__all__ = ["build_fine", "build_coarse", "OPTIONS"]
+
+OPTIONS = (
+    Option("algorithm", "ring", "'ring' (reduce-scatter + all-gather) or 'tree' (binary tree "
+           "reduce + broadcast)", check_choice("ring", "tree")),
+    Option("bucket_bytes", 25e6, "a size (e.g. '25MB', DDP's default), 0 (one bucket per layer) "
+           "or float('inf') (one bucket): gradient fusion threshold of fine nets",
+           check_bytes(allow_inf=True)),
+    Option("overlap", True, "True/False: start a bucket's all-reduce as soon as its gradients "
+           "are ready (True) or after the whole backward pass (False)", check_bool),
+    DISCIPLINE,
+    MAX_LAYERS,
+)
+
+
+def _update(net: Net, fab: Fabric, cluster: Cluster, i: int, name: str, nbytes: float,
+            src: str, outs: list[str], modulator: str | None) -> None:
+    """Worker ``i`` applies an averaged tensor of ``nbytes`` on its GPU: ``src`` -> ``outs``."""
+    net.transition(name, duration(cluster.update_time(nbytes), cluster.compute_cv),
+                   inputs={src: 1}, outputs={p: 1 for p in outs}, resources=[fab.gpu(i)],
+                   modulator=modulator,
+                   tags={"worker": i, "kind": "update", "role": "apply", "step": False})
+
+
+def build_coarse(model: ModelProfile, cluster: Cluster, *, algorithm: str, discipline: str,
+                 bucket_bytes=None, overlap=None, max_layers=None) -> Net:
+    """Coarse-grained all-reduce SGD: compute phase, all-reduce of the model, update."""
+    n = cluster.workers
+    net = Net(f"allreduce-{algorithm}-coarse")
+    fab = Fabric(net, cluster, discipline)
+    upd = cluster.update_time(model.grad_bytes) > 0
+    grads, backs = {}, {}
+    for i in range(n):
+        start = net.place(f"w{i}.start", 1, worker=i).name
+        grad = net.place(f"w{i}.grad", worker=i).name
+        compute_phase(net, fab, model, cluster, i, inputs=[start], outputs=[grad])
+        grads[i] = [grad]
+        if upd:
+            avg = net.place(f"w{i}.avg", worker=i).name
+            _update(net, fab, cluster, i, f"w{i}.update", model.grad_bytes, avg, [start],
+                    net.transitions[f"w{i}.compute"].modulator)
+            backs[i] = [avg]
+        else:
+            backs[i] = [start]
+    allreduce(net, fab, cluster, "ar", model.grad_bytes, inputs=grads, outputs=backs,
+              coarse=True, stream=None, algorithm=algorithm)
+    net.meta["buckets"] = [list(range(model.n_layers - 1, -1, -1))]
+    net.meta["cluster"] = cluster
+    return net
+
+
+@register("allreduce", summary="decentralised SGD with ring/tree all-reduce, DDP-style "
+          "gradient buckets overlapping backward", options=OPTIONS, coarse=build_coarse,
+          lockstep=True)
+def build_fine(model: ModelProfile, cluster: Cluster, *, algorithm: str, bucket_bytes,
+               overlap: bool, discipline: str, max_layers) -> Net:
+    """Fine-grained all-reduce SGD: per-layer compute, bucketed all-reduces, per-bucket update."""
+    n = cluster.workers
+    net = Net(f"allreduce-{algorithm}-fine")
+    fab = Fabric(net, cluster, discipline)
+    prof = group_layers(model, max_layers, cluster.compute_cv)
+    L = prof.n_layers
+    buckets = prof.buckets(math.inf if bucket_bytes == math.inf else bucket_bytes)
+    sizes = [math.fsum(prof.layers[la].grad_bytes for la in b) for b in buckets]
+    B = len(buckets)
+    param = {(i, l): net.place(f"w{i}.l{l}.param", 1, worker=i, layer=l).name
+             for i in range(n) for l in range(L)}
+    grad = {(i, b): net.place(f"w{i}.b{b}.grad", worker=i, bucket=b).name
+            for i in range(n) for b in range(B)}
+    # one collective at a time, in bucket order: sequence place b enables bucket b's begin
+    seq = [net.place(f"ar.seq{b}", 1 if b == 0 else 0).name for b in range(B)]
+    chains = []
+    for i in range(n):
+        bout: dict[int, list[str]] = {}
+        for b, layers in enumerate(buckets):
+            at = min(layers) if overlap else 0  # the bucket's last backward, or the step's
+            bout.setdefault(at, []).append(grad[i, b])
+        fin = {l: [param[i, l]] for l in range(L)}
+        chains.append(compute_chain(net, fab, prof, cluster, i, fwd_inputs=fin,
+                                    bwd_outputs=bout))
+    for b, layers in enumerate(buckets):
+        outs: dict[int, list[str]] = {}
+        for i in range(n):
+            dst = [param[i, l] for l in sorted(layers)]
+            if cluster.update_time(sizes[b]) > 0:
+                avg = net.place(f"w{i}.b{b}.avg", worker=i, bucket=b).name
+                _update(net, fab, cluster, i, f"w{i}.update.b{b}", sizes[b], avg, dst,
+                        net.transitions[chains[i].fwd[0]].modulator)
+                outs[i] = [avg]
+            else:
+                outs[i] = dst
+        ins = {i: [grad[i, b]] for i in range(n)}
+        ins[0] = [*ins[0], seq[b]]
+        outs[0] = [*outs[0], seq[(b + 1) % B]]
+        allreduce(net, fab, cluster, f"ar.b{b}", sizes[b], inputs=ins, outputs=outs,
+                  coarse=False, stream=None, tags={"bucket": b}, algorithm=algorithm)
+    net.meta["buckets"] = buckets
+    net.meta["bucket_bytes"] = sizes
+    net.meta["cluster"] = cluster
+    return net
