@@ -5,7 +5,7 @@ The curated public API. Subsystems add their names here explicitly (no ``import 
 
 from __future__ import annotations
 
-from . import analysis, models, units
+from . import analysis, models, units, variants
 from .dists import (
     Deterministic,
     Empirical,
@@ -37,6 +37,7 @@ from .net import Net
 from .net.compiled import compile_net
 from .results import Estimate, Result
 from .study import Study
+from .variants import Prediction, predict, scaling
 from .workload import Cluster, Layer, ModelProfile
 from .workload.stragglers import MarkovSlowdown, StepSlowdown
 
@@ -66,6 +67,10 @@ __all__ = [
     "VariantError",
     "StudyError",
     "Study",
+    "variants",
+    "predict",
+    "scaling",
+    "Prediction",
     "simulate",
     "Result",
     "Estimate",

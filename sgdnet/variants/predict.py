@@ -1,0 +1,331 @@
+"""The front door: :func:`predict` one configuration, :func:`scaling` over worker counts.
+
+``predict`` builds the variant's net (:func:`sgdnet.variants.build`), simulates it
+(:func:`sgdnet.simulate`) and summarises the result in a :class:`Prediction`.
+
+Counting
+    ``steps`` and ``warmup`` are counted *per worker*: the simulation discards the first
+    ``warmup * n`` step completions and measures the next ``steps * n`` (a step is one worker's
+    SGD step; in asynchronous variants fast workers contribute more of them). Keeping the
+    per-worker count fixed keeps the precision comparable across cluster sizes.
+
+Figures
+    ``steps_per_s``
+        worker steps per second, summed over workers (one per replication, Student-t CI).
+    ``iterations_per_s``
+        ``steps_per_s / n``: for bulk-synchronous variants the rate of global iterations.
+    ``samples_per_s``
+        training samples per second: each worker step weighted by that worker's batch
+        (``net.meta["batch_sizes"]`` where a variant sets per-worker batches, else the
+        profile's batch size).
+    ``per_worker``
+        :class:`WorkerFigures` of each worker (steps/s, samples/s, step-time percentiles).
+    ``utilization``
+        every resource's busy fraction (GPU, NIC directions, PS CPUs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import ClusterError, VariantError
+from ..results import Estimate, Result
+from ..workload import Cluster, ModelProfile
+from . import get
+from .common import resolve_cluster, resolve_model
+
+__all__ = ["Prediction", "WorkerFigures", "ScalingPoint", "predict", "scaling"]
+
+
+@dataclass(frozen=True)
+class WorkerFigures:
+    """What one worker achieved.
+
+    Attributes
+    ----------
+    worker : int
+        Worker index.
+    steps_per_s : Estimate
+        The worker's steps per second.
+    samples_per_s : Estimate
+        The worker's samples per second (its steps times its batch size).
+    batch_size : int
+        The worker's batch size.
+    step_time_s : dict
+        Percentiles ``{"mean", "p50", "p95", "p99"}`` of the time between the worker's
+        successive steps, seconds, pooled over replications (empty when too few steps).
+    """
+
+    worker: int
+    steps_per_s: Estimate
+    samples_per_s: Estimate
+    batch_size: int
+    step_time_s: dict
+
+    def to_dict(self) -> dict:
+        """JSON-able view."""
+        return {"worker": self.worker, "steps_per_s": self.steps_per_s.to_dict(),
+                "samples_per_s": self.samples_per_s.to_dict(), "batch_size": self.batch_size,
+                "step_time_s": dict(self.step_time_s)}
+
+
+def _percentiles(x: np.ndarray) -> dict:
+    if x.size < 2:
+        return {}
+    p50, p95, p99 = np.quantile(x, [0.5, 0.95, 0.99])
+    return {"mean": float(x.mean()), "p50": float(p50), "p95": float(p95), "p99": float(p99)}
+
+
+class Prediction:
+    """The throughput prediction of one (variant, model, cluster) configuration.
+
+    Attributes
+    ----------
+    variant, granularity : str
+        What was simulated.
+    model : ModelProfile
+        The profile.
+    cluster : Cluster
+        The cluster (after the variant's options, e.g. PS shards, were applied).
+    options : dict
+        The variant's resolved options.
+    steps, warmup, replications : int
+        Counting (``steps`` and ``warmup`` per worker).
+    steps_per_s, iterations_per_s, samples_per_s : Estimate
+        See the module docstring.
+    per_worker : dict of int -> WorkerFigures
+    utilization : dict of str -> Estimate
+        Busy fraction of every resource.
+    result : Result
+        The full simulation result (seeds, traces, per-transition figures).
+    meta : dict
+        The net's ``meta`` (buckets, PS plan, ...).
+    """
+
+    def __init__(self, variant: str, model: ModelProfile, cluster: Cluster, granularity: str,
+                 options: Mapping[str, Any], steps: int, warmup: int, result: Result,
+                 meta: Mapping[str, Any]):
+        self.variant = variant
+        self.model = model
+        self.cluster = cluster
+        self.granularity = granularity
+        self.options = dict(options)
+        self.steps = steps
+        self.warmup = warmup
+        self.replications = result.replications
+        self.result = result
+        self.meta = dict(meta)
+        n = cluster.workers
+        bs = list(meta.get("batch_sizes") or [model.batch_size] * n)
+        self.steps_per_s = Estimate(result.throughput.samples, unit="steps/s",
+                                    label="worker steps per second")
+        self.iterations_per_s = Estimate(result.throughput.samples / n, unit="iterations/s",
+                                         label="steps per second per worker")
+        by = result.throughput_by("worker")
+        per: dict[int, WorkerFigures] = {}
+        samples = np.zeros(result.replications)
+        for w in sorted(by):
+            est = by[w]
+            b = int(bs[w]) if isinstance(w, (int, np.integer)) and 0 <= w < len(bs) else \
+                model.batch_size
+            s = Estimate(est.samples * b, unit="samples/s", label=f"samples/s worker={w}")
+            samples = samples + np.nan_to_num(s.samples)
+            st = result.step_times(w) if result.samples else np.zeros(0)
+            per[int(w)] = WorkerFigures(int(w), Estimate(est.samples, "steps/s",
+                                                         f"steps/s worker={w}"), s, b,
+                                        _percentiles(st))
+        if not by:  # a custom net without worker tags: the profile's batch for every step
+            samples = result.throughput.samples * model.batch_size
+        self.samples_per_s = Estimate(samples, unit="samples/s", label="samples per second")
+        self.per_worker = per
+        self.utilization = result.utilizations()
+
+    @property
+    def workers(self) -> int:
+        """Number of workers."""
+        return self.cluster.workers
+
+    def step_time_percentiles(self, q: Sequence[float] = (0.5, 0.95, 0.99),
+                              worker: int | None = None) -> np.ndarray:
+        """Quantiles of the time between successive steps of ``worker`` (None: of all steps).
+
+        Raises
+        ------
+        SimulationError
+            The prediction was made with ``samples=False``.
+        """
+        return np.quantile(self.result.step_times(worker), q)
+
+    def to_dict(self) -> dict:
+        """JSON-able summary (no raw trace)."""
+        return {
+            "variant": self.variant, "granularity": self.granularity, "model": self.model.name,
+            "batch_size": self.model.batch_size, "workers": self.workers,
+            "cluster": self.cluster.to_dict(),
+            "options": {k: (v if isinstance(v, (int, float, str, bool, type(None))) else repr(v))
+                        for k, v in self.options.items()},
+            "steps": self.steps, "warmup": self.warmup, "replications": self.replications,
+            "seeds": [int(s) for s in self.result.seeds],
+            "steps_per_s": self.steps_per_s.to_dict(),
+            "iterations_per_s": self.iterations_per_s.to_dict(),
+            "samples_per_s": self.samples_per_s.to_dict(),
+            "per_worker": {str(w): f.to_dict() for w, f in self.per_worker.items()},
+            "utilization": {k: v.to_dict() for k, v in self.utilization.items()},
+        }
+
+    def __repr__(self) -> str:
+        return (f"Prediction({self.variant}, {self.model.name}, {self.workers} workers, "
+                f"{self.granularity}: {self.samples_per_s!r})")
+
+
+def _count(v: Any, name: str, lo: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+        raise VariantError(f"{name}={v!r} must be an integer >= {lo}")
+    return int(v)
+
+
+def predict(variant: str, model: str | ModelProfile, cluster: Cluster | Mapping[str, Any], *,
+            granularity: str = "fine", steps: int = 200, warmup: int | None = None,
+            replications: int = 8, seed: int | np.random.Generator | None = None,
+            parallel: bool = True, trace: bool = False, samples: bool = True,
+            **options: Any) -> Prediction:
+    """Predict the training throughput of ``variant`` for ``model`` on ``cluster``.
+
+    Parameters
+    ----------
+    variant : str
+        A name from :func:`sgdnet.variants.names` (``"sync-ps"``, ``"allreduce"``, ...).
+    model : str or ModelProfile
+        A built-in model (:func:`sgdnet.models.names`), a profile JSON path, or a profile.
+    cluster : Cluster or dict
+        The cluster; a dict is read with :meth:`Cluster.from_dict`.
+    granularity : {"fine", "coarse"}
+        Per-layer operations with their overlaps, or compute phase then communication phase.
+    steps : int
+        Steps measured per worker (after warm-up) in each replication.
+    warmup : int, optional
+        Steps discarded per worker first; default the variant's (enough to fill its pipeline).
+    replications : int
+        Independent replications (the CIs are across them).
+    seed : int, numpy Generator or None
+        Base seed; per-replication seeds are in ``prediction.result.seeds``.
+    parallel : bool
+        Run replications on all cores.
+    trace : bool
+        Keep a bounded trace for timelines (``prediction.result.trace``).
+    samples : bool
+        Keep step completion times (needed for step-time percentiles).
+    **options
+        The variant's options (``sgdnet.variants.get(variant).options``).
+
+    Returns
+    -------
+    Prediction
+
+    Raises
+    ------
+    UnknownNameError
+        Unknown variant or model.
+    VariantError
+        Bad option, granularity, steps, warmup or replications.
+    ClusterError
+        Bad cluster.
+
+    Examples
+    --------
+    >>> import sgdnet
+    >>> p = sgdnet.predict("allreduce", "resnet50", sgdnet.Cluster(workers=4),
+    ...                    granularity="coarse", steps=50, replications=2, seed=0)
+    >>> p.samples_per_s.mean > 0
+    True
+    """
+    from ..engine import simulate
+
+    spec = get(variant)
+    prof = resolve_model(model)
+    clu = resolve_cluster(cluster)
+    steps = _count(steps, "steps", 1)
+    replications = _count(replications, "replications", 1)
+    if warmup is not None:
+        warmup = _count(warmup, "warmup", 0)
+    net = spec.build(prof, clu, granularity, **options)
+    opts = net.meta.get("options", {})
+    if warmup is None:
+        warmup = spec.default_warmup(clu, opts)
+    n = clu.workers
+    res = simulate(net, steps=steps * n, warmup=warmup * n, replications=replications,
+                   seed=seed, trace=trace, samples=samples, parallel=parallel)
+    used = net.meta.get("cluster", clu)
+    return Prediction(spec.name, prof, used if isinstance(used, Cluster) else clu, granularity,
+                      opts, steps, warmup, res, net.meta)
+
+
+@dataclass(frozen=True)
+class ScalingPoint:
+    """One point of a scaling curve.
+
+    Attributes
+    ----------
+    workers : int
+    prediction : Prediction
+    steps_per_s, samples_per_s : Estimate
+        The prediction's.
+    speed_up : float
+        ``samples_per_s`` over that of the first point (mean over mean).
+    efficiency : float
+        ``speed_up * workers_first / workers`` (1 = linear scaling).
+    """
+
+    workers: int
+    prediction: Prediction
+    steps_per_s: Estimate
+    samples_per_s: Estimate
+    speed_up: float
+    efficiency: float
+
+    def to_dict(self) -> dict:
+        """JSON-able view (the prediction summarised by its samples/s and steps/s)."""
+        return {"workers": self.workers, "steps_per_s": self.steps_per_s.to_dict(),
+                "samples_per_s": self.samples_per_s.to_dict(), "speed_up": self.speed_up,
+                "efficiency": self.efficiency}
+
+
+def scaling(variant: str, model: str | ModelProfile, cluster: Cluster | Mapping[str, Any],
+            workers: Sequence[int] = (1, 2, 4, 8, 16), **kwargs: Any) -> list[ScalingPoint]:
+    """Predict ``variant`` at several worker counts; speed-up and efficiency per point.
+
+    ``cluster`` gives everything but the number of workers (its ``speeds``, if set, must be
+    left ``None``: per-worker speeds cannot follow a changing worker count). ``kwargs`` go to
+    :func:`predict` (``seed`` is shared, so every point uses the same base seed).
+
+    Raises
+    ------
+    ClusterError
+        ``workers`` empty, not positive integers, or ``cluster.speeds`` set.
+    """
+    clu = resolve_cluster(cluster)
+    ws = list(workers)
+    if not ws or any(isinstance(w, bool) or not isinstance(w, (int, np.integer)) or w < 1
+                     for w in ws):
+        raise ClusterError(f"workers={workers!r} must be a non-empty list of integers >= 1")
+    if clu.speeds is not None:
+        raise ClusterError(
+            f"cluster.speeds={clu.speeds!r} is set, but scaling() changes the number of workers; "
+            "leave speeds=None (use a straggler model for heterogeneity)")
+    model = resolve_model(model)
+    out: list[ScalingPoint] = []
+    base: Prediction | None = None
+    for w in ws:
+        p = predict(variant, model, clu.replace(workers=int(w)), **kwargs)
+        if base is None:
+            base = p
+        b = base.samples_per_s.mean
+        su = p.samples_per_s.mean / b if b > 0 else math.nan
+        out.append(ScalingPoint(int(w), p, p.steps_per_s, p.samples_per_s, su,
+                                su * base.workers / p.workers))
+    return out
