@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .errors import DistributionError
+from .errors import DistributionError, UnitError
 from .units import seconds
 
 __all__ = [
@@ -44,6 +44,8 @@ def _num(x, name: str, cls: str, *, positive=False, nonneg=False, time=True) -> 
     except (TypeError, ValueError) as e:
         if isinstance(e, DistributionError):
             raise
+        if isinstance(e, UnitError):  # keep what the unit parser says is valid
+            raise DistributionError(f"{cls}: {name}={x!r} is not a duration: {e}") from None
         raise DistributionError(f"{cls}: {name}={x!r} is not a number") from None
     if math.isnan(v) or math.isinf(v):
         raise DistributionError(f"{cls}: {name}={x!r} must be finite")

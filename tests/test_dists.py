@@ -224,3 +224,10 @@ def test_flatten_layout():
     assert pool.tolist() == [1.0, 2.0, 3.0, 5.0, 6.0]
     _, _, empty = flatten([Exponential(1.0)])
     assert empty.shape == (1,)  # never an empty array (numba-friendly)
+
+
+def test_a_bad_time_unit_names_the_valid_units():
+    from sgdnet import DistributionError, dists
+
+    with pytest.raises(DistributionError, match=r"'3xs'.*unknown time unit 'xs'.*ms, us"):
+        dists.as_distribution("3xs")

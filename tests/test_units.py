@@ -16,10 +16,9 @@ def test_seconds_strings(text, expected):
     assert units.seconds(text) == pytest.approx(expected, rel=1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason="units.seconds rejects plain numbers (unit '' missing from "
-                   "its table) although its docstring accepts 2.5; sgdnet.workload works around it")
-def test_seconds_plain_number():
-    assert units.seconds(2.5) == 2.5
+@pytest.mark.parametrize("value", [2.5, "2.5", " 2.5 ", 2.5e0])
+def test_seconds_plain_number_is_seconds(value):
+    assert units.seconds(value) == 2.5
 
 
 @pytest.mark.parametrize("text, expected", [
