@@ -73,7 +73,8 @@ def _enc(x: Any) -> Any:
     except ImportError:  # pragma: no cover
         pass
     if hasattr(x, "to_dict"):
-        return {"__object__": type(x).__qualname__, "dict": _enc(x.to_dict())}
+        cls = type(x)
+        return {"__object__": cls.__qualname__, "module": cls.__module__, "dict": _enc(x.to_dict())}
     return {"__repr__": repr(x)}
 
 
@@ -91,10 +92,34 @@ def _dec(x: Any) -> Any:
                 return {_hashable(_dec(a)): _dec(b) for a, b in v}
             if k == "__repr__":
                 return v
-        if set(x) == {"__object__", "dict"}:
+        if set(x) == {"__object__", "dict"}:  # written without the module: keep the dict
             return _dec(x["dict"])
+        if set(x) == {"__object__", "module", "dict"}:
+            return _object(x["module"], x["__object__"], _dec(x["dict"]))
         return {k: _dec(v) for k, v in x.items()}
     return x
+
+
+def _object(module: str, qualname: str, d: Any) -> Any:
+    """Rebuild an sgdnet object (e.g. the ``Cluster`` variants keep in ``net.meta``) from its dict.
+
+    Only classes of the ``sgdnet`` package with a ``from_dict`` classmethod are rebuilt, so a
+    document cannot make the reader import arbitrary code; anything else stays a plain dict.
+    """
+    if module != "sgdnet" and not module.startswith("sgdnet."):
+        return d
+    import importlib
+
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError):
+        return d
+    from_dict = getattr(obj, "from_dict", None)
+    if not isinstance(obj, type) or not callable(from_dict):
+        return d
+    return from_dict(d)
 
 
 def _hashable(x):
