@@ -127,6 +127,15 @@ def to_chrome_trace(result, path: str | os.PathLike | None = None, rep: int = 0,
     dict
         ``{"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}}``.
 
+    Notes
+    -----
+    The trace holds *completed* firings. The simulation stops at the last counted step, so
+    firings still in flight then (e.g. another worker's backward pass in an asynchronous
+    variant) are missing, and per-resource sums of the slices inside ``[t0, t1]`` can fall short
+    of the busy time the result reports. Simulating a few more steps with the same seed gives
+    the same trajectory up to ``t1`` plus those firings: pass ``window=(t0, t1)`` of the shorter
+    run to the longer run's trace and the sums match its busy times.
+
     Raises
     ------
     SimulationError
