@@ -115,9 +115,7 @@ def test_dssp_with_zero_lower_bound_and_no_allowance_is_bsp_like_ssp0():
 def test_event_graph_forms_match_cycle_time(name, opts, want, cluster):
     # With one step per round the coarse nets' places are an event graph once the resources
     # (already serialised by the places) are dropped: max-plus cycle time = the closed form.
-    analysis = pytest.importorskip("sgdnet.analysis")
-    if not hasattr(analysis, "cycle_time"):
-        pytest.skip("sgdnet.analysis.cycle_time has not landed yet")
+    from sgdnet import analysis
     from sgdnet.variants.common import without_resources
 
     eg = without_resources(variants.build(name, PROF, cluster, granularity="coarse", **opts))
