@@ -270,7 +270,7 @@ def draw_net(
 
     xs = [p[0] for p in pos.values()] or [0.0]
     ys = [p[1] for p in pos.values()] or [0.0]
-    xmin, xmax = min(xs) - 1.45, max(xs) + 0.6
+    xmin, xmax = min(xs) - 1.45, max(xs) + 0.9
     ymin, ymax = min(ys) - 0.9, max(ys) + 0.9
     if ax is None:
         with plt.rc_context(paper_rc()):
@@ -303,16 +303,18 @@ def draw_net(
     for t in net.transitions.values():
         x, y = pos[("transition", t.name)]
         immediate = isinstance(t.duration, Deterministic) and t.duration.value == 0
-        w = BAR_W * (0.45 if immediate else 1.0)
+        # a step transition gets a wider bar so its fill still shows inside the bold outline
+        w = BAR_W * (0.45 if immediate else 1.0) * (1.8 if t.is_step else 1.0)
         col = kind_color(t.tags.get("kind", "other")) if not immediate else "#222222"
         r = Rectangle((x - w / 2, y - BAR_H / 2), w, BAR_H, facecolor=col, edgecolor="black",
-                      lw=1.6 if t.is_step else 0.5, zorder=3)
+                      lw=1.3 if t.is_step else 0.5, zorder=3)
         ax.add_artist(r)
         patches[("transition", t.name)] = r
         outline[("transition", t.name)] = ("box", w / 2, BAR_H / 2)
         if labels in ("transitions", "all"):
             ax.text(x, y - BAR_H / 2 - 0.05, _short(t.name), ha="center", va="top", fontsize=fs - 1,
-                    rotation=0, color="#222222", zorder=4)
+                    rotation=0, color="#222222", zorder=4,
+                    bbox=dict(boxstyle="round,pad=0.08", fc="white", ec="none", alpha=0.8))
     for r in net.resources.values():
         x, y = pos[("resource", r.name)]
         col = resource_color(r.tags)
@@ -342,8 +344,13 @@ def draw_net(
             k = min(hw / abs(ux) if ux else math.inf, hh / abs(uy) if uy else math.inf)
         return x + ux * k, y + uy * k
 
+    node_lane = getattr(pos, "node_lane", {}) or {}
+
     def arrow(a, b, weight: int, inhibitor: bool = False):
         (x1, y1), (x2, y2) = pos[a], pos[b]
+        # arcs between lanes (a push to the server, a pull back) are drawn lighter so that the
+        # per-lane pipeline stays readable where they cross other lanes
+        cross = bool(node_lane) and node_lane.get(a) != node_lane.get(b)
         if x2 > x1 + 1e-9 or (abs(x2 - x1) < 1e-9 and abs(y2 - y1) > 0):
             pa = edge_point(a, x2 - x1, y2 - y1)
             pb = edge_point(b, x1 - x2, y1 - y2)
@@ -356,8 +363,9 @@ def draw_net(
                         [Path.MOVETO, Path.CURVE4, Path.CURVE4, Path.CURVE4])
             kw = dict(path=path)
         style = "-" if inhibitor else "-|>,head_length=2.2,head_width=1.1"
+        color = "#C0392B" if inhibitor else ("#A6A6A6" if cross else "#555555")
         fa = FancyArrowPatch(**kw, arrowstyle=style, mutation_scale=1.6,
-                             lw=0.45, color="#C0392B" if inhibitor else "#555555", zorder=2,
+                             lw=0.35 if cross else 0.45, color=color, zorder=1.5 if cross else 2,
                              shrinkA=0.0, shrinkB=0.0 if not inhibitor else 2.0)
         ax.add_artist(fa)  # limits are set explicitly below; add_patch would recompute them
         if inhibitor:
@@ -382,7 +390,6 @@ def draw_net(
         if resource_edges:
             for r in t.resources:
                 (x1, y1), (x2, y2) = pos[("resource", r)], pos[tn]
-                node_lane = pos.node_lane
                 if resource_edges == "lane" and node_lane and node_lane[("resource", r)] != node_lane[tn]:
                     continue
                 ax.add_line(Line2D([x1 + BOX_W / 2, x2], [y1, y2], lw=0.35, ls=(0, (1, 1.5)),
@@ -402,14 +409,14 @@ def draw_net(
         ]
         handles.append(Rectangle((0, 0), 1, 1, facecolor="#222222", label="immediate (0 s)"))
         if any(t.is_step for t in net.transitions.values()):
-            handles.append(Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", lw=1.6, label="step"))
+            handles.append(Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", lw=1.3, label="step"))
         handles.append(Line2D([], [], marker="o", ls="none", mfc="white", mec="#222222", label="place"))
         if net.resources:
             handles.append(Rectangle((0, 0), 1, 1, facecolor="#BBBBBB", alpha=0.5, label="resource (discipline)"))
         if any(t.inhibitors for t in net.transitions.values()):
             handles.append(Line2D([], [], color="#C0392B", marker="o", mfc="white", label="inhibitor arc"))
         width_in = ax.figure.get_figwidth() * ax.get_position().width
-        ncol = max(1, min(len(handles), int(width_in / 1.05)))
+        ncol = max(1, min(len(handles), int(width_in / 0.9)))
         ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=ncol,
                   frameon=False, fontsize=6, handlelength=1.2, columnspacing=1.0)
     return ax

@@ -116,6 +116,7 @@ def plot_scaling(
             _, ax = plt.subplots(figsize=(3.4, 2.5))
     all_w: list[float] = []
     base: tuple[float, float] | None = None
+    banded = False
     for k, (label, pts) in enumerate(series.items()):
         rows = sorted((_point(p, metric) for p in pts), key=lambda r: r[0])
         w = np.array([r[0] for r in rows])
@@ -124,6 +125,7 @@ def plot_scaling(
         ax.plot(w, iv[:, 0], marker="o", ms=3.2, lw=1.3, color=col, label=str(label), zorder=3)
         if np.any(iv[:, 2] > iv[:, 1]):
             ax.fill_between(w, iv[:, 1], iv[:, 2], color=col, alpha=0.2, lw=0, zorder=2)
+            banded = True
         all_w.extend(w.tolist())
         if base is None or w[0] < base[0] or (w[0] == base[0] and iv[0, 0] > base[1]):
             base = (float(w[0]), float(iv[0, 0]))
@@ -149,7 +151,13 @@ def plot_scaling(
     if not log:
         ax.set_ylim(bottom=0)
     ax.grid(True, which="major", lw=0.3, color="#DDDDDD")
-    ax.legend(frameon=False, loc="upper left", fontsize=7)
+    handles, labels = ax.get_legend_handles_labels()
+    if banded:  # say what the shading is (bands are often thinner than the line at a glance)
+        from matplotlib.patches import Patch
+
+        handles.append(Patch(facecolor="#888888", alpha=0.3, lw=0))
+        labels.append(f"{level:.0%} CI")
+    ax.legend(handles, labels, frameon=False, loc="upper left", fontsize=7)
     if title:
         ax.set_title(title)
     return ax
