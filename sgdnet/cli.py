@@ -567,19 +567,29 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 def cmd_study(args: argparse.Namespace) -> int:
     """``sgdnet study``: run a config file into a table, resuming."""
-    from .study import Study
+    from .study import Study, read_table
 
+    if args.scheduler and args.executor != "dask":
+        raise _UsageError(f"--scheduler {args.scheduler} needs --executor dask "
+                          f"(got --executor {args.executor})")
     study = Study.from_file(args.config)
     out = args.out or study.out
     if out is None:
         raise _UsageError("no output table; give --out results.csv or put "
                           "'out: results.csv' in the config")
-    if args.scheduler and args.executor != "dask":
-        raise _UsageError("--scheduler needs --executor dask")
     print(f"{study!r} -> {out} ({args.executor} executor)", flush=True)
-    result = study.run(args.executor, out=out, n_jobs=args.jobs, scheduler=args.scheduler,
-                       progress=False if args.no_progress else None, resume=not args.fresh,
-                       retry_errors=args.retry_errors)
+    try:
+        result = study.run(args.executor, out=out, n_jobs=args.jobs, scheduler=args.scheduler,
+                           progress=False if args.no_progress else None, resume=not args.fresh,
+                           retry_errors=args.retry_errors)
+    except KeyboardInterrupt:
+        try:
+            kept = f"{len(read_table(out))} rows are in {out}"
+        except (SgdnetError, OSError):
+            kept = f"the finished rows are in {out}"
+        print(f"sgdnet study: interrupted; {kept}; rerun the same command to compute only the "
+              "missing rows", file=sys.stderr)
+        return 130
     failed = result.failed
     print(f"{len(result)} rows in {out}: {result.ran} computed in {result.elapsed_s:.1f} s, "
           f"{result.resumed} resumed from the file, {len(failed)} failed")

@@ -268,8 +268,13 @@ def _init_worker() -> None:
 
     Parallelism is across rows (one process per core), so each process runs its replications
     serially: the engine's replication thread pool is sized 1 and Numba's to 1. This touches
-    only the dedicated child process.
+    only the dedicated child process. Ctrl-C is left to the parent (the terminal sends SIGINT
+    to the whole process group): it cancels the queued rows and the pool finishes the rows in
+    progress and exits, instead of every child printing a ``KeyboardInterrupt`` traceback.
     """
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _set_numba_threads(1)
     try:
         from .engine import driver

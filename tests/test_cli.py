@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
+import signal
 import subprocess
 import sys
+import sysconfig
+import time
 from pathlib import Path
 
 import pytest
@@ -21,16 +25,6 @@ def run(capsys, *argv):
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def need_variants(*names):
-    if getattr(sgdnet, "predict", None) is None:
-        pytest.skip("sgdnet.predict is not available yet")
-    from sgdnet import variants
-
-    missing = [n for n in names if n not in variants.names()]
-    if missing:
-        pytest.skip(f"variants {missing} are not registered yet")
 
 
 # ---------------------------------------------------------------------------- help and errors
@@ -62,6 +56,11 @@ BAD = [
     (["draw", "sync-ps"], "--out"),
     (["trace", "--variant", "sync-ps", "--workers", "2,4", "--out", "t.json"], "one worker count"),
     (["study", "no-such-config.yaml"], "does not exist"),
+    (["study", str(ROOT / "examples" / "study.yaml"), "--scheduler", "tcp://127.0.0.1:8786"],
+     "needs --executor dask"),
+    (["study", str(ROOT / "examples" / "study.yaml"), "--executor", "gpu"], "invalid choice"),
+    (["study", str(ROOT / "examples" / "study.yaml"), "--jobs", "0"], "must be >= 1"),
+    (["study", str(ROOT / "examples" / "study.yaml"), "--out", "r.xlsx"], "unknown format"),
     (["frobnicate"], "invalid choice"),
     (["models", "--colour"], "unrecognized arguments"),
 ]
@@ -82,7 +81,6 @@ def test_no_command_prints_help_and_exits_2(capsys):
 
 
 def test_unknown_variant_lists_known_ones(capsys):
-    need_variants("sync-ps")
     code, out, err = run(capsys, "predict", "--variant", "sync-pss", "--workers", "1")
     assert code == 2 and err.count("\n") == 1 and "sync-ps" in err and "sync-pss" in err
 
@@ -96,6 +94,22 @@ def test_error_in_a_fresh_interpreter_has_no_traceback(tmp_path):
                        env=env)
     assert p.returncode == 2
     assert p.stdout == "" and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+
+
+def test_console_script_is_installed_and_runs(tmp_path):
+    """``pip install -e .[test]`` puts an ``sgdnet`` script on PATH that runs :func:`main`."""
+    (ep,) = importlib.metadata.entry_points(group="console_scripts", name="sgdnet")
+    assert ep.value == "sgdnet.cli:main"
+    script = Path(sysconfig.get_path("scripts")) / "sgdnet"
+    assert script.is_file(), f"{script} missing: install with pip install -e .[test]"
+    ok = subprocess.run([str(script), "study", "--help"], capture_output=True, text=True,
+                        cwd=tmp_path)
+    assert ok.returncode == 0 and ok.stdout.startswith("usage: sgdnet study")
+    bad = subprocess.run([str(script), "draw", "sync-ps", "--workers", "0", "--out", "n.dot"],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.startswith("sgdnet draw: error: ") and bad.stderr.count("\n") == 1
+    assert "must be >= 1" in bad.stderr and not (tmp_path / "n.dot").exists()
 
 
 def test_parser_has_every_command():
@@ -132,7 +146,6 @@ QUICK = ["--granularity", "coarse", "--steps", "40", "--warmup", "5", "--replica
 
 
 def test_predict_table(capsys):
-    need_variants("sync-ps")
     code, out, err = run(capsys, "predict", "--model", "resnet18", "--variant", "sync-ps",
                          "--workers", "1,2,4", "--bandwidth", "10Gbps", *QUICK)
     assert code == 0, err
@@ -147,7 +160,6 @@ def test_predict_table(capsys):
 
 
 def test_predict_json_matches_predict(capsys):
-    need_variants("allreduce")
     code, out, _ = run(capsys, "predict", "--variant", "allreduce", "--workers", "2,4",
                        "--json", "--seed", "3", *QUICK)
     assert code == 0
@@ -162,7 +174,6 @@ def test_predict_json_matches_predict(capsys):
 
 
 def test_predict_plot_and_trace(tmp_path, capsys):
-    need_variants("sync-ps")
     png, trace = tmp_path / "curve.png", tmp_path / "trace.json"
     code, out, err = run(capsys, "predict", "--variant", "sync-ps", "--workers", "1,2", *QUICK,
                          "--plot", str(png), "--trace", str(trace))
@@ -176,7 +187,6 @@ def test_predict_plot_and_trace(tmp_path, capsys):
 # ---------------------------------------------------------------------------- draw and trace
 @pytest.mark.parametrize("suffix", [".dot", ".pnml", ".png"])
 def test_draw(tmp_path, capsys, suffix):
-    need_variants("sync-ps")
     out_file = tmp_path / f"net{suffix}"
     code, out, err = run(capsys, "draw", "sync-ps", "--workers", "2", "--out", str(out_file))
     assert code == 0, err
@@ -197,7 +207,6 @@ def test_draw(tmp_path, capsys, suffix):
 
 @pytest.mark.parametrize("suffix", [".json", ".png"])
 def test_trace(tmp_path, capsys, suffix):
-    need_variants("allreduce")
     out_file = tmp_path / f"t{suffix}"
     code, out, err = run(capsys, "trace", "--variant", "allreduce", "--workers", "2",
                          "--model", "resnet18", "--out", str(out_file))
@@ -212,7 +221,6 @@ def test_trace(tmp_path, capsys, suffix):
 
 # ---------------------------------------------------------------------------- study
 def test_study_command_runs_and_resumes(tmp_path, capsys):
-    need_variants("sync-ps", "allreduce")
     cfg = tmp_path / "s.yaml"
     cfg.write_text("seed: 2\nreplications: 2\nout: r.csv\n"
                    "fixed: {model: resnet18, granularity: coarse, steps: 30, warmup: 5}\n"
@@ -230,7 +238,6 @@ def test_study_command_runs_and_resumes(tmp_path, capsys):
 
 
 def test_study_with_failing_rows_exits_1(tmp_path, capsys):
-    need_variants("sync-ps")
     cfg = tmp_path / "s.toml"
     cfg.write_text('out = "r.jsonl"\n[fixed]\nmodel = "resnet18"\nvariant = "sync-ps"\n'
                    'granularity = "coarse"\nsteps = 20\nwarmup = 2\nreplications = 2\n'
@@ -238,3 +245,64 @@ def test_study_with_failing_rows_exits_1(tmp_path, capsys):
     code, out, err = run(capsys, "study", str(cfg), "--executor", "serial")
     assert code == 1
     assert "2 failed" in out and "no_such_option" in err and err.count("\n") == 1
+
+
+CTRL_C_STUDY = """\
+seed: 4
+replications: 2
+fixed: {model: resnet50, granularity: coarse, steps: 100, warmup: 10}
+grid:
+  variant: [sync-ps, async-ps, ssp, allreduce]
+  cluster.workers: [1, 2, 4, 8, 16]
+  cluster.bandwidth: [1Gbps, 10Gbps, 100Gbps]
+  cluster.straggler: [null, "step:p=0.2,factor=3"]
+"""
+
+
+def test_study_interrupted_by_ctrl_c_resumes_only_the_missing_rows(tmp_path, capsys):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) during a study on
+    local worker processes: one line on stderr, exit 130, the finished rows stay in the table,
+    and rerunning the command computes only the others; the table is then the same as an
+    uninterrupted run's."""
+    from sgdnet.study import read_table
+
+    cfg = tmp_path / "s.yaml"
+    cfg.write_text(CTRL_C_STUDY)
+    out = tmp_path / "r.csv"
+    n_rows = 4 * 5 * 3 * 2
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    proc = subprocess.Popen([sys.executable, "-m", "sgdnet.cli", "study", str(cfg), "--out",
+                             str(out), "--jobs", "2", "--no-progress"], cwd=tmp_path, env=env,
+                            start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if out.exists() and len(out.read_text().splitlines()) >= 11:  # header + 10 rows
+                break
+            if proc.poll() is not None:
+                pytest.fail(f"the study ended before it could be interrupted: {proc.stderr.read()}")
+            time.sleep(0.005)
+        else:
+            pytest.fail("no rows were written within 120 s")
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    done = read_table(out)
+    assert 10 <= len(done) < n_rows
+    assert stderr.count("\n") == 1 and "Traceback" not in stderr, stderr
+    assert stderr.startswith(f"sgdnet study: interrupted; {len(done)} rows are in {out}")
+    code, text, err = run(capsys, "study", str(cfg), "--out", str(out), "--executor", "serial")
+    assert code == 0, err
+    assert f"{n_rows - len(done)} computed" in text and f"{len(done)} resumed" in text
+    code, _, err = run(capsys, "study", str(cfg), "--out", str(tmp_path / "whole.csv"),
+                       "--executor", "serial")
+    assert code == 0, err
+    resumed = {r["row_id"]: r for r in read_table(out)}
+    whole = {r["row_id"]: r for r in read_table(tmp_path / "whole.csv")}
+    assert len(resumed) == n_rows and resumed == whole
