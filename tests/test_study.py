@@ -17,7 +17,9 @@ import sys
 import time
 from pathlib import Path
 
+import distributed
 import numpy as np
+import pandas as pd
 import pytest
 
 import sgdnet
@@ -262,7 +264,6 @@ def test_table_file_round_trips(tmp_path, suffix):
 
 
 def test_frame_has_one_row_per_configuration():
-    pd = pytest.importorskip("pandas")
     res = small_study().run("serial")
     df = res.frame()
     assert isinstance(df, pd.DataFrame) and len(df) == len(res)
@@ -460,22 +461,12 @@ def test_study_killed_by_a_signal_resumes(tmp_path):
 
 
 # ---------------------------------------------------------------------------- real predict
-def _need_predict():
-    if getattr(sgdnet, "predict", None) is None:
-        pytest.skip("sgdnet.predict is not available yet")
-    from sgdnet import variants
-
-    return variants.names()
-
-
 QUICK = {"model": "resnet50", "granularity": "coarse", "steps": 40, "warmup": 5}
 
 
 def test_500_configurations_with_predict_locally(tmp_path):
     """4 variants x 5 worker counts x 5 bandwidths x 5 straggler levels = 500 rows."""
-    names = _need_predict()
-    variants = [v for v in ("sync-ps", "async-ps", "ssp", "allreduce") if v in names]
-    assert len(variants) == 4
+    variants = ["sync-ps", "async-ps", "ssp", "allreduce"]
     stragglers = [None] + [{"kind": "step", "p": p, "factor": 3} for p in (0.05, 0.1, 0.2, 0.4)]
     s = Study(grid={"variant": variants, "cluster.workers": [1, 2, 4, 8, 16],
                     "cluster.bandwidth": ["1Gbps", "5Gbps", "10Gbps", "25Gbps", "100Gbps"],
@@ -498,17 +489,23 @@ def test_500_configurations_with_predict_locally(tmp_path):
 
 
 def test_dask_local_cluster_gives_identical_rows():
-    names = _need_predict()
-    distributed = pytest.importorskip("dask.distributed")
-    s = Study(grid={"variant": [v for v in ("sync-ps", "allreduce") if v in names],
-                    "cluster.workers": [1, 3], "cluster.bandwidth": ["1Gbps", "10Gbps"]},
+    """Real predict on a Dask LocalCluster of two worker processes, reached through a Client
+    and through the scheduler address: every row (metrics, seeds) equals the local run's, and
+    every row really ran as a Dask task on those workers."""
+    s = Study(grid={"variant": ["sync-ps", "allreduce"], "cluster.workers": [1, 3],
+                    "cluster.bandwidth": ["1Gbps", "10Gbps"]},
               fixed=QUICK, replications=3, seed=5)
     local = s.run("local", n_jobs=2)
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+    assert not local.failed and local.ran == len(s)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
-        dask = s.run(client)
+        with distributed.get_task_stream(client) as stream:
+            dask = s.run(client)
         by_address = s.run("dask", scheduler=cluster.scheduler_address)
-    assert not local.failed
+        workers = set(client.scheduler_info()["workers"])
+    ran_on = [t["worker"] for t in stream.data if t["key"].startswith("_run_task")]
+    assert len(ran_on) == len(s) and set(ran_on) <= workers
+    assert dask.ran == by_address.ran == len(s)
     same(local.rows, dask.rows)
     same(local.rows, by_address.rows)
