@@ -10,6 +10,7 @@ The notebooks are generated (unexecuted) so their source stays reviewable here::
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import nbformat
@@ -123,6 +124,7 @@ A *straggler* here is a per-step slowdown: with probability `p`, a worker's whol
 """),
     code("""
 import numpy as np
+
 import sgdnet
 from sgdnet import Study
 
@@ -147,6 +149,7 @@ df = result.frame()
 """),
     code("""
 import json
+
 
 def level(spec):
     return 0.0 if spec is None or spec != spec else json.loads(spec)["p"]
@@ -304,6 +307,8 @@ NOTEBOOKS = {
 def main() -> None:
     OUT.mkdir(exist_ok=True)
     for name, cells in NOTEBOOKS.items():
+        for i, cell in enumerate(cells):  # stable ids: regenerating changes only what changed
+            cell.id = hashlib.sha256(f"{name}:{i}".encode()).hexdigest()[:8]
         nb = new_notebook(cells=cells, metadata={
             "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
             "language_info": {"name": "python"},
