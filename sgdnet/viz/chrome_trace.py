@@ -13,6 +13,7 @@ processes and threads. ``args`` carry the transition's tags, its resources and t
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Any
 
@@ -26,14 +27,19 @@ _US = 1e6
 
 
 def _jsonable(v: Any) -> Any:
-    if isinstance(v, (str, int, float, bool)) or v is None:
+    """``v`` as strict JSON (RFC 8259): a non-finite float (an ``inf`` tag) becomes its string,
+    since ``NaN`` / ``Infinity`` literals make Perfetto and chrome://tracing reject the file."""
+    if isinstance(v, float) or (hasattr(v, "item") and not isinstance(v, (str, bytes))):
+        x = v.item() if hasattr(v, "item") else v
+        if isinstance(x, float) and not math.isfinite(x):
+            return str(x)
+        return x
+    if isinstance(v, (str, int, bool)) or v is None:
         return v
     if isinstance(v, (list, tuple)):
         return [_jsonable(x) for x in v]
     if isinstance(v, dict):
         return {str(k): _jsonable(x) for k, x in v.items()}
-    if hasattr(v, "item"):
-        return v.item()
     return str(v)
 
 
@@ -159,5 +165,5 @@ def to_chrome_trace(result, path: str | os.PathLike | None = None, rep: int = 0,
     }
     if path is not None:
         with open(path, "w", encoding="utf-8") as f:
-            json.dump(doc, f, separators=(",", ":"))
+            json.dump(doc, f, separators=(",", ":"), allow_nan=False)
     return doc
