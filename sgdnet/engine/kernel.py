@@ -191,6 +191,9 @@ N_TD = 8
 TF_KTIME, TF_PAR0 = 0, 1
 # per-transition flag bits (computed once per replication from the compiled arrays)
 F_SELF, F_W1, F_INH, F_GUARD, F_RS, F_MOD, F_PS, F_CNT, F_STEP, F_QRES, F_S1 = 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024
+F_JOIN = 2048
+# a transition with more input arcs than this is a join: its degree test starts at a watched arc
+JOIN_ARCS = 4
 
 # o_f fields
 OF_T0, OF_T1, OF_NOW = 0, 1, 2
@@ -486,6 +489,7 @@ def run_replication(
     used = np.zeros(nR, dtype=np.int64)
     dl = np.zeros(max(nT, 1), dtype=np.int64)
     isd = np.zeros(nT, dtype=np.bool_)
+    watch = np.zeros(nT, dtype=np.int64)  # joins: offset of the input arc that last blocked
     dn = 0
     # firing slots
     # slot t is reserved for single-server transition t; the others draw from a free list
@@ -592,6 +596,8 @@ def run_replication(
             f |= F_STEP
         if servers[t] == 1:
             f |= F_S1
+        if in_ptr[t + 1] - in_ptr[t] > JOIN_ARCS:
+            f |= F_JOIN
         tfl[t] = f
 
     TS = np.zeros((nT, N_TS), dtype=np.int64)
@@ -632,16 +638,39 @@ def run_replication(
             isd[t] = False
             f = TS[t, TS_FL]
             d = TS[t, TS_SERV] - TD[t, TD_ACT]
-            if f & F_W1:
+            if d <= 0:
+                pass
+            elif f & F_JOIN:
+                # a join is usually re-tested when one of many inputs gets a token while another
+                # is still empty: test the arc that blocked last time first, then scan from it
+                i0 = TS[t, TS_IN0]
+                nin = TS[t, TS_IN1] - i0
+                j = watch[t]
+                for _i in range(nin):
+                    k = i0 + j
+                    v = m[in_place[k]] // in_w[k]
+                    if v < d:
+                        d = v
+                        if d == 0:
+                            watch[t] = j
+                            break
+                    j += 1
+                    if j == nin:
+                        j = 0
+            elif f & F_W1:
                 for k in range(TS[t, TS_IN0], TS[t, TS_IN1]):
                     v = m[in_place[k]]
                     if v < d:
                         d = v
+                        if d == 0:
+                            break
             else:
                 for k in range(TS[t, TS_IN0], TS[t, TS_IN1]):
                     v = m[in_place[k]] // in_w[k]
                     if v < d:
                         d = v
+                        if d == 0:
+                            break
             if d > 0 and f & F_INH:
                 for k in range(inh_ptr[t], inh_ptr[t + 1]):
                     if m[inh_place[k]] >= inh_thr[k]:
@@ -973,8 +1002,12 @@ def run_replication(
             f = TS[t, TS_FL]
             if counting:
                 o_firings[t] += 1
-            TD[t, TD_ACT] -= 1
-            if not isd[t]:
+            a = TD[t, TD_ACT]
+            TD[t, TD_ACT] = a - 1
+            # the freed server can raise t's degree only if the server bound was the binding one
+            # (else its tokens, inhibitors or gate bound it, and this completion changes none of
+            # them; output places mark their consumers below)
+            if not isd[t] and TD[t, TD_DEG] >= TS[t, TS_SERV] - a:
                 isd[t] = True
                 dl[dn] = t
                 dn += 1
