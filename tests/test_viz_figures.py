@@ -76,7 +76,16 @@ def test_sync_ps_timeline_png(traced_sync_ps, tmp_path):
     assert "ms" in ax.get_xlabel() or "µs" in ax.get_xlabel() or "(s)" in ax.get_xlabel()
     legend = {t.get_text() for t in ax.get_legend().get_texts()}
     assert {"compute", "comm", "update", "step done"} <= legend
-    size = _png(ax.figure, tmp_path / "timeline.png")
+    # on the figure timeline() made itself, host names (drawn outside the axes), legend and
+    # title are inside the canvas even with a plain savefig (no bbox_inches="tight")
+    fig = ax.figure
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    outside = [t.get_text() for t in [*ax.texts, ax.title, *ax.get_legend().get_texts()]
+               if t.get_text() and not fig.bbox.contains(*t.get_window_extent(r).p0)]
+    hosts = [t.get_text() for t in ax.texts]
+    assert {"worker0", "worker3", "ps0"} <= set(hosts) and outside == []
+    size = _png(fig, tmp_path / "timeline.png")
     assert 15_000 < size < 1_500_000
 
 

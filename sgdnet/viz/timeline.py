@@ -146,8 +146,13 @@ def timeline(
 
     if ax is None:
         n = len(rows)
+        height = max(1.6, 0.22 * n + 0.9)
         with plt.rc_context(paper_rc()):
-            _, ax = plt.subplots(figsize=(7.0, max(1.6, 0.22 * n + 0.9)))
+            fig, ax = plt.subplots(figsize=(7.0, height))
+        # room on the left for the host names written outside the axes (at -52 pt), and on top
+        # for the legend (and title), so a plain savefig without bbox_inches="tight" clips nothing
+        fig.subplots_adjust(left=1.25 / 7.0, right=0.98, top=1.0 - (0.45 if title is None else 0.65) / height,
+                            bottom=0.45 / height)
     width_pt = ax.figure.get_figwidth() * ax.get_position().width * 72.0
     y = 0.0
     yticks, ylabels = [], []
