@@ -66,6 +66,9 @@ SEED = 0
 MIB = 1024 * 1024
 #: Two-worker training modes, in the order of the table.
 MODES = ("manual", "ddp25", "ddp1")
+#: Pairs of two-worker modes whose steps/s ratio is compared (first net of each in NETS):
+#: overlap of 3 buckets vs one bucket, and one fused bucket vs one all-reduce per tensor.
+RATIOS = (("ddp1", "ddp25"), ("ddp25", "manual"))
 #: all_reduce sizes of the micro-benchmark, bytes (float32 tensors).
 BENCH_SIZES = (4 * 1024, 64 * 1024, 512 * 1024, 2 * MIB, 8 * MIB, 16 * MIB)
 
@@ -403,6 +406,29 @@ def train_all(rank: int, world: int, models: Sequence[str], modes: Sequence[str]
     return res
 
 
+def check_group(rank: int, world: int) -> dict[str, Any]:
+    """A quick functional check of a group (run by :func:`run_workers`; used by the tests).
+
+    Returns
+    -------
+    dict
+        ``sum``: the all-reduced value of ``rank + 1`` (``world (world + 1) / 2``);
+        ``buckets``: DDP's bucket sizes in bytes for the MLP with ``bucket_cap_mb`` 1 and 25,
+        after its bucket rebuild (three training steps).
+    """
+    t = torch.tensor([float(rank + 1)])
+    dist.all_reduce(t)
+    buckets = {}
+    for cap in (1, 25):
+        model, x, y = build_model("mlp", batch=4)
+        ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=float(cap))
+        for _ in range(3):  # DDP rebuilds its buckets in the second step's forward
+            F.cross_entropy(ddp(x), y).backward()
+        sizes = ddp._get_ddp_logging_data().get("rebuilt_bucket_sizes", "")
+        buckets[cap] = [int(b) for b in str(sizes).replace(",", " ").split()]
+    return {"sum": float(t), "buckets": buckets}
+
+
 # --------------------------------------------------------------------------- single process
 @dataclass
 class Single:
@@ -596,6 +622,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             name=name, batch_size=BATCH)
 
     rows: list[Row] = []
+    ratios: list[tuple] = []
     diag: dict[str, Any] = {}
     for name in models:
         s = singles[name]
@@ -661,15 +688,28 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         one = predict_rate(prof, 1, granularity="fine", **common)
         rows.append(Row(name, 1, "plain loop", "fine (= coarse)", spread(s.steps_per_s), one,
                         None))
+        first: dict[str, tuple] = {}
         for mode in MODES:
             meas = spread([u["steps_per_s"] for u in runs[mode]])
             for label, gran, opts in NETS[mode]:
                 naive = predict_rate(prof, 2, granularity=gran, **common, **opts)
                 corr = predict_rate(prof, 2, granularity=gran, speed=speed, **common, **opts)
                 rows.append(Row(name, 2, mode, label, meas, naive, corr))
+                first.setdefault(mode, (naive[0], corr[0]))
+        for num, den in RATIOS:  # modes ran in the same rounds: compare them round by round
+            rr = [u["steps_per_s"] / v["steps_per_s"] for u, v in zip(runs[num], runs[den])]
+            ratios.append((name, num, den, spread(rr), first[num][0] / first[den][0],
+                           first[num][1] / first[den][1]))
 
     print()
     print(table(rows))
+    print()
+    print("| model | ratio of steps/s | measured, per round: median (min–max) | predicted naive | "
+          "predicted corrected |")
+    print("|---|---|---:|---:|---:|")
+    for name, num, den, m, pn, pc in ratios:
+        print(f"| {name} | {num} / {den} | {m['median']:.2f} ({m['min']:.2f}–{m['max']:.2f}) | "
+              f"{pn:.2f} | {pc:.2f} |")
     print(f"\n(total {time.perf_counter() - t_all:.0f} s, loadavg {_loadavg()})")
     out = {"steps": steps, "reps": reps, "warmup": a.warmup, "alpha_s": alpha,
            "bandwidth_Bps": bw, "fit_max_rel_residual": resid,
@@ -677,7 +717,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
            "diagnostics": diag,
            "rows": [{"model": r.model, "workers": r.workers, "run": r.run, "net": r.net,
                      "measured": r.measured, "naive": r.naive, "corrected": r.corrected}
-                    for r in rows]}
+                    for r in rows],
+           "ratios": [{"model": n, "ratio": f"{a}/{b}", "measured": m, "naive": pn,
+                       "corrected": pc} for n, a, b, m, pn, pc in ratios]}
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1, default=str)
