@@ -11,7 +11,8 @@ What it does (see ``docs/validation.md`` for the reading of the results):
 3. **Launch two worker processes** on 127.0.0.1 (``torch.distributed``, gloo, one thread
    each) and, in one process group:
 
-   * micro-benchmark ``all_reduce`` of float32 tensors of several sizes and fit the ring
+   * micro-benchmark ``all_reduce`` of float32 tensors of several sizes (in every round of
+     the runs below, median over rounds) and fit the ring
      cost ``t(S) = 2(n-1) alpha + 2(n-1)/n * S/B`` (for n = 2: ``2 alpha + S/B``) by least
      squares weighted by ``1/t`` (relative residuals, so the small sizes fix ``alpha`` and
      the large ones ``B``);
@@ -363,9 +364,10 @@ def train_all(rank: int, world: int, models: Sequence[str], modes: Sequence[str]
               warmup: int, reps: int, bench_sizes: Sequence[int]) -> dict[str, Any]:
     """Everything measured in one two-process group (run by :func:`run_workers`).
 
-    First the all-reduce micro-benchmark, then for each model ``reps`` rounds, each round
-    running every mode once in a rotating order (so slow phases of the shared machine hit
-    all modes alike). Modes: ``local`` (no communication, each process alone), ``manual``,
+    For each model ``reps`` rounds, each round running the all-reduce micro-benchmark and
+    then every mode once in a rotating order (so slow phases of the shared machine hit all
+    modes and the benchmark alike); the benchmark's figure per size is the median over all
+    rounds. Modes: ``local`` (no communication, each process alone), ``manual``,
     ``ddp25``, ``ddp1`` (see the module docstring).
 
     Returns
@@ -374,8 +376,8 @@ def train_all(rank: int, world: int, models: Sequence[str], modes: Sequence[str]
         ``{"bench": {size: s}, "runs": {model: {mode: [per-rep dict]}}, "ddp_buckets":
         {model: {mode: [bytes]}}, "load": [loadavg...]}``.
     """
-    res: dict[str, Any] = {"bench": bench_allreduce(rank, world, bench_sizes), "runs": {},
-                           "ddp_buckets": {}, "rank": rank}
+    res: dict[str, Any] = {"bench": {}, "runs": {}, "ddp_buckets": {}, "rank": rank}
+    bench_rounds: list[dict[int, float]] = []
     for name in models:
         # one model copy (same seed, same weights) and optimizer per mode: a DDP wrapper
         # registers autograd hooks on its module's parameters, so modes must not share one
@@ -389,6 +391,9 @@ def train_all(rank: int, world: int, models: Sequence[str], modes: Sequence[str]
         order = list(modes)
         for r in range(reps):
             rot = order[r % len(order):] + order[:r % len(order)]
+            if bench_sizes:  # the all-reduce cost, measured in every round like the runs
+                bench_rounds.append(bench_allreduce(rank, world, bench_sizes, budget_s=0.15,
+                                                    blocks=3))
             for mode in rot:
                 model, ddp, x, y, opt = setups[mode]
                 runs[mode].append(_train_loop(mode, model, ddp, x, y, opt, steps, warmup,
@@ -403,6 +408,9 @@ def train_all(rank: int, world: int, models: Sequence[str], modes: Sequence[str]
                 except Exception:  # noqa: BLE001 - diagnostic only
                     buckets[mode] = "?"
         res["ddp_buckets"][name] = buckets
+    res["bench"] = {size: float(statistics.median(b[size] for b in bench_rounds))
+                    for size in bench_sizes}
+    res["bench_rounds"] = bench_rounds
     return res
 
 
@@ -609,8 +617,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     times = [r0["bench"][s] for s in sizes]
     alpha, bw, resid = fit_alpha_beta(sizes, times, 2)
     for s, t in zip(sizes, times):
-        print(f"  all_reduce {s / 1024:8.0f} KiB: {1e3 * t:7.3f} ms   fit "
-              f"{1e3 * (2 * alpha + s / bw):7.3f} ms")
+        per = [b[s] for b in r0["bench_rounds"]]
+        print(f"  all_reduce {s / 1024:8.0f} KiB: median {1e3 * t:7.3f} ms (rounds "
+              f"{1e3 * min(per):.3f}–{1e3 * max(per):.3f})   fit {1e3 * (2 * alpha + s / bw):7.3f} ms")
     print(f"  fit: alpha = {1e6 * alpha:.1f} us per ring round, B = {bw / 1e9:.3f} GB/s "
           f"(max relative residual {resid:.0%})")
 
