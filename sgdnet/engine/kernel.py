@@ -15,7 +15,10 @@ Design (see DESIGN.md "The engine" and the normative firing semantics of the tea
 - **Incremental enabling**: only transitions adjacent to a changed place (inputs or inhibitor
   arcs, via a place -> transition CSR), to a changed gate, or whose own active count changed are
   put on a dirty list and re-evaluated; after a start the starter's own degree is known to drop
-  by exactly one unless inhibitors or a dynamic_lag release are involved.
+  by exactly one unless inhibitors or a dynamic_lag release are involved, and a completion
+  re-tests its own transition only if the server bound was the binding one. A degree test stops
+  at the first empty input; a join (more than ``JOIN_ARCS`` inputs) starts at the input that
+  blocked it last time, so an arrival at a 64-way join usually reads one place, not 64.
 - **Candidates**: a transition with a pending request is in exactly one structure: the *instant
   heap* (candidates to examine now) or the waiting queue of one busy resource. Both are indexed
   binary heaps ordered by the scan key ``(prio_class, oldest request time, rank)`` where rank is
