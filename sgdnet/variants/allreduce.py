@@ -54,7 +54,8 @@ __all__ = ["build_fine", "build_coarse", "OPTIONS"]
 OPTIONS = (
     Option("algorithm", "ring", "'ring' (reduce-scatter + all-gather) or 'tree' (binary tree "
            "reduce + broadcast)", check_choice("ring", "tree")),
-    Option("bucket_bytes", 25e6, "a size (e.g. '25MB', DDP's default), 0 (one bucket per layer) "
+    Option("bucket_bytes", 25e6, "a size (e.g. '25MB'; PyTorch DDP's bucket_cap_mb=25 is 25 MiB = "
+           "26214400, and its smaller first bucket is not modelled), 0 (one bucket per layer) "
            "or float('inf') (one bucket): gradient fusion threshold of fine nets",
            check_bytes(allow_inf=True)),
     Option("overlap", True, "True/False: start a bucket's all-reduce as soon as its gradients "
