@@ -68,6 +68,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -1047,6 +1048,14 @@ class Study:
                         rows[r["row_id"]] = r
                         if writer is not None:
                             writer.append(r)
+            except BrokenProcessPool as e:
+                kept = f"the {len(rows)} finished rows are in {str(out_path)!r} and a rerun " \
+                    "resumes" if out_path is not None else "pass out= to keep finished rows"
+                raise StudyError(
+                    f"a worker process of the local executor died ({' '.join(str(e).split())}): "
+                    "it was killed (out of memory?) or could not start - a script that runs a "
+                    "study must do so under `if __name__ == '__main__':`, because each worker "
+                    f"process imports the script; {kept}") from None
             finally:
                 bar.close()
                 if owned is not None:
@@ -1107,6 +1116,15 @@ class Study:
             if executor == "local":
                 import multiprocessing
 
+                # a spawned worker runs the parent's script as __mp_main__ before it works
+                mp_main = sys.modules.get("__mp_main__")
+                if mp_main is not None and mp_main is not sys.modules.get("__main__"):
+                    raise StudyError(
+                        f"Study.run(executor='local') was reached while a worker process "
+                        f"imported the main script {getattr(mp_main, '__file__', '?')!r}: put the "
+                        "code that runs the study under `if __name__ == '__main__':` (each worker "
+                        "process of the 'spawn' start method imports the script), or use "
+                        "executor='serial'")
                 try:
                     ctx = multiprocessing.get_context(mp_context)
                 except ValueError:

@@ -460,6 +460,34 @@ def test_study_killed_by_a_signal_resumes(tmp_path):
     same(res.rows, small_study().run("serial").rows)
 
 
+UNGUARDED_SCRIPT = """\
+import sys
+sys.path.insert(0, {root!r})
+from sgdnet import Study
+Study(grid={{"cluster.workers": [1, 2]}}, fixed={{"model": "resnet18", "variant": "sync-ps",
+      "granularity": "coarse", "steps": 10}}, replications=1).run("local", n_jobs=1,
+                                                                out={out!r})
+"""
+
+
+def test_local_study_from_a_script_without_main_guard_says_how_to_fix(tmp_path):
+    """Spawned workers re-run the user's script; without ``if __name__ == '__main__':`` the run
+    must end with a StudyError naming the fix, not a multiprocessing RuntimeError or a hang."""
+    script = tmp_path / "unguarded.py"
+    out = tmp_path / "t.csv"
+    script.write_text(UNGUARDED_SCRIPT.format(root=str(ROOT), out=str(out)))
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=300)
+    assert p.returncode == 1
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("sgdnet.errors.StudyError: a worker process of the local executor "
+                           "died"), p.stderr
+    assert "if __name__ == '__main__':" in last and str(out) in last
+    # the workers say why they could not start, in sgdnet's words
+    assert f"imported the main script {str(script)!r}" in p.stderr
+    assert "RuntimeError" not in p.stderr
+
+
 # ---------------------------------------------------------------------------- real predict
 QUICK = {"model": "resnet50", "granularity": "coarse", "steps": 40, "warmup": 5}
 
