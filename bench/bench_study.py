@@ -1,87 +1,138 @@
-"""Configurations per second of a Study on 1 and 2 cores.
+"""Configurations per second of a Study on 1 and 2 cores (local processes and Dask).
 
 Run by hand (never a timed test)::
 
-    python bench/bench_study.py                 # 4 variants x 5 worker counts x 4 bandwidths
+    python bench/bench_study.py                      # examples/study.yaml: 500 configurations
     python bench/bench_study.py --steps 300 --granularity fine --replications 8
+    python bench/bench_study.py --no-dask            # local executors only
 
-Each measurement runs the same study into a fresh table. The Numba kernels are compiled (or
-loaded from the cache) once before timing, in this process and, for the process pools, by a
-throw-away warm-up study in the same pool, so the figures are steady-state throughput of the
-study machinery plus simulation; the compile/load time of a cold pool is reported separately.
+Each measurement runs the same study into a fresh table (``resume=False``) and keeps the best
+of ``--repeats`` runs. The Numba kernels are compiled (or loaded from the cache) before timing:
+in this process by a warm-up study, and in each pool (local processes or Dask workers) by a
+warm-up study of other seeds in the same pool, so the figures are steady-state throughput of
+the study machinery plus simulation; the start-up of a cold pool (process spawn, imports, cache
+load, warm-up rows) is reported separately. The Dask rows are compared with the local rows,
+column by column, to show the executors give identical tables for the same seeds.
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import multiprocessing
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-from sgdnet.study import Study, _init_worker  # noqa: E402
-
-
-def make_study(args: argparse.Namespace, seed: int) -> Study:
-    from sgdnet import variants
-
-    names = [v for v in args.variants.split(",") if v in variants.names()]
-    return Study(grid={"variant": names, "cluster.workers": [1, 2, 4, 8, 16],
-                       "cluster.bandwidth": ["1Gbps", "10Gbps", "25Gbps", "100Gbps"]},
-                 fixed={"model": args.model, "granularity": args.granularity,
-                        "steps": args.steps, "warmup": args.warmup},
-                 replications=args.replications, seed=seed)
+from sgdnet.study import Study, StudyResult, _init_worker  # noqa: E402
 
 
-def timed(study: Study, executor, out: Path) -> float:
-    t = time.perf_counter()
-    res = study.run(executor, out=out, resume=False, progress=False)
-    dt = time.perf_counter() - t
-    assert not res.failed, res.failed[0]["error"]
-    return dt
+def make_study(args: argparse.Namespace) -> Study:
+    """The benchmarked study: the config file with the command-line overrides applied."""
+    base = Study.from_file(args.config)
+    fixed = dict(base.fixed)
+    for key in ("granularity", "steps", "warmup", "model"):
+        value = getattr(args, key)
+        if value is not None:
+            fixed[key] = value
+    return Study(grid=base.grid, fixed=fixed,
+                 replications=args.replications or base.replications, seed=base.seed)
+
+
+def warm_study(study: Study, n_rows: int) -> Study:
+    """A few rows spread over the study's grid, under another seed (nothing is reused)."""
+    cfgs = study.configs()
+    step = max(1, len(cfgs) // n_rows)
+    return Study(configs=cfgs[::step][:n_rows], seed=study.seed + 1000)
+
+
+def best(run: Callable[[], StudyResult], repeats: int) -> tuple[float, StudyResult]:
+    """Best wall time of ``repeats`` runs and the last result."""
+    times, res = [], None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        res = run()
+        times.append(time.perf_counter() - t)
+        assert not res.failed, res.failed[0]["error"]
+    return min(times), res
+
+
+def report(label: str, n: int, dt: float, cold: float | None = None) -> None:
+    extra = "" if cold is None else f"; cold pool start-up incl. warm-up rows {cold:.1f} s"
+    print(f"{label:<44} {n / dt:7.1f} configs/s  ({n} in {dt:.2f} s{extra})", flush=True)
+
+
+def same_rows(a: StudyResult, b: StudyResult) -> bool:
+    """Identical tables: same rows by ``row_id``, every cell equal."""
+    def key(res: StudyResult) -> dict[str, dict[str, Any]]:
+        return {r["row_id"]: {k: v for k, v in r.items() if v is not None} for r in res}
+
+    return key(a) == key(b)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--variants", default="sync-ps,async-ps,ssp,allreduce")
-    ap.add_argument("--model", default="resnet50")
-    ap.add_argument("--granularity", default="coarse")
-    ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--replications", type=int, default=4)
+    ap.add_argument("--config", type=Path, default=ROOT / "examples" / "study.yaml",
+                    help="study config (default: examples/study.yaml, 500 configurations)")
+    ap.add_argument("--model", default=None, help="override the config's model")
+    ap.add_argument("--granularity", default=None, help="override: fine or coarse")
+    ap.add_argument("--steps", type=int, default=None, help="override the steps per replication")
+    ap.add_argument("--warmup", type=int, default=None, help="override the warm-up steps")
+    ap.add_argument("--replications", type=int, default=None, help="override the replications")
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per setting (best kept)")
+    ap.add_argument("--no-dask", action="store_true", help="skip the Dask LocalCluster runs")
     args = ap.parse_args()
-    study = make_study(args, seed=1)
+    study = make_study(args)
+    warm = warm_study(study, 20)
     n = len(study)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(f"study: {n} configurations ({args.variants}; {args.model}, {args.granularity}, "
-          f"{args.steps} steps after {args.warmup}, {args.replications} replications); "
-          f"{cores} cores available")
+    fixed = ", ".join(f"{k}={v}" for k, v in study.fixed.items())
+    print(f"study: {study!r}\n  {fixed}, replications={study.replications}; {cores} cores "
+          f"available, load average {os.getloadavg()[0]:.2f} at start", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "t.csv"
+
+        def run_on(executor: Any) -> Callable[[], StudyResult]:
+            return lambda: study.run(executor, out=out, resume=False, progress=False)
+
         t = time.perf_counter()
-        make_study(args, seed=99).run("serial", out=Path(tmp) / "warm.csv", progress=False)
-        print(f"warm-up (compile or cache load, first nets) in this process: "
-              f"{time.perf_counter() - t:.1f} s")
-        dt = min(timed(study, "serial", out) for _ in range(args.repeats))
-        print(f"serial (1 process, replications on threads): {n / dt:7.1f} configs/s "
-              f"({dt:.2f} s)")
-        import multiprocessing
+        warm.run("serial", progress=False)
+        print(f"warm-up in this process (compile or cache load, {len(warm)} rows): "
+              f"{time.perf_counter() - t:.1f} s", flush=True)
+        dt, _ = best(run_on("serial"), args.repeats)
+        report("serial (this process, replications on threads)", n, dt)
+        local: dict[int, StudyResult] = {}
+        ctx = multiprocessing.get_context("spawn")
+        for jobs in (1, 2):
+            t = time.perf_counter()
+            with cf.ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker) as pool:
+                warm.run(pool, progress=False)
+                cold = time.perf_counter() - t
+                dt, local[jobs] = best(run_on(pool), args.repeats)
+            report(f"local processes, {jobs} core(s)", n, dt, cold)
+        print(f"local 1-core and 2-core tables identical: {same_rows(local[1], local[2])}")
+        if args.no_dask:
+            return
+        import distributed
 
         for jobs in (1, 2):
-            ctx = multiprocessing.get_context("spawn")
-            with cf.ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker) as pool:
-                t = time.perf_counter()
-                make_study(args, seed=99).run(pool, out=Path(tmp) / "warm.csv", progress=False,
-                                              resume=False)
+            t = time.perf_counter()
+            with distributed.LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
+                                          dashboard_address=None) as cluster, \
+                    distributed.Client(cluster) as client:
+                warm.run(client, progress=False)
                 cold = time.perf_counter() - t
-                dt = min(timed(study, pool, out) for _ in range(args.repeats))
-            print(f"local processes, {jobs} core(s):             {n / dt:7.1f} configs/s "
-                  f"({dt:.2f} s; cold pool incl. start-up and compile/cache load {cold:.1f} s)")
+                dt, res = best(run_on(client), args.repeats)
+            report(f"Dask LocalCluster, {jobs} worker process(es)", n, dt, cold)
+            print(f"Dask ({jobs} workers) table identical to the local one: "
+                  f"{same_rows(res, local[2])}", flush=True)
 
 
 if __name__ == "__main__":
