@@ -219,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("predict", help="throughput of one variant over worker counts",
                        description="Simulate one SGD variant on a model and cluster for each "
-                                   "worker count and print throughput with 95%% confidence "
+                                   "worker count and print throughput with 95% confidence "
                                    "intervals, speed-up and utilisations.")
     _add_workload(p, variant=True, workers_many=True, granularity="fine")
     _add_sim(p, PREDICT_STEPS, PREDICT_WARMUP, PREDICT_REPLICATIONS)

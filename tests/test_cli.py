@@ -35,6 +35,7 @@ def test_help_everywhere(cmd, capsys):
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: sgdnet")
+    assert "%%" not in out      # argparse does not %-format descriptions: no doubled percent signs
 
 
 BAD = [
