@@ -242,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--executor", choices=("local", "serial", "dask"), default="local",
                    help="local processes (default), this process, or a Dask cluster")
     p.add_argument("--scheduler", default=None, metavar="ADDR",
-                   help="Dask scheduler address, e.g. tcp://10.0.0.1:8786 (with --executor dask; "
+                   help="Dask scheduler address, e.g. tcp://scheduler:8786 (with --executor dask; "
                         "default: a local Dask cluster)")
     p.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
                    help="local processes / local Dask workers (default: all cores)")
