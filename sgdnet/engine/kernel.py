@@ -191,7 +191,8 @@ TS_PCLS, TS_RANK, TS_CODE, TS_GUARD, TS_MOD, TS_PS0, TS_PS1 = 8, 9, 10, 11, 12, 
 N_TS = 16
 TD_ACT, TD_DEG, TD_WHERE, TD_FROM, TD_CPOS, TD_RQOFF, TD_RQHEAD, TD_RQCAP = 0, 1, 2, 3, 4, 5, 6, 7
 N_TD = 8
-TF_KTIME, TF_PAR0 = 0, 1
+TF_KTIME, TF_PAR0, TF_PAR1 = 0, 1, 2
+N_TF = 4
 # per-transition flag bits (computed once per replication from the compiled arrays)
 F_SELF, F_W1, F_INH, F_GUARD, F_RS, F_MOD, F_PS, F_CNT, F_STEP, F_QRES, F_S1 = 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024
 F_JOIN = 2048
@@ -605,7 +606,7 @@ def run_replication(
 
     TS = np.zeros((nT, N_TS), dtype=np.int64)
     TD = np.zeros((nT, N_TD), dtype=np.int64)
-    TF = np.zeros((nT, 2), dtype=np.float64)
+    TF = np.zeros((nT, N_TF), dtype=np.float64)
     for t in range(nT):
         TS[t, TS_FL] = tfl[t]
         TS[t, TS_SERV] = servers[t]
@@ -627,6 +628,7 @@ def run_replication(
         TD[t, TD_RQOFF] = rq_off[t]
         TD[t, TD_RQCAP] = rq_cap[t]
         TF[t, TF_PAR0] = d_par[t, 0]
+        TF[t, TF_PAR1] = d_par[t, 1]
 
     for t in range(nT):
         dl[dn] = t
@@ -853,6 +855,38 @@ def run_replication(
                     rng[2] = x2
                     rng[3] = (x3 << _U(45)) | (x3 >> _U(19))
                     dur = -TF[t, TF_PAR0] * math.log(1.0 - float(y >> _U(11)) * _INV53)
+                elif code == 4:
+                    # inline log-normal: two xoshiro256** words in registers, then exactly the
+                    # operations of std_normal and sample_base (same stream, same doubles)
+                    x0 = rng[0]
+                    x1 = rng[1]
+                    x2 = rng[2]
+                    x3 = rng[3]
+                    y = x1 * _U(5)
+                    y = ((y << _U(7)) | (y >> _U(57))) * _U(9)
+                    tt = x1 << _U(17)
+                    x2 ^= x0
+                    x3 ^= x1
+                    x1 ^= x2
+                    x0 ^= x3
+                    x2 ^= tt
+                    x3 = (x3 << _U(45)) | (x3 >> _U(19))
+                    yb = x1 * _U(5)
+                    yb = ((yb << _U(7)) | (yb >> _U(57))) * _U(9)
+                    tt = x1 << _U(17)
+                    x2 ^= x0
+                    x3 ^= x1
+                    x1 ^= x2
+                    x0 ^= x3
+                    x2 ^= tt
+                    rng[0] = x0
+                    rng[1] = x1
+                    rng[2] = x2
+                    rng[3] = (x3 << _U(45)) | (x3 >> _U(19))
+                    u1 = 1.0 - float(y >> _U(11)) * _INV53
+                    u2 = float(yb >> _U(11)) * _INV53
+                    z = math.sqrt(-2.0 * math.log(u1)) * math.cos(TWO_PI * u2)
+                    dur = math.exp(TF[t, TF_PAR0] + TF[t, TF_PAR1] * z)
                 else:
                     dur = sample(rng, code, d_par, t, d_pool)
                 mi = TS[t, TS_MOD]
