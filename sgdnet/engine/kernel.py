@@ -27,6 +27,9 @@ Design (see DESIGN.md "The engine" and the normative firing semantics of the tea
   the instant heap. Because nothing frees a resource during a scan, a blocked candidate stays
   blocked until then, so repeatedly popping the minimum of the instant heap reproduces the
   normative scan "start the first candidate in key order that can start, re-evaluate, repeat".
+  A fifo resource's queue is a ring buffer kept sorted by the same key instead of a heap (a
+  waiting transition's key never changes and a newcomer is almost always the latest, so it is
+  placed after one comparison and the head leaves in O(1)); priority resources keep the heap.
   A transition enabled by a completion usually meets an empty instant heap and starts at once.
 - **Completions**: a binary heap of slots keyed by (completion time, start sequence), keys
   stored in heap order, bottom-up pops; all completions of one instant are applied (in start
@@ -34,6 +37,9 @@ Design (see DESIGN.md "The engine" and the normative firing semantics of the tea
 - **Processor sharing**: each ps resource keeps its holder slots; when the holder set changes,
   every holder's remaining work is brought up to date and its completion key is moved in the
   heap, rates ``min over its ps resources of min(1, cap/n)``.
+- **Durations**: the exponential and log-normal draws are inlined in the start path (the
+  xoshiro256** words kept in registers), with exactly the operations of :func:`sample`, so the
+  random stream is the same as through it.
 - **Gates and modulators** are evaluated inside the enabling test and at starts/completions.
 - **Helpers** are compiled with ``_nrt=False``: array arguments then carry no reference-count
   traffic, which otherwise dominated the event loop.
