@@ -185,6 +185,9 @@ def _add_workload(p: argparse.ArgumentParser, *, variant: bool, workers_many: bo
                    help="coefficient of variation of compute times (default: 0)")
     g.add_argument("--comm-cv", type=_cv, default=0.0, metavar="CV",
                    help="coefficient of variation of transfer times (default: 0)")
+    g.add_argument("--comm-uses-compute", action="store_true",
+                   help="a transfer also holds the receiving host's compute, so communication "
+                        "cannot overlap computation (CPU collectives such as gloo)")
     g.add_argument("--straggler", default=None, metavar="SPEC",
                    help="straggler model, e.g. 'step:p=0.1,factor=3' or "
                         "'markov:slow_factor=3,mean_fast=2s,mean_slow=500ms'")
@@ -294,7 +297,7 @@ def _cluster(args: argparse.Namespace, workers: int):
     return Cluster(workers=workers, bandwidth=args.bandwidth, latency=args.latency,
                    ps_shards=args.ps_shards, ps_placement=args.ps_placement,
                    speeds=args.speeds, compute_cv=args.compute_cv, comm_cv=args.comm_cv,
-                   straggler=straggler)
+                   straggler=straggler, comm_uses_compute=args.comm_uses_compute)
 
 
 def _predict_fn():

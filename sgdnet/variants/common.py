@@ -315,6 +315,11 @@ class Fabric:
         host = f"worker{h}" if kind == "worker" else f"ps{k}"
         return self._resource(f"ps{k}.cpu", "fifo", host=host, kind="ps_cpu", shard=k)
 
+    def host_compute(self, host: Host) -> str:
+        """The compute resource of ``host``: a worker's GPU, or a dedicated PS host's CPU."""
+        kind, i = host
+        return self.gpu(i) if kind == "worker" else self.ps_cpu(i)
+
     def up(self, host: Host) -> str:
         """Uplink (send direction) resource of ``host``."""
         kind, i = host
@@ -363,7 +368,10 @@ class Fabric:
         ``down(dst)`` for ``nbytes / min(up_bw(src), down_bw(dst))`` seconds (CV
         ``cluster.comm_cv``) and produces ``link_outputs`` when the link is released; the
         latency stage (``name + ".lat"``, omitted when latency is 0) then produces ``outputs``
-        (the data has arrived).
+        (the data has arrived). With ``cluster.comm_uses_compute`` the link stage also holds
+        the receiver's compute resource (:meth:`host_compute`), which copies and reduces the
+        data; a host can still send while it computes (one holder per transfer keeps a ring's
+        simultaneous send and receive from serialising).
         """
         if src == dst:
             raise VariantError(f"transfer {name!r}: source and destination are the same host {src}")
@@ -371,6 +379,8 @@ class Fabric:
         bw = min(self.up_bw(src), self.down_bw(dst))
         tg = {"kind": "comm", "step": False, **(tags or {})}
         res = [self.up(src), self.down(dst)]
+        if c.comm_uses_compute:
+            res.append(self.host_compute(dst))
         link_outputs, outputs = list(link_outputs), list(outputs)
         if c.latency > 0:
             wire = net.place(f"{name}.wire")

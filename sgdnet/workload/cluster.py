@@ -109,6 +109,12 @@ class Cluster:
         evenly over all shards.
     straggler : object or None
         Straggler model (see ``sgdnet.workload.stragglers``); stored as given.
+    comm_uses_compute : bool
+        ``True``: a transfer also holds the compute resource of the host that receives it (a
+        worker's GPU/CPU, a dedicated PS host's CPU) for its link time, since that host copies
+        and reduces the data: communication cannot overlap computation there — CPU collectives
+        such as gloo, or NICs without DMA/offload. ``False`` (default): transfers only hold
+        NICs (NCCL on GPUs with their own copy engines).
 
     Raises
     ------
@@ -139,6 +145,7 @@ class Cluster:
     comm_cv: float = 0.0
     shard_min_bytes: float | str = "1MB"
     straggler: object | None = None
+    comm_uses_compute: bool = False
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -181,6 +188,10 @@ class Cluster:
         s(self, "compute_cv", _cvf(self.compute_cv, "compute_cv"))
         s(self, "comm_cv", _cvf(self.comm_cv, "comm_cv"))
         s(self, "shard_min_bytes", _size(self.shard_min_bytes, "shard_min_bytes"))
+        if not isinstance(self.comm_uses_compute, bool):
+            raise ClusterError(f"Cluster.comm_uses_compute={self.comm_uses_compute!r}: must be "
+                               "True (transfers also hold the hosts' compute) or False")
+        s(self, "comm_uses_compute", bool(self.comm_uses_compute))
 
     # ------------------------------------------------------------------ per-host figures
     def _worker(self, i: int) -> int:
