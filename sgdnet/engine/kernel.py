@@ -30,7 +30,10 @@ Design (see DESIGN.md "The engine" and the normative firing semantics of the tea
   A fifo resource's queue is a ring buffer kept sorted by the same key instead of a heap (a
   waiting transition's key never changes and a newcomer is almost always the latest, so it is
   placed after one comparison and the head leaves in O(1)); priority resources keep the heap.
-  A transition enabled by a completion usually meets an empty instant heap and starts at once.
+  A candidate whose first resource is already full when it becomes a candidate goes straight to
+  that resource's queue (it would be found blocked there when popped: nothing frees a resource
+  before the next completion batch), which saves an instant-heap push and pop for ~0.4 of the
+  completions of the bench model. The instant heap is trivial (one entry) for ~half the pushes.
 - **Completions**: a binary heap of slots keyed by (completion time, start sequence), keys
   stored in heap order, bottom-up pops; all completions of one instant are applied (in start
   order) before the scan, zero-duration firings form the next batch of the same instant.
@@ -795,13 +798,29 @@ def run_replication(
                 if TD[t, TD_WHERE] == NONE:
                     if not f & F_S1:
                         TF[t, TF_KTIME] = rq_pool[TD[t, TD_RQOFF] + TD[t, TD_RQHEAD]]
-                    if ih_n == 0:
-                        ih[0] = t
-                        TD[t, TD_CPOS] = 0
-                        ih_n = 1
+                    # a candidate whose first resource is full would be found blocked on it when
+                    # popped (nothing frees a resource before the next completion batch, and an
+                    # earlier resource cannot become the blocking one): queue it there at once
+                    r = -1
+                    if f & F_QRES:
+                        r = qres_idx[TS[t, TS_Q0]]
+                        if used[r] < r_cap[r]:
+                            r = -1
+                    if r >= 0:
+                        if r_disc[r] == 0:
+                            qn[r] = _d_push(qh, rq_base[r], rq_base[r + 1] - rq_base[r], qhd[r], qn[r], t,
+                                            TD, TS, TF)
+                        else:
+                            qn[r] = _c_push(qh, rq_base[r], qn[r], t, TD, TS, TF)
+                        TD[t, TD_WHERE] = r
                     else:
-                        ih_n = _c_push(ih, 0, ih_n, t, TD, TS, TF)
-                    TD[t, TD_WHERE] = IN_IH
+                        if ih_n == 0:
+                            ih[0] = t
+                            TD[t, TD_CPOS] = 0
+                            ih_n = 1
+                        else:
+                            ih_n = _c_push(ih, 0, ih_n, t, TD, TS, TF)
+                        TD[t, TD_WHERE] = IN_IH
             elif TD[t, TD_WHERE] != NONE:
                 wt = TD[t, TD_WHERE]
                 TD[t, TD_WHERE] = NONE
