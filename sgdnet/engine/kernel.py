@@ -36,7 +36,10 @@ Design (see DESIGN.md "The engine" and the normative firing semantics of the tea
   completions of the bench model. The instant heap is trivial (one entry) for ~half the pushes.
 - **Completions**: a binary heap of slots keyed by (completion time, start sequence), keys
   stored in heap order, bottom-up pops; all completions of one instant are applied (in start
-  order) before the scan, zero-duration firings form the next batch of the same instant.
+  order) before the scan, zero-duration firings form the next batch of the same instant. The
+  last completion of a batch is left at the root (``hole``) and the next start replaces it with
+  one sift-down instead of a pop and a push (ps starts, ps re-rates, the next batch and the end
+  of the run pop it first); keys (time, start sequence) are unique, so the order is unchanged.
 - **Processor sharing**: each ps resource keeps its holder slots; when the holder set changes,
   every holder's remaining work is brought up to date and its completion key is moved in the
   heap, rates ``min over its ps resources of min(1, cap/n)``.
@@ -579,6 +582,7 @@ def run_replication(
     ekt = np.zeros(scap, dtype=np.float64)
     eks = np.zeros(scap, dtype=np.int64)
     eh_n = 0
+    hole = False  # eh[0] is a completion already applied, left for the next start to replace
     seq = 0
     # processor sharing
     nps = 0
@@ -1010,24 +1014,47 @@ def run_replication(
                     tc = now + dur
                     s_ctime[s] = tc
                     qs = s_seq[s]
-                    i = eh_n
-                    while i > 0:
-                        pp = (i - 1) >> 1
-                        pt = ekt[pp]
-                        if tc < pt or (tc == pt and qs < eks[pp]):
-                            y2 = eh[pp]
-                            eh[i] = y2
-                            ekt[i] = pt
-                            eks[i] = eks[pp]
-                            eh_pos[y2] = i
-                            i = pp
-                        else:
-                            break
+                    if hole:
+                        # replace the applied completion at the root: sift the new key down
+                        hole = False
+                        i = 0
+                        while True:
+                            c = 2 * i + 1
+                            if c >= eh_n:
+                                break
+                            if c + 1 < eh_n:
+                                ta = ekt[c + 1]
+                                tb = ekt[c]
+                                c += np.int64((ta < tb) | ((ta == tb) & (eks[c + 1] < eks[c])))
+                            pt = ekt[c]
+                            if pt < tc or (pt == tc and eks[c] < qs):
+                                y2 = eh[c]
+                                eh[i] = y2
+                                ekt[i] = pt
+                                eks[i] = eks[c]
+                                eh_pos[y2] = i
+                                i = c
+                            else:
+                                break
+                    else:
+                        i = eh_n
+                        eh_n += 1
+                        while i > 0:
+                            pp = (i - 1) >> 1
+                            pt = ekt[pp]
+                            if tc < pt or (tc == pt and qs < eks[pp]):
+                                y2 = eh[pp]
+                                eh[i] = y2
+                                ekt[i] = pt
+                                eks[i] = eks[pp]
+                                eh_pos[y2] = i
+                                i = pp
+                            else:
+                                break
                     eh[i] = s
                     ekt[i] = tc
                     eks[i] = qs
                     eh_pos[s] = i
-                    eh_n += 1
                 else:
                     j = 0
                     for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
@@ -1052,6 +1079,9 @@ def run_replication(
                         j += 1
                     if status == ST_GROW:
                         break
+                    if hole:
+                        hole = False
+                        eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
                     rate = _ps_rate(t, psres_ptr, psres_idx, used, r_cap)
                     s_rem[s] = dur
                     s_last[s] = now
@@ -1066,6 +1096,9 @@ def run_replication(
             continue
 
         # -------------------------------------------- C: the next batch of completions
+        if hole:
+            hole = False
+            eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
         if eh_n == 0:
             status = ST_DEADLOCK
             break
@@ -1074,10 +1107,15 @@ def run_replication(
             same = 0
             now = tn
         nt_touched = 0
-        while eh_n > 0 and ekt[0] == now:
+        while not hole and eh_n > 0 and ekt[0] == now:
             s = eh[0]
-            eh_n -= 1
-            if eh_n > 0:
+            if not ((eh_n > 1 and ekt[1] == now) or (eh_n > 2 and ekt[2] == now)):
+                # the last completion of this instant: leave it at the root, where the next start
+                # (usually one of the transitions this completion enables) replaces it, one sift
+                # instead of a pop and a push
+                hole = True
+            else:
+                eh_n -= 1
                 # bottom-up: the hole descends along the smaller children, then the last
                 # element is put in it and moved up
                 i = 0
@@ -1273,6 +1311,9 @@ def run_replication(
                     break
         if stop:
             break
+        if hole and nt_touched > 0:
+            hole = False
+            eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
         for i in range(nt_touched):
             r = tl[i]
             touched[r] = False
@@ -1280,6 +1321,8 @@ def run_replication(
                     eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap)
 
     # ------------------------------------------------------------- finish
+    if hole:
+        eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
     if status == ST_OK:
         # firings still running at t1: queued resources by firing, ps ones by integration
         for i in range(eh_n):
