@@ -510,6 +510,8 @@ NETS: dict[str, list[tuple[str, str, dict[str, Any]]]] = {
               ("coarse", "coarse", {})],
     "ddp1": [("fine, 1 MiB buckets, overlap", "fine",
               {"bucket_bytes": 1 * MIB, "overlap": True}),
+             ("fine, 1 MiB buckets, overlap, comm holds the CPU", "fine",
+              {"bucket_bytes": 1 * MIB, "overlap": True, "comm_uses_compute": True}),
              ("fine, 1 MiB buckets, no overlap", "fine",
               {"bucket_bytes": 1 * MIB, "overlap": False}),
              ("coarse", "coarse", {})],
@@ -524,13 +526,17 @@ def predict_rate(profile: Any, workers: int, alpha: float, bandwidth: float, upd
 
     ``Cluster(workers, speeds=[speed]*n, bandwidth=B, latency=alpha, update_s_per_byte=
     update_s / grad_bytes, comm_cv)``; the profile's per-layer CVs give the compute noise.
+    ``comm_uses_compute=True`` in ``options`` goes to the cluster (gloo reduces on the CPU
+    that computes); the other options go to the ``allreduce`` variant.
     """
     import sgdnet
     from sgdnet import Cluster
 
+    cuc = bool(options.pop("comm_uses_compute", False))
     clu = Cluster(workers=workers, speeds=None if speed == 1.0 else [speed] * workers,
                   bandwidth=bandwidth, latency=alpha,
-                  update_s_per_byte=update_s / grad_bytes_, comm_cv=comm_cv)
+                  update_s_per_byte=update_s / grad_bytes_, comm_cv=comm_cv,
+                  comm_uses_compute=cuc)
     p = sgdnet.predict("allreduce", profile, clu, granularity=granularity, steps=steps,
                        replications=replications, seed=0, **options)
     est = p.iterations_per_s
