@@ -88,12 +88,9 @@ def seed_state(seed):
     return s
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
-def next_u64(s):
-    s0 = s[0]
-    s1 = s[1]
-    s2 = s[2]
-    s3 = s[3]
+@njit(cache=True, _nrt=False, error_model="numpy", inline="always")
+def _xo_step(s0, s1, s2, s3):
+    """One xoshiro256** step on a state held in registers: (output, new s0..s3)."""
     res = _rotl(s1 * _U(5), 7) * _U(9)
     t = s1 << _U(17)
     s2 ^= s0
@@ -101,11 +98,12 @@ def next_u64(s):
     s1 ^= s2
     s0 ^= s3
     s2 ^= t
-    s3 = _rotl(s3, 45)
-    s[0] = s0
-    s[1] = s1
-    s[2] = s2
-    s[3] = s3
+    return res, s0, s1, s2, _rotl(s3, 45)
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def next_u64(s):
+    res, s[0], s[1], s[2], s[3] = _xo_step(s[0], s[1], s[2], s[3])
     return res
 
 
@@ -932,51 +930,13 @@ def run_replication(
                     dur = TF[t, TF_PAR0]
                 elif code == 1:
                     # inline xoshiro256** + inversion (the common exponential)
-                    x0 = rng[0]
-                    x1 = rng[1]
-                    x2 = rng[2]
-                    x3 = rng[3]
-                    y = x1 * _U(5)
-                    y = ((y << _U(7)) | (y >> _U(57))) * _U(9)
-                    tt = x1 << _U(17)
-                    x2 ^= x0
-                    x3 ^= x1
-                    x1 ^= x2
-                    x0 ^= x3
-                    x2 ^= tt
-                    rng[0] = x0
-                    rng[1] = x1
-                    rng[2] = x2
-                    rng[3] = (x3 << _U(45)) | (x3 >> _U(19))
+                    y, rng[0], rng[1], rng[2], rng[3] = _xo_step(rng[0], rng[1], rng[2], rng[3])
                     dur = -TF[t, TF_PAR0] * math.log(1.0 - float(y >> _U(11)) * _INV53)
                 elif code == 4:
-                    # inline log-normal: two xoshiro256** words in registers, then exactly the
-                    # operations of std_normal and sample_base (same stream, same doubles)
-                    x0 = rng[0]
-                    x1 = rng[1]
-                    x2 = rng[2]
-                    x3 = rng[3]
-                    y = x1 * _U(5)
-                    y = ((y << _U(7)) | (y >> _U(57))) * _U(9)
-                    tt = x1 << _U(17)
-                    x2 ^= x0
-                    x3 ^= x1
-                    x1 ^= x2
-                    x0 ^= x3
-                    x2 ^= tt
-                    x3 = (x3 << _U(45)) | (x3 >> _U(19))
-                    yb = x1 * _U(5)
-                    yb = ((yb << _U(7)) | (yb >> _U(57))) * _U(9)
-                    tt = x1 << _U(17)
-                    x2 ^= x0
-                    x3 ^= x1
-                    x1 ^= x2
-                    x0 ^= x3
-                    x2 ^= tt
-                    rng[0] = x0
-                    rng[1] = x1
-                    rng[2] = x2
-                    rng[3] = (x3 << _U(45)) | (x3 >> _U(19))
+                    # inline log-normal: two xoshiro256** words with the state in registers, then
+                    # exactly the operations of std_normal and sample_base (same stream, same doubles)
+                    y, x0, x1, x2, x3 = _xo_step(rng[0], rng[1], rng[2], rng[3])
+                    yb, rng[0], rng[1], rng[2], rng[3] = _xo_step(x0, x1, x2, x3)
                     u1 = 1.0 - float(y >> _U(11)) * _INV53
                     u2 = float(yb >> _U(11)) * _INV53
                     z = math.sqrt(-2.0 * math.log(u1)) * math.cos(TWO_PI * u2)
