@@ -121,11 +121,8 @@ def allreduce(
             bw = min(cluster.up_bw(i), cluster.down_bw((i + 1) % n))
             t = closed(nbytes, n, bw, cluster.latency)
             host = ("worker", i)
-            res = [fabric.up(host), fabric.down(host)]
-            if cluster.comm_uses_compute:
-                res.append(fabric.host_compute(host))
             net.transition(f"{name}.w{i}", duration(t, cluster.comm_cv), inputs={ready[i]: 1},
-                           outputs={done[i]: 1}, resources=res,
+                           outputs={done[i]: 1}, resources=fabric.link_resources(host, host),
                            tags={"worker": i, "kind": "comm", **ctag})
     elif algorithm == "tree":
         _tree(net, fabric, name, nbytes, n, ready, done, ctag)

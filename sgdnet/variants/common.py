@@ -320,6 +320,17 @@ class Fabric:
         kind, i = host
         return self.gpu(i) if kind == "worker" else self.ps_cpu(i)
 
+    def link_resources(self, src: Host, dst: Host) -> list[str]:
+        """What moving data from ``src`` to ``dst`` holds: ``up(src)``, ``down(dst)`` and, with
+        ``cluster.comm_uses_compute``, the receiver's compute (:meth:`host_compute`), which
+        copies and reduces the data. The sender's compute stays free, so a ring's simultaneous
+        send and receive do not serialise. ``src == dst`` names one host's whole share of a
+        collective (both of its NIC directions)."""
+        res = [self.up(src), self.down(dst)]
+        if self.cluster.comm_uses_compute:
+            res.append(self.host_compute(dst))
+        return res
+
     def up(self, host: Host) -> str:
         """Uplink (send direction) resource of ``host``."""
         kind, i = host
@@ -368,19 +379,14 @@ class Fabric:
         ``down(dst)`` for ``nbytes / min(up_bw(src), down_bw(dst))`` seconds (CV
         ``cluster.comm_cv``) and produces ``link_outputs`` when the link is released; the
         latency stage (``name + ".lat"``, omitted when latency is 0) then produces ``outputs``
-        (the data has arrived). With ``cluster.comm_uses_compute`` the link stage also holds
-        the receiver's compute resource (:meth:`host_compute`), which copies and reduces the
-        data; a host can still send while it computes (one holder per transfer keeps a ring's
-        simultaneous send and receive from serialising).
+        (the data has arrived). The link stage holds :meth:`link_resources`.
         """
         if src == dst:
             raise VariantError(f"transfer {name!r}: source and destination are the same host {src}")
         net, c = self.net, self.cluster
         bw = min(self.up_bw(src), self.down_bw(dst))
         tg = {"kind": "comm", "step": False, **(tags or {})}
-        res = [self.up(src), self.down(dst)]
-        if c.comm_uses_compute:
-            res.append(self.host_compute(dst))
+        res = self.link_resources(src, dst)
         link_outputs, outputs = list(link_outputs), list(outputs)
         if c.latency > 0:
             wire = net.place(f"{name}.wire")

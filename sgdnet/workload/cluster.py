@@ -190,8 +190,7 @@ class Cluster:
         s(self, "shard_min_bytes", _size(self.shard_min_bytes, "shard_min_bytes"))
         if not isinstance(self.comm_uses_compute, bool):
             raise ClusterError(f"Cluster.comm_uses_compute={self.comm_uses_compute!r}: must be "
-                               "True (transfers also hold the hosts' compute) or False")
-        s(self, "comm_uses_compute", bool(self.comm_uses_compute))
+                               "True (transfers also hold the receiving host's compute) or False")
 
     # ------------------------------------------------------------------ per-host figures
     def _worker(self, i: int) -> int:
