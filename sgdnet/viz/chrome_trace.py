@@ -29,12 +29,11 @@ _US = 1e6
 def _jsonable(v: Any) -> Any:
     """``v`` as strict JSON (RFC 8259): a non-finite float (an ``inf`` tag) becomes its string,
     since ``NaN`` / ``Infinity`` literals make Perfetto and chrome://tracing reject the file."""
-    if isinstance(v, float) or (hasattr(v, "item") and not isinstance(v, (str, bytes))):
-        x = v.item() if hasattr(v, "item") else v
-        if isinstance(x, float) and not math.isfinite(x):
-            return str(x)
-        return x
-    if isinstance(v, (str, int, bool)) or v is None:
+    if hasattr(v, "item"):  # a numpy scalar
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    if isinstance(v, (str, int, float, bool)) or v is None:
         return v
     if isinstance(v, (list, tuple)):
         return [_jsonable(x) for x in v]
