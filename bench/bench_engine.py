@@ -16,8 +16,9 @@ parameter table (:func:`bench_params`). The script prints, for N = 4, 16, 64 (``
 the target of issue #2 is per core, the transition completions per CPU-second of each on ONE core
 (sgdnet with ``parallel=False``, both timed with the calling thread's CPU time, median of 5 timed
 runs) and their ratio; then the JIT compile time (first call in a fresh process with an empty
-Numba cache vs a warm cache) and the speed-up of the replications from one core
-(``parallel=False``) to the engine's thread pool (2 cores here). Run
+Numba cache vs a warm cache), the peak memory one replication adds at 1,000 and 100,000 steps
+with and without ``samples`` (it must not grow with the steps without them), and the speed-up of
+the replications from one core (``parallel=False``) to the engine's thread pool (2 cores here). Run
 ``python bench/bench_engine.py --help``.
 """
 
@@ -35,6 +36,8 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+
+_BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 
 # --------------------------------------------------------------------------- parameters
 
@@ -311,17 +314,56 @@ print(json.dumps(time.perf_counter() - t))
 
 def jit_times(parallel=True) -> tuple[float, float]:
     """First-call time in a fresh process with an empty Numba cache, then with the warm cache."""
-    code = _JIT_SNIPPET.format(bench=os.path.dirname(os.path.abspath(__file__)), parallel=parallel)
+    code = _JIT_SNIPPET.format(bench=_BENCH_DIR, parallel=parallel)
     with tempfile.TemporaryDirectory() as cache:
-        env = {**os.environ, "NUMBA_CACHE_DIR": cache}
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-        out = []
-        for _ in range(2):
-            r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                               check=True)
-            out.append(json.loads(r.stdout.strip().splitlines()[-1]))
-    return out[0], out[1]
+        return _run_snippet(code, NUMBA_CACHE_DIR=cache), _run_snippet(code, NUMBA_CACHE_DIR=cache)
+
+
+def _run_snippet(code: str, **env_extra: str):
+    """Run ``code`` in a fresh Python process that imports this checkout's sgdnet; return the
+    JSON value printed on its last line."""
+    env = {**os.environ, **env_extra}
+    env["PYTHONPATH"] = os.path.dirname(_BENCH_DIR) + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+_MEM_SNIPPET = r"""
+import json, os, sys, threading
+sys.path.insert(0, {bench!r})
+from bench_engine import build_bench_net
+import sgdnet
+page = os.sysconf("SC_PAGE_SIZE")
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * page
+net = sgdnet.compile_net(build_bench_net({n}, {layers}, dist={dist!r}))
+sgdnet.simulate(net, steps=20, warmup=0, replications=1, seed=0, samples={samples}, parallel=False)
+before = rss()
+peak = [before]
+done = threading.Event()
+def watch():
+    while not done.wait(0.0005):
+        peak[0] = max(peak[0], rss())
+w = threading.Thread(target=watch)
+w.start()
+res = sgdnet.simulate(net, steps={steps}, warmup=0, replications=1, seed=1, samples={samples},
+                      parallel=False)
+done.set()
+w.join()
+print(json.dumps(max(peak[0], rss()) - before))
+"""
+
+
+def memory_growth(n: int, layers: int, dist: str, steps_list, samples: bool) -> list[tuple[int, float]]:
+    """Resident memory added by one ``simulate`` call of ``steps`` steps (bytes; the peak while
+    it runs, read from ``/proc/self/statm`` by a watcher thread every 0.5 ms since the kernel
+    releases the GIL, with the Result still held), in a fresh process per size after a short
+    warm-up call (JIT, imports and the compiled net already resident), so that what grows with
+    the number of steps shows and nothing else does. Linux only."""
+    return [(steps, float(_run_snippet(_MEM_SNIPPET.format(bench=_BENCH_DIR, n=n, layers=layers, dist=dist,
+                                                           steps=steps, samples=samples))))
+            for steps in steps_list]
 
 
 def thread_speedup(net, steps, warmup, replications, seed, runs=5) -> tuple[float, float, int]:
@@ -381,6 +423,8 @@ def main(argv=None) -> None:
     ap.add_argument("--dist", choices=("lognormal", "exp"), default="lognormal")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-jit", action="store_true", help="skip the compile-time measurement")
+    ap.add_argument("--no-memory", action="store_true",
+                    help="skip the peak-memory-versus-steps measurement")
     a = ap.parse_args(argv)
     workers = [int(x) for x in a.workers.split(",")] if a.workers else ([2, 4, 8] if a.quick else [4, 16, 64])
     runs = 2 if a.quick else a.runs
@@ -410,6 +454,13 @@ def main(argv=None) -> None:
     if not a.no_jit:
         cold, warm = jit_times()
         print(f"JIT: first call, empty cache {cold:.2f} s; first call, warm cache {warm:.2f} s")
+    if not a.no_memory:
+        n_mem = workers[0]
+        sizes = [1_000, 20_000] if a.quick else [1_000, 100_000]
+        for samples in (False, True):
+            grow = memory_growth(n_mem, a.layers, a.dist, sizes, samples)
+            cells = ", ".join(f"{s:,} steps +{b / 2**20:.2f} MiB" for s, b in grow)
+            print(f"peak memory added by one replication (N={n_mem}, samples={samples}): {cells}")
     n_mid = workers[min(1, len(workers) - 1)]
     net = build_bench_net(n_mid, a.layers, seed=0, dist=a.dist)
     reps, steps = 8, 5 * steps_for(n_mid)
