@@ -206,6 +206,26 @@ def test_deadlock_reports_marking_and_stuck_transitions(sim):
     assert "'second'" in msg and "'b': 1" in msg and "1.5" in msg
 
 
+def test_deadlock_with_nothing_stuck_names_its_cause():
+    # no token anywhere: nothing is "stuck" (no input is partially marked), so the report says why
+    net = Net("empty")
+    net.place("p")
+    net.transition("t", 1.0, inputs=["p"], outputs=["p"], tags={"step": True})
+    with pytest.raises(DeadlockError, match=r"No place holds a token.*tokens=1") as e:
+        sgdnet.simulate(net, steps=3, warmup=0, replications=1, seed=0)
+    assert e.value.stuck == [] and e.value.time == 0.0
+    # the only token ends in a place nothing takes from: the report names that place
+    net = Net("sink")
+    net.place("a", 1)
+    net.place("lost")
+    net.place("b")
+    net.transition("go", 2.0, inputs=["a"], outputs=["lost"], tags={"step": True})
+    net.transition("back", 1.0, inputs=["b"], outputs=["a"])
+    with pytest.raises(DeadlockError, match=r"no transition takes from \(\['lost'\]\)") as e:
+        sgdnet.simulate(net, steps=3, warmup=0, replications=1, seed=0)
+    assert e.value.stuck == [] and e.value.marking["lost"] == 1 and e.value.time == 2.0
+
+
 @engines
 def test_deadlock_through_an_inhibitor_and_a_gate(sim):
     net = Net("blocked")

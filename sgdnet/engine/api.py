@@ -201,6 +201,21 @@ def stuck_transitions(cn: CompiledNet, marking: np.ndarray, gcount: np.ndarray, 
     return out
 
 
+def _deadlock_hint(cn: CompiledNet, nonzero: dict, stuck: list) -> str:
+    """What to fix, for the deadlock report: the empty cases name their own cause."""
+    if stuck:
+        return "Check the initial tokens of the cycles through these transitions."
+    if not nonzero:
+        return ("No place holds a token, so no transition can ever fire: give the places that start "
+                "the cycle their initial tokens, e.g. net.place('ready', tokens=1) per worker.")
+    consumed = {cn.place_names[p] for p in cn.in_place} | {cn.place_names[p] for p in cn.inh_place}
+    sinks = sorted(p for p in nonzero if p not in consumed)
+    if sinks:
+        return (f"The tokens sit in places no transition takes from ({sinks[:10]}): "
+                "an output arc probably goes to the wrong place, or a consumer is missing.")
+    return "Check the initial tokens of the cycles through the transitions reading the marked places."
+
+
 def _raise_on_failure(cn: CompiledNet, out, max_events: int, steps: int, warmup: int) -> None:
     from . import kernel as K
 
@@ -218,8 +233,8 @@ def _raise_on_failure(cn: CompiledNet, out, max_events: int, steps: int, warmup:
             nonzero = {p: v for p, v in marking.items() if v}
             raise DeadlockError(
                 f"{where}: deadlock, nothing is running and nothing can start. Marked places: {nonzero}; "
-                f"stuck transitions: {stuck[:30]}{' ...' if len(stuck) > 30 else ''}. Check the initial "
-                "tokens of the cycles through these transitions.",
+                f"stuck transitions: {stuck[:30]}{' ...' if len(stuck) > 30 else ''}. "
+                + _deadlock_hint(cn, nonzero, stuck),
                 marking=marking, stuck=stuck, time=now, replication=k)
         if st == K.ST_BUDGET:
             raise SimulationError(
