@@ -281,7 +281,7 @@ def _init_worker() -> None:
         from .engine import driver
     except ImportError:  # pragma: no cover - engine not installed
         return
-    driver.n_threads = lambda: 1
+    driver.set_max_threads(1)
 
 
 def _build_call(params: Mapping[str, Any]) -> tuple[Any, Any, Any, dict]:

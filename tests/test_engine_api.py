@@ -310,3 +310,36 @@ def test_public_names():
     for n in ("simulate", "Result", "Estimate", "Net", "compile_net", "Deterministic", "Exponential",
               "Uniform", "Normal", "LogNormal", "Gamma", "ShiftedExponential", "Empirical", "Straggler"):
         assert n in sgdnet.__all__ and hasattr(sgdnet, n)
+
+
+# ------------------------------------------------------------ thread cap
+def test_set_max_threads_runs_replications_on_the_calling_thread(loop, monkeypatch):
+    import threading
+
+    from sgdnet.engine import kernel
+
+    seen = []
+    real = kernel.run_replication
+
+    def spy(*args):
+        seen.append(threading.get_ident())
+        return real(*args)
+
+    monkeypatch.setattr(kernel, "run_replication", spy)
+    try:
+        driver.set_max_threads(1)
+        assert driver.n_threads() == 1
+        capped = simulate(loop, steps=50, warmup=0, replications=4, seed=5, parallel=True)
+        assert seen == [threading.get_ident()] * 4
+        driver.set_max_threads(None)
+        seen.clear()
+        free = simulate(loop, steps=50, warmup=0, replications=4, seed=5, parallel=True)
+        assert len(seen) == 4
+        if driver.n_threads() > 1:
+            assert threading.get_ident() not in seen
+    finally:
+        driver.set_max_threads(None)
+    np.testing.assert_array_equal(capped.throughput.samples, free.throughput.samples)
+    for bad in (0, -2, 1.5, True, "2"):
+        with pytest.raises(SimulationError, match="max threads"):
+            driver.set_max_threads(bad)

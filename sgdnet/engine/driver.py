@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import SimulationError
 from ..net.compiled import CompiledNet
 
-__all__ = ["derive_seeds", "RunOutput", "run", "n_threads"]
+__all__ = ["derive_seeds", "RunOutput", "run", "n_threads", "set_max_threads"]
 
 
 def derive_seeds(seed, n: int) -> list[int]:
@@ -143,9 +144,26 @@ def _learn_caps(cn: CompiledNet, caps: dict) -> None:
         cn._engine_caps = {k: max(old[k], caps[k]) for k in caps}
 
 
+_max_threads: int | None = None
+
+
+def set_max_threads(n: int | None) -> None:
+    """Cap the threads of parallel replications in this process (``None``: no cap).
+
+    For callers that already parallelise across processes (a study's worker processes run their
+    replications serially with ``set_max_threads(1)``); results do not depend on it.
+    """
+    global _max_threads
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise SimulationError(f"max threads={n!r} must be an integer >= 1, or None for one per CPU")
+    _max_threads = n
+
+
 def n_threads() -> int:
-    """Threads used for parallel replications: the CPUs this process may run on."""
+    """Threads used for parallel replications: the CPUs this process may run on, at most the cap
+    of :func:`set_max_threads`."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        n = max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+        n = max(1, os.cpu_count() or 1)
+    return n if _max_threads is None else min(n, _max_threads)
