@@ -28,7 +28,9 @@ Streaming and resume
     Rows are appended to ``out`` (CSV, or JSON Lines for ``.jsonl``/``.ndjson``/``.json``) and
     flushed as they arrive, in completion order. Every row carries a ``row_id`` (a hash of the
     parameters and the study seed); rerunning a study on an existing file skips the rows already
-    there (a torn last line from a killed run is dropped) and runs only the missing ones. Rows
+    there (a torn last line from a killed run is dropped) and runs only the missing ones. A row
+    that finished before its 1-worker baseline is written when the baseline arrives, or, if the
+    run stops first, without its speed-up, which the resumed run fills in. Rows
     whose simulation raised an :class:`~sgdnet.SgdnetError` are recorded with an ``error``
     column (``on_error="record"``, the default) and count as done; ``retry_errors=True`` reruns
     them.
@@ -1017,7 +1019,17 @@ class Study:
                         done[rid] = r
                     elif rid not in wanted:
                         kept.append(r)  # rows of other studies sharing the file stay
-            writer = _TableWriter(out_path, [*kept, *done.values()], self.param_names)
+        # rows kept from an interrupted run while their 1-worker baseline is still to run get
+        # their speed-up when it arrives (and are written again then, so not written now)
+        waiting: dict[str, list[dict[str, Any]]] = {}
+        for rid, r in done.items():
+            base_id = self._baseline_key(self._configs[self._index[rid]])
+            if base_id is not None and base_id in self._index and base_id not in done:
+                waiting.setdefault(base_id, []).append(r)
+        parked = {r["row_id"] for rs in waiting.values() for r in rs}
+        if out_path is not None:
+            writer = _TableWriter(out_path, [*kept, *(r for rid, r in done.items() if rid not in parked)],
+                                  self.param_names)
         todo = [i for i, rid in enumerate(ids) if rid not in done]
         # speed-up baselines (one worker) first, so dependants rarely wait for theirs
         todo.sort(key=lambda i: (self._configs[i].get("cluster.workers", 1) != 1, i))
@@ -1031,7 +1043,6 @@ class Study:
                 threads = None if pool is None else 1
                 tasks = (_Task(i, ids[i], self._configs[i], row_seed(self._configs[i], self.seed),
                                self.runner, threads) for i in todo)
-                waiting: dict[str, list[dict[str, Any]]] = {}
                 for _, row, failed in _execute(pool, tasks, max_pending or 4 * parallel):
                     ran += 1
                     if failed:
@@ -1043,11 +1054,6 @@ class Study:
                         if writer is not None:
                             writer.append(ready)
                     bar.update(1)
-                for pending in waiting.values():  # baseline failed or absent: no speed-up
-                    for r in pending:
-                        rows[r["row_id"]] = r
-                        if writer is not None:
-                            writer.append(r)
             except BrokenProcessPool as e:
                 kept = f"the {len(rows)} finished rows are in {str(out_path)!r} and a rerun " \
                     "resumes" if out_path is not None else "pass out= to keep finished rows"
@@ -1061,6 +1067,14 @@ class Study:
                 if owned is not None:
                     owned()
         finally:
+            # rows still waiting for a baseline that failed, is absent, or was not reached
+            # because the run stopped (Ctrl-C, a dead worker, on_error="raise"): keep them
+            # without a speed-up; a resumed run fills it in when the baseline finishes
+            for pending in waiting.values():
+                for r in pending:
+                    rows[r["row_id"]] = r
+                    if writer is not None:
+                        writer.append(r)
             if writer is not None:
                 writer.close()
         ordered = [rows[rid] for rid in ids if rid in rows]

@@ -328,6 +328,45 @@ def test_interrupted_study_resumes_only_missing_rows(tmp_path, suffix):
     assert small_study(runner=recording_runner).run("serial", out=out).ran == 0 and not CALLS
 
 
+class _BaselinesNeverRun(cf.Executor):
+    """Runs every task at once except the 1-worker ones (left pending, as on a busy pool), and
+    is interrupted at the ``stop_at``-th submission."""
+
+    def __init__(self, stop_at):
+        self.stop_at, self.n = stop_at, 0
+
+    def submit(self, fn, task):
+        self.n += 1
+        if self.n == self.stop_at:
+            raise KeyboardInterrupt
+        f = cf.Future()
+        if task.params.get("cluster.workers") != 1:
+            f.set_result(fn(task))
+        return f
+
+
+def test_rows_waiting_for_their_baseline_survive_an_interrupt(tmp_path):
+    out = tmp_path / "t.csv"
+    full = small_study().run("serial")
+    CALLS.clear()
+    # 12 rows, 4 of them baselines: the first 6 multi-worker rows finish, their baselines never do
+    with pytest.raises(KeyboardInterrupt):
+        # with 5 in flight each submission after the 4 baselines yields the row just run
+        small_study(runner=recording_runner).run(_BaselinesNeverRun(stop_at=11), out=out,
+                                                  max_pending=5)
+    first = read_table(out)
+    assert len(first) == len(CALLS) == 6
+    assert all(r["cluster.workers"] != 1 and r["speed_up"] is None for r in first)
+    # the resumed run computes only what is missing, and fills in the kept rows' speed-ups
+    CALLS.clear()
+    res = small_study(runner=recording_runner).run("serial", out=out)
+    assert res.resumed == 6 and res.ran == len(CALLS) == len(full) - 6
+    same(res.rows, full.rows)
+    assert all(r["speed_up"] is not None for r in res)
+    same(sorted(read_table(out), key=lambda r: r["row_id"]),
+         sorted(full.rows, key=lambda r: r["row_id"]))
+
+
 def test_torn_last_line_is_dropped_and_rerun(tmp_path):
     out = tmp_path / "t.jsonl"
     s = small_study()
