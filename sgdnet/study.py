@@ -1055,7 +1055,8 @@ class Study:
                             writer.append(ready)
                     bar.update(1)
             except BrokenProcessPool as e:
-                kept = f"the {len(rows)} finished rows are in {str(out_path)!r} and a rerun " \
+                n_kept = len(set(rows) | {r["row_id"] for v in waiting.values() for r in v})
+                kept = f"the {n_kept} finished rows are in {str(out_path)!r} and a rerun " \
                     "resumes" if out_path is not None else "pass out= to keep finished rows"
                 raise StudyError(
                     f"a worker process of the local executor died ({' '.join(str(e).split())}): "
