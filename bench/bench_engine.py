@@ -14,7 +14,7 @@ The same model is written twice, once as an sgdnet :class:`~sgdnet.net.Net`
 parameter table (:func:`bench_params`). The script prints, for N = 4, 16, 64 (``--quick``: 2, 4,
 8), the mean throughput of both (they must agree within their CIs) and, as the headline since
 the target of issue #2 is per core, the transition completions per CPU-second of each on ONE core
-(sgdnet with ``parallel=False``, both timed with the calling thread's CPU time, median of 5 timed
+(sgdnet with ``parallel=False``, both timed with this process's CPU time, median of 5 timed
 runs) and their ratio; then the JIT compile time (first call in a fresh process with an empty
 Numba cache vs a warm cache), the peak memory one replication adds at 1,000 and 100,000 steps
 with and without ``samples`` (it must not grow with the steps without them), and the speed-up of
@@ -274,11 +274,13 @@ def _completions(result) -> int:
 def time_sgdnet(net, steps, warmup, replications, seed, runs=5, parallel=False):
     """Median time of ``runs`` calls of ``simulate`` (each with ``replications``), the last
     Result and its completions. With ``parallel=False`` (the default: one core) the replications
-    run in this thread and the time is this thread's CPU time (``time.thread_time``, which does
-    not count what other processes take from the core); with ``parallel=True`` it is wall time."""
+    run one after the other on one thread (the engine's worker thread, so that Ctrl-C reaches the
+    caller) and the time is this process's CPU time (``time.process_time``: that one thread plus
+    the caller waiting for it, not what other processes take from the core); with
+    ``parallel=True`` it is wall time."""
     import sgdnet
 
-    clock = time.perf_counter if parallel else time.thread_time
+    clock = time.perf_counter if parallel else time.process_time
     cn = sgdnet.compile_net(net)
     sgdnet.simulate(cn, steps=10, warmup=0, replications=1, seed=0, parallel=parallel)  # JIT
     times, res = [], None
@@ -291,12 +293,12 @@ def time_sgdnet(net, steps, warmup, replications, seed, runs=5, parallel=False):
 
 
 def time_simpy(p, steps, warmup, replications, seed, runs=5):
-    """Like :func:`time_sgdnet` for the SimPy program (one core, this thread's CPU time)."""
+    """Like :func:`time_sgdnet` for the SimPy program (one core, this process's CPU time)."""
     times, thr, comp = [], None, 0
     for k in range(runs):
-        t = time.thread_time()
+        t = time.process_time()
         thr, comp = simpy_replications(p, steps, warmup, replications, seed + k)
-        times.append(time.thread_time() - t)
+        times.append(time.process_time() - t)
     return thr, statistics.median(times), comp
 
 

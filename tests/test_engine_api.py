@@ -343,3 +343,41 @@ def test_set_max_threads_runs_replications_on_the_calling_thread(loop, monkeypat
     for bad in (0, -2, 1.5, True, "2"):
         with pytest.raises(SimulationError, match="max threads"):
             driver.set_max_threads(bad)
+
+
+# ------------------------------------------------------------------ Ctrl-C
+@pytest.mark.parametrize("parallel", [False, True])
+def test_ctrl_c_halts_the_running_kernels(loop, monkeypatch, parallel):
+    # a run of ~1e9 completions (minutes) is interrupted 0.3 s in: KeyboardInterrupt is raised and
+    # every kernel call has returned with ST_HALTED, i.e. stopped early instead of running to its
+    # end (were the flag ignored, the event budget would end it with a SimulationError instead)
+    import signal
+    import threading
+
+    from sgdnet.engine import kernel
+
+    statuses, started = [], []
+    real = kernel.run_replication
+
+    def spy(*args):
+        started.append(1)
+        status = real(*args)
+        statuses.append(status)
+        return status
+
+    monkeypatch.setattr(kernel, "run_replication", spy)
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
+    timer = threading.Timer(0.3, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            simulate(loop, steps=5 * 10**8, warmup=0, replications=2, seed=1, parallel=parallel,
+                     max_events=2 * 10**8)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, old)
+    assert statuses and len(statuses) == len(started)  # nothing left running
+    assert set(statuses) == {kernel.ST_HALTED}
+    # the engine stays usable: the next run completes normally
+    monkeypatch.undo()
+    assert simulate(loop, steps=20, warmup=0, replications=2, seed=1).firings("sync").tolist() == [20, 20]

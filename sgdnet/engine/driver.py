@@ -4,13 +4,20 @@ The kernel is compiled ``nogil=True``, so replications run truly in parallel on 
 (one kernel call per replication; a single compiled kernel serves both modes, which halves the
 JIT time of a numba ``prange`` driver). Each replication owns its RNG state, seeded from its own
 integer seed, so results do not depend on the number of threads or on scheduling.
+
+Where Ctrl-C can reach the caller (the main thread, Python's SIGINT handler), the kernel never
+runs on the calling thread, even serially (``parallel=False``: one of the engine's worker
+threads plays the replications in turn): the caller waits on the workers, so Ctrl-C reaches it at
+once, sets the kernels' shared ``halt`` flag, which they read every 4096 completions, and is
+re-raised as soon as they have returned, instead of after the last replication ends.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,6 +79,7 @@ def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_event
         OI_GROW,
         OI_STATUS,
         ST_GROW,
+        ST_HALTED,
         run_replication,
     )
     R = len(seeds)
@@ -94,6 +102,7 @@ def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_event
     )
     caps = _initial_caps(cn)
     args = cn.kernel_args()
+    halt = np.zeros(1, dtype=np.int64)
     scalars = (np.int64(steps), np.int64(warmup), np.int64(max_events), np.int64(zeno_limit), bool(samples),
                np.int64(trace_limit))
 
@@ -104,7 +113,10 @@ def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_event
         c = dict(caps)
         while True:
             run_replication(*args, np.uint64(seeds[k] & (2**64 - 1)), *scalars,
-                            np.int64(c["slots"]), np.int64(c["requests"]), np.int64(c["holders"]), *rows)
+                            np.int64(c["slots"]), np.int64(c["requests"]), np.int64(c["holders"]), *rows,
+                            halt)
+            if rows[1][OI_STATUS] == ST_HALTED:
+                return
             if rows[1][OI_STATUS] != ST_GROW:
                 break
             g = int(rows[1][OI_GROW])
@@ -116,13 +128,63 @@ def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_event
         _learn_caps(cn, c)
 
     nthreads = min(R, n_threads()) if parallel else 1
-    if nthreads <= 1:
-        for k in range(R):
+    todo = iter(range(R))
+    todo_lock = threading.Lock()
+
+    def worker() -> None:  # takes the next replication until none is left
+        while not halt[0]:
+            with todo_lock:
+                k = next(todo, None)
+            if k is None:
+                return
             one(k)
-    else:
-        with ThreadPoolExecutor(max_workers=nthreads) as ex:
-            list(ex.map(one, range(R)))
+
+    if nthreads == 1 and (not _interruptible() or _quick(cn, R, steps, warmup)):
+        worker()  # a thread hand-off costs ~0.1-0.3 ms a call and would gain nothing
+        return out
+    futures = [_pool().submit(worker) for _ in range(nthreads)]
+    try:
+        for f in futures:
+            f.result()  # waits interruptibly: Ctrl-C lands here
+    except BaseException:
+        halt[0] = 1  # the kernels see it within 4096 completions
+        wait(futures)
+        raise
     return out
+
+
+def _quick(cn: CompiledNet, replications: int, steps: int, warmup: int) -> bool:
+    """Whether a run is expected to take at most ~20 ms (about 1e5 completions, each transition
+    of a cyclic net firing about once per firing of a step transition), so that Ctrl-C waiting
+    for its end goes unnoticed."""
+    per_step = cn.n_transitions / max(1, int(np.count_nonzero(cn.is_step)))
+    return replications * (steps + warmup) * per_step <= 100_000
+
+
+def _interruptible() -> bool:
+    """Whether Ctrl-C would raise KeyboardInterrupt in this thread: the main thread with Python's
+    SIGINT handler (not a worker thread, nor a process that ignores SIGINT, like a study's
+    worker processes)."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    return signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+_pool_state: dict = {}
+_pool_lock = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The engine's worker threads, one per CPU, started on first use and kept (starting threads
+    costs ~0.2 ms a call here, more than a small simulation); a forked child makes its own."""
+    with _pool_lock:
+        pool = _pool_state.get(os.getpid())
+        if pool is None:
+            _pool_state.clear()  # a parent's pool has no threads in a forked child
+            pool = ThreadPoolExecutor(max_workers=max(n_threads_uncapped(), 1),
+                                      thread_name_prefix="sgdnet-engine")
+            _pool_state[os.getpid()] = pool
+        return pool
 
 
 _caps_lock = threading.Lock()
@@ -159,11 +221,16 @@ def set_max_threads(n: int | None) -> None:
     _max_threads = n
 
 
+def n_threads_uncapped() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def n_threads() -> int:
     """Threads used for parallel replications: the CPUs this process may run on, at most the cap
     of :func:`set_max_threads`."""
-    try:
-        n = max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        n = max(1, os.cpu_count() or 1)
+    n = n_threads_uncapped()
     return n if _max_threads is None else min(n, _max_threads)

@@ -52,7 +52,7 @@ Design (see DESIGN.md "The engine" and the normative firing semantics of the tea
 
 The kernel assumes a valid compiled net (see :mod:`sgdnet.net.compiled`) and never raises; it
 reports a status code: 0 done, 1 deadlock, 2 event budget exhausted, 3 time does not advance,
-4 needs more room.
+4 needs more room, 5 halted by the caller (the ``halt`` flag: how Ctrl-C reaches a running kernel).
 """
 
 from __future__ import annotations
@@ -191,7 +191,8 @@ def sample(s, code, par, row, pool):
     return sample_base(s, code, par[row, 0], par[row, 1], pool)
 
 
-ST_OK, ST_DEADLOCK, ST_BUDGET, ST_ZENO, ST_GROW = 0, 1, 2, 3, 4
+ST_OK, ST_DEADLOCK, ST_BUDGET, ST_ZENO, ST_GROW, ST_HALTED = 0, 1, 2, 3, 4, 5
+HALT_POLL = 4096  # completions between two reads of the halt flag
 GROW_SLOTS, GROW_REQUESTS, GROW_HOLDERS = 1, 2, 4
 NONE, IN_IH = -1, -2
 # columns of the per-transition tables built once per replication (one row per transition keeps
@@ -528,9 +529,13 @@ def run_replication(
     mod_kind, mod_par, rs_ptr, rs_mod,
     seed, steps, warmup, max_events, zeno_limit, samples, trace_limit, cap_slots, cap_requests, cap_holders,
     o_f, o_i, o_step_t, o_step_tr, o_firings, o_busy, o_wsum, o_wn,
-    o_tr_t, o_tr_s, o_tr_e, o_glog, o_ghist, o_mark, o_gcnt, o_grel,
+    o_tr_t, o_tr_s, o_tr_e, o_glog, o_ghist, o_mark, o_gcnt, o_grel, halt,
 ):
-    """Play one replication; write the outputs into the ``o_*`` arrays (see the module doc)."""
+    """Play one replication; write the outputs into the ``o_*`` arrays (see the module doc).
+
+    ``halt`` is an int64[1] another thread may set non-zero to stop the replication early (read
+    every ``HALT_POLL`` completions; the status is then ``ST_HALTED`` and the outputs are incomplete).
+    """
     nP = m0.size
     nT = servers.size
     nR = r_cap.size
@@ -634,6 +639,7 @@ def run_replication(
     nrec = 0
     ntr = 0
     events = 0
+    ev_limit = min(max_events, HALT_POLL)
     same = 0
     status = ST_OK
     grow = 0
@@ -1114,10 +1120,17 @@ def run_replication(
                 eks[i] = qs
                 eh_pos[s2] = i
             events += 1
-            if events > max_events:
-                status = ST_BUDGET
-                stop = True
-                break
+            if events > ev_limit:
+                # one comparison per completion serves both the budget and the halt poll
+                if events > max_events:
+                    status = ST_BUDGET
+                    stop = True
+                    break
+                if halt[0] != 0:
+                    status = ST_HALTED
+                    stop = True
+                    break
+                ev_limit = min(max_events, events + HALT_POLL)
             same += 1
             if same > zeno_limit:
                 status = ST_ZENO
