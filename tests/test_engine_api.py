@@ -381,3 +381,25 @@ def test_ctrl_c_halts_the_running_kernels(loop, monkeypatch, parallel):
     # the engine stays usable: the next run completes normally
     monkeypatch.undo()
     assert simulate(loop, steps=20, warmup=0, replications=2, seed=1).firings("sync").tolist() == [20, 20]
+
+
+def _simulate_in_child(net, q):
+    q.put(simulate(net, steps=50, warmup=0, replications=4, seed=3, parallel=True).throughput.samples.tolist())
+
+
+def test_a_forked_child_gets_its_own_engine_threads(loop):
+    # the parent's engine threads (kept between calls) do not exist in a forked child: it must
+    # start its own instead of queueing work for threads that will never run it
+    import multiprocessing
+
+    here = simulate(loop, steps=50, warmup=0, replications=4, seed=3, parallel=True)
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_simulate_in_child, args=(loop, q))
+    p.start()
+    p.join(timeout=120)
+    if p.is_alive():
+        p.kill()
+        pytest.fail("the forked child hung on the parent's engine threads")
+    assert p.exitcode == 0
+    assert q.get(timeout=5) == here.throughput.samples.tolist()

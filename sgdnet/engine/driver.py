@@ -174,16 +174,24 @@ _pool_state: dict = {}
 _pool_lock = threading.Lock()
 
 
+def _forget_pool_after_fork() -> None:  # the child has none of the parent's threads
+    global _pool_lock
+    _pool_lock = threading.Lock()
+    _pool_state.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
 def _pool() -> ThreadPoolExecutor:
     """The engine's worker threads, one per CPU, started on first use and kept (starting threads
     costs ~0.2 ms a call here, more than a small simulation); a forked child makes its own."""
     with _pool_lock:
-        pool = _pool_state.get(os.getpid())
+        pool = _pool_state.get("pool")
         if pool is None:
-            _pool_state.clear()  # a parent's pool has no threads in a forked child
-            pool = ThreadPoolExecutor(max_workers=max(n_threads_uncapped(), 1),
-                                      thread_name_prefix="sgdnet-engine")
-            _pool_state[os.getpid()] = pool
+            pool = ThreadPoolExecutor(max_workers=n_threads_uncapped(), thread_name_prefix="sgdnet-engine")
+            _pool_state["pool"] = pool
         return pool
 
 
