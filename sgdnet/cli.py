@@ -233,6 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"write a Chrome/Perfetto trace of a short run ({TRACE_STEPS} steps) "
                         "at the largest worker count to FILE (.json)")
     g.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    g.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (shown on a terminal for runs longer than a moment)")
     p.set_defaults(func=cmd_predict)
 
     p = sub.add_parser("study", help="run a batch study from a YAML/TOML config",
@@ -386,13 +388,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
     clusters = [_cluster(args, n) for n in args.workers]  # validate all before simulating
     predict = _predict_fn()
     options = dict(args.option)
+    show_progress = not args.no_progress and sys.stderr.isatty()
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
     preds = []
     for cluster in clusters:
         pred = predict(args.variant, model, cluster, granularity=args.granularity,
                        steps=args.steps, warmup=args.warmup, replications=args.replications,
-                       seed=args.seed, **options)
+                       seed=args.seed, progress=show_progress, **options)
         row = {"workers": cluster.workers, **summarize(pred)}
         rows.append(row)
         preds.append((cluster.workers, pred))

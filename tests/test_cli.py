@@ -307,3 +307,17 @@ def test_study_interrupted_by_ctrl_c_resumes_only_the_missing_rows(tmp_path, cap
     resumed = {r["row_id"]: r for r in read_table(out)}
     whole = {r["row_id"]: r for r in read_table(tmp_path / "whole.csv")}
     assert len(resumed) == n_rows and resumed == whole
+
+
+def test_predict_progress_bar_only_on_a_terminal(capsys, monkeypatch):
+    argv = ["predict", "--variant", "sync-ps", "--workers", "2", "--steps", "300",
+            "--replications", "2"]
+    code, out, err = run(capsys, *argv)
+    assert code == 0 and "simulate" not in err  # not a terminal: no bar
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    code, out_tty, err = run(capsys, *argv)
+    assert code == 0 and "simulate sync-ps" in err and "step" in err
+    assert out_tty.splitlines()[:-1] == out.splitlines()[:-1]  # same table (not the timing line)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    code, _, err = run(capsys, *argv, "--no-progress")
+    assert code == 0 and "simulate" not in err

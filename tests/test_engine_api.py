@@ -403,3 +403,33 @@ def test_a_forked_child_gets_its_own_engine_threads(loop):
         pytest.fail("the forked child hung on the parent's engine threads")
     assert p.exitcode == 0
     assert q.get(timeout=5) == here.throughput.samples.tolist()
+
+
+# ---------------------------------------------------------------- progress
+def test_progress_reports_step_completions_up_to_the_total(loop):
+    calls = []
+    kw = dict(steps=200_000, warmup=1000, max_events=10**9, zeno_limit=10**6, samples=False,
+              trace_limit=0)
+    seeds = driver.derive_seeds(4, 3)
+    for parallel in (False, True):
+        calls.clear()
+        out = driver.run(loop, seeds, parallel=parallel, progress=calls.append, **kw)
+        assert calls and calls[-1] == 3 * 201_000  # every replication's steps, warm-up included
+        assert calls == sorted(calls)
+        plain = driver.run(loop, seeds, parallel=parallel, **kw)
+        np.testing.assert_array_equal(out.f, plain.f)
+        np.testing.assert_array_equal(out.i, plain.i)
+    # a run too short to notice reports nothing (and shows no bar)
+    calls.clear()
+    driver.run(loop, seeds, parallel=False, progress=calls.append, **{**kw, "steps": 100})
+    assert calls == []
+
+
+def test_simulate_progress_bar_on_stderr(loop, capsys):
+    with_bar = simulate(loop, steps=100_000, warmup=10, replications=2, seed=9, progress=True)
+    assert "simulate loop" in capsys.readouterr().err
+    without = simulate(loop, steps=100_000, warmup=10, replications=2, seed=9)
+    assert capsys.readouterr().err == ""
+    np.testing.assert_array_equal(with_bar.throughput.samples, without.throughput.samples)
+    with pytest.raises(SimulationError, match="progress"):
+        simulate(loop, steps=10, progress="yes")

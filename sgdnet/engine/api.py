@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
@@ -51,6 +52,7 @@ def simulate(
     parallel: bool = True,
     *,
     seeds=None,
+    progress: bool = False,
 ) -> Result:
     """Simulate a net with the Numba Monte Carlo engine.
 
@@ -78,9 +80,12 @@ def simulate(
     max_events : int, optional
         Completion budget per replication (default :func:`default_max_events`).
     parallel : bool
-        Run replications on several threads (numba ``prange``).
+        Run replications on the engine's threads (one per CPU); ``False``: one after the other.
     seeds : sequence of int, optional
         Explicit per-replication seeds, e.g. ``[result.seeds[i]]`` to replay replication ``i``.
+    progress : bool
+        Show a progress bar (tqdm, on stderr, removed at the end) of the step completions of all
+        replications, for runs expected to last more than ~20 ms. Results do not depend on it.
 
     Returns
     -------
@@ -115,6 +120,7 @@ def simulate(
     trace_limit = _int_arg("trace_limit", trace_limit, 0)
     samples = _bool_arg("samples", samples)
     parallel = _bool_arg("parallel", parallel)
+    progress = _bool_arg("progress", progress)
     if seeds is not None:
         if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__iter__"):
             raise SimulationError(f"seeds={seeds!r} must be a list of integers, e.g. seeds=[result.seeds[0]]")
@@ -147,9 +153,14 @@ def simulate(
 
     from . import kernel as K  # numba is imported on first use only
 
-    out = run(cn, seeds, steps=steps, warmup=warmup, max_events=max_events,
-              zeno_limit=min(_zeno_limit(cn.n_transitions), max_events), samples=samples,
-              trace_limit=trace_limit if trace else 0, parallel=parallel)
+    bar = _ProgressBar(cn.name, len(seeds) * (warmup + steps)) if progress else None
+    try:
+        out = run(cn, seeds, steps=steps, warmup=warmup, max_events=max_events,
+                  zeno_limit=min(_zeno_limit(cn.n_transitions), max_events), samples=samples,
+                  trace_limit=trace_limit if trace else 0, parallel=parallel, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
     _raise_on_failure(cn, out, max_events, steps, warmup)
     raws = []
     for k in range(len(seeds)):
@@ -199,6 +210,27 @@ def stuck_transitions(cn: CompiledNet, marking: np.ndarray, gcount: np.ndarray, 
         if inhibited or gated:
             out.append(cn.transition_names[t])
     return out
+
+
+class _ProgressBar:
+    """A tqdm bar of step completions, opened on the first report (runs too short to report
+    never show one)."""
+
+    def __init__(self, name: str, total: int):
+        self.name, self.total, self.bar = name, total, None
+
+    def __call__(self, done: int) -> None:
+        if self.bar is None:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=self.total, desc=f"simulate {self.name}", unit="step", leave=False,
+                            file=sys.stderr, dynamic_ncols=True)
+        self.bar.n = min(done, self.total)
+        self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _deadlock_hint(cn: CompiledNet, nonzero: dict, stuck: list) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
@@ -68,8 +69,14 @@ def gate_log_capacity(cn: CompiledNet, steps: int, warmup: int, samples: bool) -
 
 
 def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_events: int,
-        zeno_limit: int, samples: bool, trace_limit: int, parallel: bool) -> RunOutput:
-    """Run one kernel call per seed and return the raw arrays."""
+        zeno_limit: int, samples: bool, trace_limit: int, parallel: bool,
+        progress: Callable[[int], None] | None = None) -> RunOutput:
+    """Run one kernel call per seed and return the raw arrays.
+
+    ``progress``, if given, is called from this thread about five times a second with the step
+    completions so far over all replications (warm-up included), and once at the end; a run
+    expected to take less than ~20 ms does not call it.
+    """
     from .kernel import (  # numba is imported on first use only
         GROW_HOLDERS,
         GROW_REQUESTS,
@@ -103,6 +110,7 @@ def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_event
     caps = _initial_caps(cn)
     args = cn.kernel_args()
     halt = np.zeros(1, dtype=np.int64)
+    prog = np.zeros(R, dtype=np.int64)
     scalars = (np.int64(steps), np.int64(warmup), np.int64(max_events), np.int64(zeno_limit), bool(samples),
                np.int64(trace_limit))
 
@@ -114,7 +122,7 @@ def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_event
         while True:
             run_replication(*args, np.uint64(seeds[k] & (2**64 - 1)), *scalars,
                             np.int64(c["slots"]), np.int64(c["requests"]), np.int64(c["holders"]), *rows,
-                            halt)
+                            halt, prog[k:k + 1])
             if rows[1][OI_STATUS] == ST_HALTED:
                 return
             if rows[1][OI_STATUS] != ST_GROW:
@@ -139,11 +147,17 @@ def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_event
                 return
             one(k)
 
-    if nthreads == 1 and (not _interruptible() or _quick(cn, R, steps, warmup)):
+    quick = _quick(cn, R, steps, warmup)
+    if nthreads == 1 and (quick or (progress is None and not _interruptible())):
         worker()  # a thread hand-off costs ~0.1-0.3 ms a call and would gain nothing
         return out
     futures = [_pool().submit(worker) for _ in range(nthreads)]
     try:
+        if progress is not None and not quick:
+            pending = set(futures)
+            while pending:
+                _, pending = wait(pending, timeout=0.2)  # interruptible too
+                progress(int(prog.sum()))
         for f in futures:
             f.result()  # waits interruptibly: Ctrl-C lands here
     except BaseException:

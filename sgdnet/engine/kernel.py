@@ -529,12 +529,14 @@ def run_replication(
     mod_kind, mod_par, rs_ptr, rs_mod,
     seed, steps, warmup, max_events, zeno_limit, samples, trace_limit, cap_slots, cap_requests, cap_holders,
     o_f, o_i, o_step_t, o_step_tr, o_firings, o_busy, o_wsum, o_wn,
-    o_tr_t, o_tr_s, o_tr_e, o_glog, o_ghist, o_mark, o_gcnt, o_grel, halt,
+    o_tr_t, o_tr_s, o_tr_e, o_glog, o_ghist, o_mark, o_gcnt, o_grel, halt, prog,
 ):
     """Play one replication; write the outputs into the ``o_*`` arrays (see the module doc).
 
     ``halt`` is an int64[1] another thread may set non-zero to stop the replication early (read
     every ``HALT_POLL`` completions; the status is then ``ST_HALTED`` and the outputs are incomplete).
+    ``prog`` (int64[1]) receives the step completions so far at the same polls and at the end,
+    for a progress bar.
     """
     nP = m0.size
     nT = servers.size
@@ -1130,6 +1132,7 @@ def run_replication(
                     status = ST_HALTED
                     stop = True
                     break
+                prog[0] = nsteps
                 ev_limit = min(max_events, events + HALT_POLL)
             same += 1
             if same > zeno_limit:
@@ -1312,6 +1315,7 @@ def run_replication(
                 if b > r_cap[r]:
                     b = r_cap[r]
                 o_busy[r] += b * (now - blast[r])
+    prog[0] = nsteps
     o_f[OF_T0] = t0
     o_f[OF_T1] = t1
     o_f[OF_NOW] = now

@@ -193,7 +193,7 @@ def predict(variant: str, model: str | ModelProfile, cluster: Cluster | Mapping[
             granularity: str = "fine", steps: int = 200, warmup: int | None = None,
             replications: int = 8, seed: int | np.random.Generator | None = None,
             parallel: bool = True, trace: bool = False, samples: bool = True,
-            **options: Any) -> Prediction:
+            progress: bool = False, **options: Any) -> Prediction:
     """Predict the training throughput of ``variant`` for ``model`` on ``cluster``.
 
     Parameters
@@ -220,6 +220,8 @@ def predict(variant: str, model: str | ModelProfile, cluster: Cluster | Mapping[
         Keep a bounded trace for timelines (``prediction.result.trace``).
     samples : bool
         Keep step completion times (needed for step-time percentiles).
+    progress : bool
+        Show a progress bar of the simulation (see :func:`sgdnet.simulate`).
     **options
         The variant's options (``sgdnet.variants.get(variant).options``).
 
@@ -259,7 +261,7 @@ def predict(variant: str, model: str | ModelProfile, cluster: Cluster | Mapping[
         warmup = spec.default_warmup(clu, opts)
     n = clu.workers
     res = simulate(net, steps=steps * n, warmup=warmup * n, replications=replications,
-                   seed=seed, trace=trace, samples=samples, parallel=parallel)
+                   seed=seed, trace=trace, samples=samples, parallel=parallel, progress=progress)
     used = net.meta.get("cluster", clu)
     return Prediction(spec.name, prof, used if isinstance(used, Cluster) else clu, granularity,
                       opts, steps, warmup, res, net.meta)
