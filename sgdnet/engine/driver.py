@@ -184,14 +184,14 @@ def _interruptible() -> bool:
     return signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-_pool_state: dict = {}
+_engine_pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
 def _forget_pool_after_fork() -> None:  # the child has none of the parent's threads
-    global _pool_lock
+    global _engine_pool, _pool_lock
+    _engine_pool = None
     _pool_lock = threading.Lock()
-    _pool_state.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -201,12 +201,12 @@ if hasattr(os, "register_at_fork"):
 def _pool() -> ThreadPoolExecutor:
     """The engine's worker threads, one per CPU, started on first use and kept (starting threads
     costs ~0.2 ms a call here, more than a small simulation); a forked child makes its own."""
+    global _engine_pool
     with _pool_lock:
-        pool = _pool_state.get("pool")
-        if pool is None:
-            pool = ThreadPoolExecutor(max_workers=n_threads_uncapped(), thread_name_prefix="sgdnet-engine")
-            _pool_state["pool"] = pool
-        return pool
+        if _engine_pool is None:
+            _engine_pool = ThreadPoolExecutor(max_workers=n_threads_uncapped(),
+                                              thread_name_prefix="sgdnet-engine")
+        return _engine_pool
 
 
 _caps_lock = threading.Lock()
