@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import SimulationError
 from ..net.compiled import CompiledNet
 
 __all__ = ["derive_seeds", "RunOutput", "run", "n_threads", "set_max_threads"]
@@ -238,9 +237,9 @@ def set_max_threads(n: int | None) -> None:
     replications serially with ``set_max_threads(1)``); results do not depend on it.
     """
     global _max_threads
-    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-        raise SimulationError(f"max threads={n!r} must be an integer >= 1, or None for one per CPU")
-    _max_threads = n
+    from .api import _int_arg  # api imports this module
+
+    _max_threads = None if n is None else _int_arg("max threads", n, 1, ", or None for one per CPU")
 
 
 def n_threads_uncapped() -> int:
