@@ -237,7 +237,7 @@ def set_max_threads(n: int | None) -> None:
     replications serially with ``set_max_threads(1)``); results do not depend on it.
     """
     global _max_threads
-    from .api import _int_arg  # api imports this module
+    from .._check import int_arg as _int_arg
 
     _max_threads = None if n is None else _int_arg("max threads", n, 1, ", or None for one per CPU")
 

@@ -81,6 +81,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._check import int_arg as _check_int
 from ..errors import DeadlockError, SimulationError
 from ..net.builder import Net
 
@@ -521,12 +522,6 @@ class _Replication:
             gate_log=list(self.gate_log),
             events=self.events,
         )
-
-
-def _check_int(name, v, lo):
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-        raise SimulationError(f"{name}={v!r} must be an integer >= {lo}")
-    return int(v)
 
 
 def run_reference(net: Net, *, steps=1000, warmup=100, replications=8, seed=None, seeds=None,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import units
+from .._check import int_arg
 from ..errors import ClusterError, UnitError
 from . import _quantity as _q
 
@@ -53,12 +54,10 @@ def _size(value: Any, field: str) -> float:
 
 
 def _count(value: Any, field: str, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-            isinstance(value, float) and not value.is_integer()):
-        raise ClusterError(f"Cluster.{field}={value!r}: must be an integer number of {what} >= 1")
-    if value < 1:
-        raise ClusterError(f"Cluster.{field}={value!r}: must be >= 1 (number of {what})")
-    return int(value)
+    """A count >= 1; an integral float (``4.0``, e.g. from YAML) is accepted."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return int_arg(f"Cluster.{field}", value, 1, f" (a number of {what})", error=ClusterError)
 
 
 def _cvf(value: Any, field: str) -> float:
