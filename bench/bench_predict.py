@@ -37,7 +37,7 @@ def phases(variant: str, workers: int, steps: int, reps: int, max_layers=None) -
     res = sgdnet.simulate(cn, steps=steps * workers, warmup=10 * workers, replications=reps,
                           seed=0)
     t3 = time.perf_counter()
-    pred = sgdnet.variants.Prediction(variant, model, c, "fine", {}, steps, 10, res, net.meta)
+    pred = sgdnet.Prediction(variant, model, c, "fine", {}, steps, 10, res, net.meta)
     _ = pred.to_dict()
     t4 = time.perf_counter()
     completions = float(res.events.sum()) if getattr(res, "events", None) is not None else 0.0

@@ -6,7 +6,7 @@ Usage::
 
     PYTHONPATH=. python scripts/compare_variants.py [--model resnet18] [--replications 8]
 
-BSP / ASP / SSP are the parameter-server nets of ``sgdnet.variants.common.build_ps_net`` (what
+BSP / ASP / SSP are the parameter-server nets of ``sgdnet.variants.parameter_server.build_ps_net`` (what
 ``sync-ps``, ``async-ps`` and ``ssp`` build); DSSP, CoCoD and Local SGD are the registered
 ``dssp``, ``cocod`` and ``local-sgd`` variants. Every variant is simulated with the same seed,
 steps and warm-up (in steps per worker).
@@ -19,11 +19,10 @@ import time
 
 import numpy as np
 
-from sgdnet import Cluster, StepSlowdown, models, variants
+from sgdnet import Cluster, StepSlowdown, metrics, models, variants
 from sgdnet.engine import simulate
 from sgdnet.results import Estimate
-from sgdnet.variants import metrics
-from sgdnet.variants.common import build_ps_net
+from sgdnet.variants.parameter_server import build_ps_net
 
 SPEEDS = [1.0, 1.0, 1.0, 1.0, 0.7, 0.7, 0.5, 0.5]
 

@@ -5,7 +5,7 @@ The curated public API. Subsystems add their names here explicitly (no ``import 
 
 from __future__ import annotations
 
-from . import analysis, models, units, variants
+from . import analysis, metrics, models, units, variants
 from .dists import (
     Deterministic,
     Empirical,
@@ -35,9 +35,9 @@ from .errors import (
 )
 from .net import Net
 from .net.compiled import compile_net
+from .prediction import Prediction, ScalingPoint, WorkerFigures, predict, scaling
 from .results import Estimate, Result
 from .study import Study
-from .variants import Prediction, predict, scaling
 from .workload import Cluster, Layer, ModelProfile
 from .workload.stragglers import MarkovSlowdown, StepSlowdown
 
@@ -71,6 +71,9 @@ __all__ = [
     "predict",
     "scaling",
     "Prediction",
+    "ScalingPoint",
+    "WorkerFigures",
+    "metrics",
     "simulate",
     "Result",
     "Estimate",

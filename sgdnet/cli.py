@@ -302,13 +302,6 @@ def _cluster(args: argparse.Namespace, workers: int):
                    straggler=straggler, comm_uses_compute=args.comm_uses_compute)
 
 
-def _predict_fn():
-    import sgdnet
-
-    fn = getattr(sgdnet, "predict", None)
-    if fn is None:
-        from .variants import predict as fn  # type: ignore[attr-defined, no-redef]
-    return fn
 
 
 def _check_suffix(path: Path, allowed: Sequence[str], flag: str) -> None:
@@ -373,7 +366,7 @@ def _use_agg() -> None:
 def cmd_predict(args: argparse.Namespace) -> int:
     """``sgdnet predict``: one row per worker count."""
     from . import models
-    from .study import summarize
+    from .prediction import predict, summarize
     from .units import bandwidth as parse_bw
 
     if args.speeds is not None and len(args.workers) != 1:
@@ -386,7 +379,6 @@ def cmd_predict(args: argparse.Namespace) -> int:
     parse_bw(args.bandwidth, what="--bandwidth")
     model = models.load(args.model)
     clusters = [_cluster(args, n) for n in args.workers]  # validate all before simulating
-    predict = _predict_fn()
     options = dict(args.option)
     show_progress = not args.no_progress and sys.stderr.isatty()
     t0 = time.perf_counter()

@@ -337,13 +337,11 @@ def _modified_model(model: Any, fields: Mapping[str, Any]) -> Any:
 
 
 def _default_runner() -> Callable[..., Any]:
-    """:func:`sgdnet.predict` (looked up when a row runs, so tests may substitute runners)."""
-    import sgdnet
+    """:func:`sgdnet.predict`, the runner of a study that names none (imported when a row runs,
+    so importing the study layer does not import the engine)."""
+    from .prediction import predict
 
-    fn = getattr(sgdnet, "predict", None)
-    if fn is None:
-        from .variants import predict as fn  # type: ignore[attr-defined, no-redef]
-    return fn
+    return predict
 
 
 def _finite(x: Any) -> float | None:
@@ -354,49 +352,14 @@ def _finite(x: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def _estimate_columns(prefix: str, est: Any, level: float, quantiles: Sequence[float],
-                      full: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {f"{prefix}_mean": _finite(est.mean)}
-    try:
-        lo, hi = est.ci(level)
-    except Exception:  # n = 1: no spread across replications
-        lo = hi = None
-    out[f"{prefix}_lo"] = _finite(lo)
-    out[f"{prefix}_hi"] = _finite(hi)
-    if full:
-        out[f"{prefix}_std"] = _finite(getattr(est, "std", None))
-        for q in quantiles:
-            out[f"{prefix}_p{round(q * 100):02d}"] = _finite(est.quantile(q))
-    return out
-
-
-def _resource_kind(name: str, tags: Mapping[str, Any] | None) -> str:
-    kind = (tags or {}).get("kind")
-    if isinstance(kind, str) and kind:
-        return kind
-    return re.sub(r"[_\-.]?(w|ps|s)?\d+$", "", name) or name
-
-
 def summarize(prediction: Any, *, level: float = 0.95,
               quantiles: Sequence[float] = (0.05, 0.5, 0.95)) -> dict[str, Any]:
-    """Flatten a :class:`~sgdnet.variants.Prediction` into the metric columns of a study row.
+    """Flatten what a runner returned into the metric columns of a study row.
 
-    Parameters
-    ----------
-    prediction : Prediction or mapping
-        What the runner returned. A mapping is taken as already-flat metric columns (for custom
-        runners); otherwise ``.steps_per_s`` and ``.samples_per_s`` (Estimates), ``.utilization``
-        (name -> Estimate) and ``.result.seeds`` / ``.result.resource_names`` /
-        ``.result.resource_tags`` are read.
-    level : float
-        Confidence level of the ``_lo`` / ``_hi`` columns.
-    quantiles : sequence of float
-        Quantiles of the per-replication steps/s reported as ``steps_per_s_pNN``.
-
-    Returns
-    -------
-    dict
-        JSON-able scalars (``None`` for what is undefined, e.g. a CI from one replication).
+    A mapping is taken as already-flat metric columns (for custom runners; lists and dicts
+    become canonical JSON text); anything else is a :class:`~sgdnet.Prediction` flattened by
+    :func:`sgdnet.prediction.summarize` (``level``: confidence level of the ``_lo`` / ``_hi``
+    columns; ``quantiles`` of the per-replication steps/s, ``steps_per_s_pNN``).
     """
     if isinstance(prediction, Mapping):
         out = {}
@@ -407,31 +370,9 @@ def summarize(prediction: Any, *, level: float = 0.95,
                 v = _finite(v)
             out[str(k)] = v
         return out
-    sps = prediction.steps_per_s
-    out = {"n": int(getattr(sps, "n", len(getattr(sps, "samples", [])) or 0))}
-    out.update(_estimate_columns("steps_per_s", sps, level, quantiles, True))
-    out.update(_estimate_columns("samples_per_s", prediction.samples_per_s, level, quantiles,
-                                 False))
-    result = getattr(prediction, "result", None)
-    tags_by_name: dict[str, Mapping] = {}
-    if result is not None:
-        names = list(getattr(result, "resource_names", []) or [])
-        tags = list(getattr(result, "resource_tags", []) or [])
-        tags_by_name = {n: t for n, t in zip(names, tags) if isinstance(t, Mapping)}
-    groups: dict[str, list[float]] = {}
-    for name, est in (getattr(prediction, "utilization", None) or {}).items():
-        value = _finite(getattr(est, "mean", est))
-        if value is not None:
-            groups.setdefault(_resource_kind(str(name), tags_by_name.get(name)), []).append(value)
-    for kind in sorted(groups):
-        vals = groups[kind]
-        col = re.sub(r"\W+", "_", kind)
-        out[f"util_{col}_mean"] = math.fsum(vals) / len(vals)
-        out[f"util_{col}_max"] = max(vals)
-    seeds = getattr(result, "seeds", None) if result is not None else None
-    if seeds is not None:
-        out["seeds"] = json.dumps([int(s) for s in seeds], separators=(",", ":"))
-    return out
+    from .prediction import summarize as flatten
+
+    return flatten(prediction, level=level, quantiles=quantiles)
 
 
 def _run_task(task: _Task) -> tuple[int, dict[str, Any], bool]:

@@ -12,7 +12,7 @@ import pytest
 
 from sgdnet import Cluster, Layer, ModelProfile, variants
 from sgdnet.engine import simulate
-from sgdnet.variants.common import build_ps_net
+from sgdnet.variants.parameter_server import build_ps_net
 from sgdnet.workload import ring_allreduce_time
 
 N = 4
@@ -116,7 +116,7 @@ def test_event_graph_forms_match_cycle_time(name, opts, want, cluster):
     # With one step per round the coarse nets' places are an event graph once the resources
     # (already serialised by the places) are dropped: max-plus cycle time = the closed form.
     from sgdnet import analysis
-    from sgdnet.variants.common import without_resources
+    from sgdnet.variants.allreduce import without_resources
 
     eg = without_resources(variants.build(name, PROF, cluster, granularity="coarse", **opts))
     assert eg.is_event_graph(), eg.event_graph_violations()

@@ -4,10 +4,9 @@ Variants II builders."""
 import numpy as np
 import pytest
 
-from sgdnet import Cluster, Layer, ModelProfile, SimulationError, VariantError, variants
+from sgdnet import Cluster, Layer, ModelProfile, SimulationError, VariantError, metrics, variants
 from sgdnet.engine import simulate
-from sgdnet.variants import metrics
-from sgdnet.variants.common import build_ps_net
+from sgdnet.variants.parameter_server import build_ps_net
 from sgdnet.workload import ring_allreduce_time
 
 PROF = ModelProfile("toy", [Layer("a", 0.010, 0.020, 4e6), Layer("b", 0.005, 0.015, 8e6)],

@@ -10,11 +10,10 @@
 import numpy as np
 import pytest
 
-from sgdnet import Cluster, Layer, ModelProfile, variants
+from sgdnet import Cluster, Layer, ModelProfile, metrics, variants
 from sgdnet.engine import simulate
 from sgdnet.results import Estimate
-from sgdnet.variants import metrics
-from sgdnet.variants.common import build_ps_net
+from sgdnet.variants.parameter_server import build_ps_net
 from sgdnet.workload import ring_allreduce_time
 
 MEAN = 0.03

@@ -13,7 +13,7 @@ import math
 import pytest
 
 from sgdnet import Cluster, Layer, ModelProfile, analysis, simulate, variants
-from sgdnet.variants.common import without_resources
+from sgdnet.variants.allreduce import without_resources
 from sgdnet.workload import ring_allreduce_time, tree_allreduce_time
 
 B = 1.25e9  # 10 Gbit/s in bytes/s

@@ -2,14 +2,14 @@
 
 Fine-grained net
     Each worker runs forward ``0..L-1`` and backward ``L-1..0`` on its GPU
-    (:func:`.common.compute_chain`). Gradients are fused into buckets in backward order
+    (:func:`.compute.compute_chain`). Gradients are fused into buckets in backward order
     (:meth:`ModelProfile.buckets`, PyTorch-DDP rule, threshold ``bucket_bytes``). With
     ``overlap=True`` a bucket's all-reduce starts as soon as every worker finished the backward
     of the bucket's last layer, so communication overlaps the rest of the backward pass; with
     ``overlap=False`` every bucket waits for the whole backward. All-reduces run one at a time,
     in bucket order (one collective stream, as NCCL runs the collectives of one communicator);
     the order is enforced with a ring of sequence places, so the net stays a timed event graph.
-    Each all-reduce is :func:`.blocks2.allreduce`: ring (``2(n-1)`` dependent rounds of
+    Each all-reduce is :func:`.collectives.allreduce`: ring (``2(n-1)`` dependent rounds of
     ``S/n`` bytes from each worker to its successor, over the sender's uplink and the
     receiver's downlink) or binary tree (reduce up, broadcast down). When
     ``cluster.update_time`` of a bucket is positive, each worker then applies the averaged
@@ -24,7 +24,7 @@ Closed form (deterministic, homogeneous, one bucket, no overlap, no update cost)
 ``T_fwd+bwd + 2(n-1)(alpha + M/(n B))`` exactly (ring). Bucketing with overlap is never
 slower. Without update cost the fine net's resources are never contended (each worker's
 compute is a chain, each link carries one collective at a time), so
-:func:`.common.without_resources` of it is an event graph with the same timing, solvable
+:func:`without_resources` of it is an event graph with the same timing, solvable
 exactly by :func:`sgdnet.analysis.cycle_time`.
 """
 
@@ -35,21 +35,14 @@ import math
 from ..net import Net
 from ..workload import Cluster, ModelProfile
 from . import Option, register
-from .blocks2 import allreduce
-from .common import (
-    DISCIPLINE,
-    MAX_LAYERS,
-    Fabric,
-    check_bool,
-    check_bytes,
-    check_choice,
-    compute_chain,
-    compute_phase,
-    duration,
-    group_layers,
-)
+from .collectives import allreduce
+from .compute import compute_chain, compute_phase
+from .durations import duration
+from .fabric import Fabric
+from .layers import group_layers
+from .options import DISCIPLINE, MAX_LAYERS, check_bool, check_bytes, check_choice
 
-__all__ = ["build_fine", "build_coarse", "OPTIONS"]
+__all__ = ["build_fine", "build_coarse", "without_resources", "OPTIONS"]
 
 OPTIONS = (
     Option("algorithm", "ring", "'ring' (reduce-scatter + all-gather) or 'tree' (binary tree "
@@ -150,3 +143,18 @@ def build_fine(model: ModelProfile, cluster: Cluster, *, algorithm: str, bucket_
     net.meta["bucket_bytes"] = sizes
     net.meta["cluster"] = cluster
     return net
+
+
+def without_resources(net: Net) -> Net:
+    """A copy of ``net`` with every resource removed.
+
+    Only meaningful where the net's own dependencies already serialise each resource's users
+    (e.g. ring all-reduce nets: a worker's compute chain, and its sends, are totally ordered by
+    places), so timing is unchanged and the copy is a timed event graph that
+    :func:`sgdnet.analysis.cycle_time` can solve exactly.
+    """
+    out = net.copy(name=net.name + ":no-resources")
+    for t in out.transitions.values():
+        t.resources = ()
+    out.resources = {}
+    return out

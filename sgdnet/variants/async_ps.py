@@ -1,6 +1,6 @@
 """``async-ps``: asynchronous SGD (ASP / Hogwild-style) on a sharded parameter server.
 
-Same net as ``sync-ps`` (:func:`.common.build_ps_net`) except on the server: shard ``k``
+Same net as ``sync-ps`` (:func:`.parameter_server.build_ps_net`) except on the server: shard ``k``
 applies each worker's gradient piece as soon as it arrives (one update per worker and piece,
 serialised on the shard's CPU) and returns the updated parameters to that worker only. Workers
 therefore never wait for each other; they contend only for the PS NICs and CPUs, so total
@@ -12,7 +12,8 @@ from __future__ import annotations
 from ..net import Net
 from ..workload import Cluster, ModelProfile
 from . import register
-from .common import PS_OPTIONS, build_ps_net
+from .options import PS_OPTIONS
+from .parameter_server import build_ps_net
 
 __all__ = ["build_fine", "build_coarse", "OPTIONS"]
 

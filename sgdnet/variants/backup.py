@@ -41,20 +41,12 @@ from ..errors import VariantError
 from ..net import Net
 from ..workload import Cluster, ModelProfile
 from . import Option, register
-from .common import (
-    DISCIPLINE,
-    MAX_LAYERS,
-    Fabric,
-    apply_straggler,
-    check_choice,
-    check_int,
-    compute_chain,
-    compute_cv,
-    compute_phase,
-    duration,
-    group_layers,
-    ps_cluster,
-)
+from .collectives import PSExchange, ps_cluster
+from .compute import apply_straggler, compute_chain, compute_phase
+from .durations import duration
+from .fabric import Fabric
+from .layers import compute_cv, group_layers
+from .options import DISCIPLINE, MAX_LAYERS, check_choice, check_int
 
 __all__ = ["build_fine", "build_coarse", "OPTIONS"]
 
@@ -87,12 +79,12 @@ def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, backups: int,
     L = lanes if late == "abort" else 1
     net = Net(f"backup-{'coarse' if coarse else 'fine'}")
     fab = Fabric(net, cl, discipline)
+    ex = PSExchange(fab)
     prof = model if coarse else group_layers(model, max_layers, cl.compute_cv)
     pieces = cl.shard_tensor(0, model.grad_bytes)
     P = len(pieces)
 
-    def local(i: int, k: int) -> bool:
-        return fab.ps_host(k) == ("worker", i)
+    local = ex.local
 
     arr = net.place("srv.arrived").name
     closing = net.place("srv.closing").name
@@ -137,9 +129,7 @@ def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, backups: int,
                            tags={**w, **sync})
         for c, (k, b) in enumerate(pieces):
             if not local(i, k):
-                fab.transfer(f"w{i}.push.c{c}", b, ("worker", i), fab.ps_host(k),
-                             inputs=[pushq[c]], outputs=[recv[i, c]],
-                             tags={**w, "direction": "push", "shard": k, "chunk": c})
+                ex.push(i, k, b, f"c{c}", chunk=c, inputs=[pushq[c]], outputs=[recv[i, c]])
         got = {recv[i, c]: 1 for c in range(P)}
         net.transition(f"w{i}.drop", 0.0, inputs={**got, stalepush: 1}, priority=-1,
                        tags={**w, **sync})
@@ -170,15 +160,11 @@ def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, backups: int,
         for i in range(n):
             back[i, c] = net.place(f"w{i}.c{c}.param", worker=i).name
             to[i] = back[i, c] if local(i, k) else net.place(f"ps{k}.c{c}.to{i}", shard=k).name
-        net.transition(f"ps{k}.update.c{c}", duration(cl.update_time(b), cl.compute_cv),
-                       inputs={upd_in[c]: 1}, outputs={p: 1 for p in to.values()},
-                       resources=[fab.ps_cpu(k)],
-                       tags={"kind": "update", "shard": k, "chunk": c, "step": False})
+        ex.update(f"ps{k}.update.c{c}", k, b, chunk=c, inputs=[upd_in[c]],
+                  outputs=list(to.values()))
         for i in range(n):
             if not local(i, k):
-                fab.transfer(f"w{i}.pull.c{c}", b, fab.ps_host(k), ("worker", i),
-                             inputs=[to[i]], outputs=[back[i, c]],
-                             tags={"worker": i, "direction": "pull", "shard": k, "chunk": c})
+                ex.pull(i, k, b, f"c{c}", chunk=c, inputs=[to[i]], outputs=[back[i, c]])
     for i in range(n):
         w = {"worker": i}
         pulled = net.place(f"w{i}.pulled", **w).name

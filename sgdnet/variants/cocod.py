@@ -2,13 +2,13 @@
 
 Modelling choices
 -----------------
-* Worker ``i`` runs rounds of ``k`` local SGD steps (:func:`.blocks2.local_loop`; per-layer
+* Worker ``i`` runs rounds of ``k`` local SGD steps (:func:`.compute.local_loop`; per-layer
   chain in fine nets, one phase per step in coarse nets).
 * At the end of a round (its *synchronisation point*) the worker waits for the all-reduce it
   started at the previous synchronisation point, merges (the average of the previous snapshots
   plus its own progress since — a ``w{i}.merge`` operation on its GPU costing
   ``cluster.update_time(model bytes)``, 0 by default), snapshots its model and starts an
-  all-reduce of the snapshot (:func:`.blocks2.allreduce` of ``model.grad_bytes``) *in the
+  all-reduce of the snapshot (:func:`.collectives.allreduce` of ``model.grad_bytes``) *in the
   background*: the all-reduce uses only the NIC resources, so it runs concurrently with the
   next ``k`` steps on the GPU. The first synchronisation point has nothing to wait for.
 * Deterministic homogeneous period after the first round: ``max(k * T_c, T_AR)``.
@@ -25,8 +25,12 @@ from __future__ import annotations
 from ..net import Net
 from ..workload import Cluster, ModelProfile
 from . import Option, register
-from .blocks2 import allreduce, local_loop
-from .common import DISCIPLINE, MAX_LAYERS, Fabric, check_choice, check_int, duration, group_layers
+from .collectives import allreduce
+from .compute import local_loop
+from .durations import duration
+from .fabric import Fabric
+from .layers import group_layers
+from .options import DISCIPLINE, MAX_LAYERS, check_choice, check_int
 
 __all__ = ["build_fine", "build_coarse", "batch_sizes", "OPTIONS"]
 

@@ -2,7 +2,7 @@
 
 Modelling choices
 -----------------
-* The parameter-server net is the asynchronous one of :func:`.common.build_ps_net` (the same
+* The parameter-server net is the asynchronous one of :func:`.parameter_server.build_ps_net` (the same
   pushes, per-worker server updates and pulls as ``async-ps`` / ``ssp``), so ``dssp`` differs
   from ``ssp`` only in its synchronisation controller.
 * The controller is the engine's ``dynamic_lag`` gate ``"dssp"`` (see
@@ -15,7 +15,7 @@ Modelling choices
   slowest workers (the ``r`` for which the fastest's predicted push time lands closest to the
   slowest's next one) and releases ``p`` with ``r* - 1`` allowance left if ``r* > 0``; otherwise
   ``p`` waits until it is within ``s_lower`` of the slowest.
-* The chosen ``r*`` values are in ``Result.gate_log("dssp")`` (:func:`.metrics.r_star`).
+* The chosen ``r*`` values are in ``Result.gate_log("dssp")`` (:func:`sgdnet.metrics.r_star`).
 * With identical workers DSSP behaves like ``ssp`` with ``staleness = s_lower``; its throughput
   lies between SSP(``s_lower``)'s and ASP's (SSP(``s_lower + r_max``) bounds it from above too).
 """
@@ -25,8 +25,9 @@ from __future__ import annotations
 from ..net import Net
 from ..workload import Cluster, ModelProfile
 from . import Option, register
-from .blocks2 import first_compute
-from .common import PS_OPTIONS, build_ps_net, check_int
+from .compute import first_compute
+from .options import PS_OPTIONS, check_int
+from .parameter_server import build_ps_net
 
 __all__ = ["build_fine", "build_coarse", "OPTIONS", "GATE"]
 

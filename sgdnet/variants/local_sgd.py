@@ -3,15 +3,16 @@
 
 Modelling choices
 -----------------
-* Worker ``i`` computes ``H`` steps back to back (:func:`.blocks2.local_loop`): fine nets use
-  the per-layer compute chain of :func:`.common.compute_chain`, coarse nets one compute phase
+* Worker ``i`` computes ``H`` steps back to back (:func:`.compute.local_loop`): fine nets use
+  the per-layer compute chain of :func:`.compute.compute_chain`, coarse nets one compute phase
   per step. The local optimizer update is part of the profiled step (not a separate operation).
 * After its ``H``-th step the worker joins the averaging and is blocked until it ends:
   ``sync="allreduce"``: an all-reduce of the whole model (``model.grad_bytes``) with
-  :func:`.blocks2.allreduce` (ring step by step in fine nets, closed-form per-worker transfer in
+  :func:`.collectives.allreduce` (ring step by step in fine nets, closed-form per-worker transfer in
   coarse nets); ``sync="ps"``: the worker pushes its model pieces (``cluster.shard_tensor``) to
   the shards, each shard averages a piece once every worker's copy arrived
-  (``cluster.update_time`` on its CPU) and sends it back to every worker.
+  (``cluster.update_time`` on its CPU) and sends it back to every worker
+  (:func:`.collectives.ps_average`).
 * Deterministic homogeneous period (all-reduce): ``H * T_c + T_AR`` with ``T_AR`` the ring
   all-reduce time of the model; ``H = 1`` with ``sync="ps"`` is synchronous SGD on a PS
   without overlap of communication and compute.
@@ -23,17 +24,11 @@ from __future__ import annotations
 from ..net import Net
 from ..workload import Cluster, ModelProfile
 from . import Option, register
-from .blocks2 import allreduce, local_loop
-from .common import (
-    DISCIPLINE,
-    MAX_LAYERS,
-    Fabric,
-    check_choice,
-    check_int,
-    duration,
-    group_layers,
-    ps_cluster,
-)
+from .collectives import allreduce, ps_average, ps_cluster
+from .compute import local_loop
+from .fabric import Fabric
+from .layers import group_layers
+from .options import DISCIPLINE, MAX_LAYERS, check_choice, check_int
 
 __all__ = ["build_fine", "build_coarse", "ps_average", "OPTIONS"]
 
@@ -49,44 +44,6 @@ OPTIONS = (
     DISCIPLINE,
     MAX_LAYERS,
 )
-
-
-def ps_average(net: Net, fab: Fabric, cl: Cluster, nbytes: float, ins: dict, outs: dict,
-               name: str = "avg") -> None:
-    """Average ``nbytes`` of model over the PS shards: ``ins[i]`` (one place per piece of
-    ``cl.shard_tensor(0, nbytes)``) -> push -> shard update once all copies arrived -> pull ->
-    ``outs[i]`` (one place). A piece whose shard sits on the worker's host stays local."""
-    n = cl.workers
-    pieces = cl.shard_tensor(0, nbytes)
-    got: dict[int, list[str]] = {i: [] for i in range(n)}
-    for c, (k, b) in enumerate(pieces):
-        host = fab.ps_host(k)
-        recv, back = {}, {}
-        for i in range(n):
-            local = host == ("worker", i)
-            back[i] = net.place(f"w{i}.{name}.c{c}.back", worker=i).name
-            got[i].append(back[i])
-            if local:
-                recv[i] = ins[i][c]
-                continue
-            recv[i] = net.place(f"ps{k}.{name}.c{c}.from{i}", shard=k).name
-            fab.transfer(f"w{i}.push.{name}.c{c}", b, ("worker", i), host, inputs=[ins[i][c]],
-                         outputs=[recv[i]],
-                         tags={"worker": i, "direction": "push", "shard": k, "chunk": c})
-        to = {i: (back[i] if host == ("worker", i)
-                  else net.place(f"ps{k}.{name}.c{c}.to{i}", shard=k).name) for i in range(n)}
-        net.transition(f"ps{k}.{name}.c{c}", duration(cl.update_time(b), cl.compute_cv),
-                       inputs={recv[i]: 1 for i in range(n)}, outputs={to[i]: 1 for i in range(n)},
-                       resources=[fab.ps_cpu(k)],
-                       tags={"kind": "update", "shard": k, "chunk": c, "step": False})
-        for i in range(n):
-            if host != ("worker", i):
-                fab.transfer(f"w{i}.pull.{name}.c{c}", b, host, ("worker", i), inputs=[to[i]],
-                             outputs=[back[i]],
-                             tags={"worker": i, "direction": "pull", "shard": k, "chunk": c})
-    for i in range(n):
-        net.transition(f"w{i}.{name}.got", 0.0, inputs={p: 1 for p in got[i]},
-                       outputs={outs[i]: 1}, tags={"worker": i, "kind": "sync", "step": False})
 
 
 def _split_join(net: Net, n: int, loops, H: int, pieces: int = 1) -> tuple[dict, dict]:

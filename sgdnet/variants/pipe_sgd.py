@@ -25,17 +25,11 @@ import math
 from ..net import Net
 from ..workload import Cluster, ModelProfile
 from . import Option, register
-from .blocks2 import allreduce
-from .common import (
-    DISCIPLINE,
-    MAX_LAYERS,
-    Fabric,
-    check_bytes,
-    check_int,
-    compute_chain,
-    compute_phase,
-    group_layers,
-)
+from .collectives import allreduce
+from .compute import compute_chain, compute_phase
+from .fabric import Fabric
+from .layers import group_layers
+from .options import DISCIPLINE, MAX_LAYERS, check_bytes, check_int
 
 __all__ = ["build_fine", "build_coarse", "OPTIONS"]
 

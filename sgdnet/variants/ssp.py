@@ -21,7 +21,8 @@ from __future__ import annotations
 from ..net import Net
 from ..workload import Cluster, ModelProfile
 from . import Option, register
-from .common import PS_OPTIONS, build_ps_net, check_choice, check_int
+from .options import PS_OPTIONS, check_choice, check_int
+from .parameter_server import build_ps_net
 
 __all__ = ["build_fine", "build_coarse", "OPTIONS"]
 

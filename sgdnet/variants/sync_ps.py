@@ -1,6 +1,6 @@
 """``sync-ps``: bulk-synchronous SGD (BSP) on a sharded parameter server.
 
-Fine-grained net (:func:`.common.build_ps_net` with ``synchronous=True``)
+Fine-grained net (:func:`.parameter_server.build_ps_net` with ``synchronous=True``)
     Each worker runs forward of layers ``0..L-1`` then backward of ``L-1..0`` on its GPU.
     Backward of layer ``l`` releases the push of layer ``l``'s gradient pieces at once
     (wait-free backprop); shard ``k`` applies piece ``(l, c)`` when every worker's copy has
@@ -23,7 +23,8 @@ from __future__ import annotations
 from ..net import Net
 from ..workload import Cluster, ModelProfile
 from . import register
-from .common import PS_OPTIONS, build_ps_net
+from .options import PS_OPTIONS
+from .parameter_server import build_ps_net
 
 __all__ = ["build_fine", "build_coarse", "OPTIONS"]
 

@@ -1,7 +1,5 @@
-"""Building blocks of the Variants II builders that :mod:`.common` does not (yet) have.
-
-To be merged into :mod:`.common` later; everything here is built on :class:`.common.Fabric`,
-:func:`.common.compute_chain`, :func:`.common.compute_phase` and :func:`.common.duration`.
+"""Collectives: all-reduce (ring and tree, fine and coarse, side by side) and the
+parameter-server exchange (push, update, pull), written once and used by every variant.
 
 All-reduce
     :func:`allreduce` reduces ``nbytes`` among all workers. It starts with a zero-duration
@@ -11,20 +9,20 @@ All-reduce
     ``{name}.end`` that gives the stream token back and produces every worker's outputs.
 
     * fine (``coarse=False``): ring all-reduce, step by step: ``2(n-1)`` rounds; in round ``r``
-      worker ``i`` sends ``nbytes / n`` to worker ``i+1 mod n`` with :meth:`Fabric.transfer`
+      worker ``i`` sends ``nbytes / n`` to worker ``i+1 mod n`` with :meth:`.Fabric.transfer`
       (uplink of ``i`` and downlink of ``i+1``, then latency); worker ``i``'s round ``r+1`` send
       waits for its round ``r`` send to leave the link and for the chunk of round ``r`` from
       worker ``i-1`` to arrive. Deterministic homogeneous cost ``2(n-1)(alpha + S/(n B))``,
       the closed form of :func:`sgdnet.workload.ring_allreduce_time`.
     * coarse: one transition per worker ``{name}.w{i}`` holding its own uplink and downlink for
-      the closed-form ring time (CV ``comm_cv``), all started together by the barrier; the end
-      barrier waits for the slowest.
+      the closed-form ring time (CV ``comm_cv``), all started together by the barrier
+      (:meth:`.Fabric.allreduce_share`); the end barrier waits for the slowest.
 
     * ``algorithm="tree"``: a binary tree over the ranks (parent of ``i`` is ``(i-1)//2``):
       fine nets reduce up the tree (a node sends the whole message to its parent once its own
       input and all its children's messages are there) and broadcast down it (a node forwards
       to its children, left child first, once its parent's message arrived); every hop is a
-      :meth:`Fabric.transfer`, so a parent's downlink (uplink) serialises its two children's
+      :meth:`.Fabric.transfer`, so a parent's downlink (uplink) serialises its two children's
       messages. Coarse nets use :func:`sgdnet.workload.tree_allreduce_time` (store and
       forward, ``chunks=1``). For ``n <= 4`` the fine tree takes exactly ``2 ceil(log2 n)
       (alpha + S/B)``; for larger ``n`` the serialisation at inner nodes makes it slower than
@@ -32,25 +30,25 @@ All-reduce
 
     Transfers are tagged ``worker`` (the sender), ``kind="comm"``, ``collective=name``.
 
-Local-step loops
-    :func:`local_loop` makes worker ``i`` run ``k`` SGD steps, then stop: a ``w{i}.budget``
-    place holding ``k`` tokens is an extra input of the step's first compute operation, and every
-    step's last compute operation puts a token in ``w{i}.acc``. A synchronisation transition
-    takes ``k`` tokens of ``acc`` and, when done, gives ``k`` budget tokens back.
+Parameter-server exchange
+    :class:`PSExchange` adds the push / update / pull stages of one piece;
+    :func:`ps_average` composes them into a blocking average of a whole tensor over the shards
+    (``local-sgd`` with ``sync="ps"``); :func:`ps_cluster` applies a variant's ``shards`` /
+    ``placement`` options to the cluster.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import VariantError
 from ..net import Net
-from ..workload import Cluster, ModelProfile, ring_allreduce_time, tree_allreduce_time
-from .common import Fabric, compute_chain, compute_phase, duration
+from ..workload import Cluster
+from .durations import duration
+from .fabric import Fabric
 
-__all__ = ["allreduce", "collective_stream", "local_loop", "LocalLoop", "first_compute"]
+__all__ = ["collective_stream", "allreduce", "ps_cluster", "PSExchange", "ps_average"]
 
 
 def collective_stream(net: Net, name: str = "ar.stream") -> str:
@@ -116,14 +114,9 @@ def allreduce(
     done = {i: net.place(f"{name}.w{i}.done", worker=i).name for i in range(n)}
     ctag = {"collective": name, "step": False, **extra}
     if coarse:
-        closed = ring_allreduce_time if algorithm == "ring" else tree_allreduce_time
         for i in range(n):
-            bw = min(cluster.up_bw(i), cluster.down_bw((i + 1) % n))
-            t = closed(nbytes, n, bw, cluster.latency)
-            host = ("worker", i)
-            net.transition(f"{name}.w{i}", duration(t, cluster.comm_cv), inputs={ready[i]: 1},
-                           outputs={done[i]: 1}, resources=fabric.link_resources(host, host),
-                           tags={"worker": i, "kind": "comm", **ctag})
+            fabric.allreduce_share(f"{name}.w{i}", nbytes, i, algorithm, inputs=[ready[i]],
+                                   outputs=[done[i]], tags={"worker": i, "kind": "comm", **ctag})
     elif algorithm == "tree":
         _tree(net, fabric, name, nbytes, n, ready, done, ctag)
     else:
@@ -183,44 +176,103 @@ def _tree(net: Net, fabric: Fabric, name: str, nbytes: float, n: int, ready: dic
                        outputs={done[i]: 1}, tags={"worker": i, "kind": "sync", **ctag})
 
 
-@dataclass
-class LocalLoop:
-    """One worker's local-step loop: ``budget`` / ``acc`` places, first and step transitions."""
-
-    worker: int
-    budget: str
-    acc: str
-    first: str
-    step: str
-    compute: list[str]
+def ps_cluster(cluster: Cluster, shards: int | None, placement: str | None) -> Cluster:
+    """``cluster`` with the ``shards`` / ``placement`` options applied (``None`` keeps it)."""
+    ch = {}
+    if shards is not None and shards != cluster.ps_shards:
+        ch["ps_shards"] = shards
+    if placement is not None and placement != cluster.ps_placement:
+        ch["ps_placement"] = placement
+    return cluster.replace(**ch) if ch else cluster
 
 
-def first_compute(net: Net, worker: int) -> str:
-    """Name of the first compute operation of ``worker``'s step in a net built by
-    :func:`.common.compute_chain` (``w{i}.fwd0``) or :func:`.common.compute_phase`
-    (``w{i}.compute``)."""
-    for name in (f"w{worker}.fwd0", f"w{worker}.compute"):
-        if name in net.transitions:
-            return name
-    raise VariantError(f"net {net.name!r} has no compute chain for worker {worker}")
+class PSExchange:
+    """The three stages of a parameter-server exchange of one piece (a chunk of a tensor on one
+    shard): the worker's *push* to the shard, the shard's *update* on its CPU, the *pull* back.
 
+    Every PS-style variant (``sync-ps``, ``async-ps``, ``ssp``, ``dssp``, ``backup``, and
+    ``local-sgd`` with ``sync="ps"``) composes these; the variant only decides which places
+    connect them and when an update fires (every worker's copy, or each on arrival).
 
-def local_loop(net: Net, fabric: Fabric, model: ModelProfile, cluster: Cluster, worker: int,
-               k: int, *, coarse: bool, budget_tokens: int | None = None) -> LocalLoop:
-    """Worker ``worker`` runs up to ``k`` local SGD steps, then waits for budget.
-
-    ``budget_tokens`` (default ``k``) is the initial budget. The straggler hook is applied by
-    the common compute builders.
+    Names: the push of worker ``i`` is ``w{i}.push.{suffix}``, its pull ``w{i}.pull.{suffix}``
+    (transfers of :meth:`Fabric.transfer`, tagged ``worker``, the caller's ``tags``,
+    ``direction``, ``shard``, ``chunk``); the update is named by the caller and takes
+    ``cluster.update_time(nbytes)`` (CV ``cluster.compute_cv``) on ``ps{k}.cpu``.
+    A piece whose shard is colocated with the worker (:meth:`local`) needs no transfer.
     """
-    i = worker
-    budget = net.place(f"w{i}.budget", k if budget_tokens is None else budget_tokens,
-                       worker=i).name
-    acc = net.place(f"w{i}.acc", worker=i).name
-    if coarse:
-        start = net.place(f"w{i}.start", 1, worker=i).name
-        t = compute_phase(net, fabric, model, cluster, i, inputs=[start, budget],
-                          outputs=[start, acc])
-        return LocalLoop(i, budget, acc, t, t, [t])
-    ch = compute_chain(net, fabric, model, cluster, i, fwd_inputs={0: [budget]},
-                       bwd_outputs={0: [acc]})
-    return LocalLoop(i, budget, acc, ch.fwd[0], ch.step, ch.all)
+
+    def __init__(self, fabric: Fabric):
+        self.fabric = fabric
+        self.net = fabric.net
+        self.cluster = fabric.cluster
+
+    def local(self, worker: int, shard: int) -> bool:
+        """True when shard ``shard`` lives on worker ``worker``'s host."""
+        return self.fabric.ps_host(shard) == ("worker", worker)
+
+    def push(self, worker: int, shard: int, nbytes: float, suffix: str, *, chunk: int,
+             inputs: Iterable[str], outputs: Iterable[str],
+             tags: Mapping[str, Any] | None = None, priority: int = 0) -> list[str]:
+        """Transfer ``w{worker}.push.{suffix}`` of ``nbytes`` from the worker to the shard."""
+        fab = self.fabric
+        return fab.transfer(f"w{worker}.push.{suffix}", nbytes, ("worker", worker),
+                            fab.ps_host(shard), inputs=inputs, outputs=outputs,
+                            priority=priority,
+                            tags={"worker": worker, **(tags or {}), "direction": "push",
+                                  "shard": shard, "chunk": chunk})
+
+    def pull(self, worker: int, shard: int, nbytes: float, suffix: str, *, chunk: int,
+             inputs: Iterable[str], outputs: Iterable[str],
+             tags: Mapping[str, Any] | None = None, priority: int = 0) -> list[str]:
+        """Transfer ``w{worker}.pull.{suffix}`` of ``nbytes`` from the shard to the worker."""
+        fab = self.fabric
+        return fab.transfer(f"w{worker}.pull.{suffix}", nbytes, fab.ps_host(shard),
+                            ("worker", worker), inputs=inputs, outputs=outputs,
+                            priority=priority,
+                            tags={"worker": worker, **(tags or {}), "direction": "pull",
+                                  "shard": shard, "chunk": chunk})
+
+    def update(self, name: str, shard: int, nbytes: float, *, chunk: int,
+               inputs: Iterable[str], outputs: Iterable[str],
+               tags: Mapping[str, Any] | None = None) -> str:
+        """The shard's update ``name`` of a piece of ``nbytes`` on its CPU (``kind="update"``)."""
+        cl = self.cluster
+        d = duration(cl.update_time(nbytes), cl.compute_cv)
+        self.net.transition(name, d, inputs={p: 1 for p in inputs},
+                            outputs={p: 1 for p in outputs},
+                            resources=[self.fabric.ps_cpu(shard)],
+                            tags={"kind": "update", **(tags or {}), "shard": shard,
+                                  "chunk": chunk, "step": False})
+        return name
+
+
+def ps_average(net: Net, fab: Fabric, cl: Cluster, nbytes: float, ins: dict, outs: dict,
+               name: str = "avg") -> None:
+    """Average ``nbytes`` of model over the PS shards: ``ins[i]`` (one place per piece of
+    ``cl.shard_tensor(0, nbytes)``) -> push -> shard update once all copies arrived -> pull ->
+    ``outs[i]`` (one place). A piece whose shard sits on the worker's host stays local."""
+    n = cl.workers
+    ex = PSExchange(fab)
+    pieces = cl.shard_tensor(0, nbytes)
+    got: dict[int, list[str]] = {i: [] for i in range(n)}
+    for c, (k, b) in enumerate(pieces):
+        host = fab.ps_host(k)
+        recv, back = {}, {}
+        for i in range(n):
+            back[i] = net.place(f"w{i}.{name}.c{c}.back", worker=i).name
+            got[i].append(back[i])
+            if ex.local(i, k):
+                recv[i] = ins[i][c]
+                continue
+            recv[i] = net.place(f"ps{k}.{name}.c{c}.from{i}", shard=k).name
+            ex.push(i, k, b, f"{name}.c{c}", chunk=c, inputs=[ins[i][c]], outputs=[recv[i]])
+        to = {i: (back[i] if host == ("worker", i)
+                  else net.place(f"ps{k}.{name}.c{c}.to{i}", shard=k).name) for i in range(n)}
+        ex.update(f"ps{k}.{name}.c{c}", k, b, chunk=c, inputs=[recv[i] for i in range(n)],
+                  outputs=[to[i] for i in range(n)])
+        for i in range(n):
+            if not ex.local(i, k):
+                ex.pull(i, k, b, f"{name}.c{c}", chunk=c, inputs=[to[i]], outputs=[back[i]])
+    for i in range(n):
+        net.transition(f"w{i}.{name}.got", 0.0, inputs={p: 1 for p in got[i]},
+                       outputs={outs[i]: 1}, tags={"worker": i, "kind": "sync", "step": False})

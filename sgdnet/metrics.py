@@ -47,8 +47,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SimulationError, UnknownNameError, VariantError
-from ..results import Estimate
+from .errors import SimulationError, UnknownNameError, VariantError
+from .results import Estimate
 
 __all__ = [
     "workers_of",

@@ -26,20 +26,23 @@ Figures
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..errors import ClusterError, VariantError
-from ..results import Estimate, Result
-from ..workload import Cluster, ModelProfile
-from . import get
-from .common import resolve_cluster, resolve_model
+from ._check import int_arg
+from .errors import ClusterError, VariantError
+from .results import Estimate, Result
+from .variants import get
+from .variants.inputs import resolve_cluster, resolve_model
+from .workload import Cluster, ModelProfile
 
-__all__ = ["Prediction", "WorkerFigures", "ScalingPoint", "predict", "scaling"]
+__all__ = ["Prediction", "WorkerFigures", "ScalingPoint", "predict", "scaling", "summarize"]
 
 
 @dataclass(frozen=True)
@@ -184,9 +187,7 @@ class Prediction:
 
 
 def _count(v: Any, name: str, lo: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-        raise VariantError(f"{name}={v!r} must be an integer >= {lo}")
-    return int(v)
+    return int_arg(name, v, lo, error=VariantError)
 
 
 def predict(variant: str, model: str | ModelProfile, cluster: Cluster | Mapping[str, Any], *,
@@ -246,7 +247,7 @@ def predict(variant: str, model: str | ModelProfile, cluster: Cluster | Mapping[
     >>> p.samples_per_s.mean > 0
     True
     """
-    from ..engine import simulate
+    from .engine import simulate
 
     spec = get(variant)
     prof = resolve_model(model)
@@ -330,4 +331,82 @@ def scaling(variant: str, model: str | ModelProfile, cluster: Cluster | Mapping[
         su = p.samples_per_s.mean / b if b > 0 else math.nan
         out.append(ScalingPoint(int(w), p, p.steps_per_s, p.samples_per_s, su,
                                 su * base.workers / p.workers))
+    return out
+
+
+def _finite(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _estimate_columns(prefix: str, est: Any, level: float, quantiles: Sequence[float],
+                      full: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {f"{prefix}_mean": _finite(est.mean)}
+    try:
+        lo, hi = est.ci(level)
+    except Exception:  # n = 1: no spread across replications
+        lo = hi = None
+    out[f"{prefix}_lo"] = _finite(lo)
+    out[f"{prefix}_hi"] = _finite(hi)
+    if full:
+        out[f"{prefix}_std"] = _finite(getattr(est, "std", None))
+        for q in quantiles:
+            out[f"{prefix}_p{round(q * 100):02d}"] = _finite(est.quantile(q))
+    return out
+
+
+def _resource_kind(name: str, tags: Mapping[str, Any] | None) -> str:
+    kind = (tags or {}).get("kind")
+    if isinstance(kind, str) and kind:
+        return kind
+    return re.sub(r"[_\-.]?(w|ps|s)?\d+$", "", name) or name
+
+
+def summarize(prediction: Any, *, level: float = 0.95,
+              quantiles: Sequence[float] = (0.05, 0.5, 0.95)) -> dict[str, Any]:
+    """Flatten a :class:`Prediction` into flat JSON-able columns (a ``sgdnet predict`` table row,
+    a study row's metrics).
+
+    Parameters
+    ----------
+    prediction : Prediction
+        ``.steps_per_s`` and ``.samples_per_s`` (Estimates), ``.utilization`` (name -> Estimate)
+        and ``.result.seeds`` / ``.result.resource_names`` / ``.result.resource_tags`` are read.
+    level : float
+        Confidence level of the ``_lo`` / ``_hi`` columns.
+    quantiles : sequence of float
+        Quantiles of the per-replication steps/s reported as ``steps_per_s_pNN``.
+
+    Returns
+    -------
+    dict
+        JSON-able scalars (``None`` for what is undefined, e.g. a CI from one replication).
+    """
+    sps = prediction.steps_per_s
+    out = {"n": int(getattr(sps, "n", len(getattr(sps, "samples", [])) or 0))}
+    out.update(_estimate_columns("steps_per_s", sps, level, quantiles, True))
+    out.update(_estimate_columns("samples_per_s", prediction.samples_per_s, level, quantiles,
+                                 False))
+    result = getattr(prediction, "result", None)
+    tags_by_name: dict[str, Mapping] = {}
+    if result is not None:
+        names = list(getattr(result, "resource_names", []) or [])
+        tags = list(getattr(result, "resource_tags", []) or [])
+        tags_by_name = {n: t for n, t in zip(names, tags) if isinstance(t, Mapping)}
+    groups: dict[str, list[float]] = {}
+    for name, est in (getattr(prediction, "utilization", None) or {}).items():
+        value = _finite(getattr(est, "mean", est))
+        if value is not None:
+            groups.setdefault(_resource_kind(str(name), tags_by_name.get(name)), []).append(value)
+    for kind in sorted(groups):
+        vals = groups[kind]
+        col = re.sub(r"\W+", "_", kind)
+        out[f"util_{col}_mean"] = math.fsum(vals) / len(vals)
+        out[f"util_{col}_max"] = max(vals)
+    seeds = getattr(result, "seeds", None) if result is not None else None
+    if seeds is not None:
+        out["seeds"] = json.dumps([int(s) for s in seeds], separators=(",", ":"))
     return out

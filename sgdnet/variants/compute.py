@@ -1,0 +1,218 @@
+"""A worker's compute: the fine per-layer chain, the coarse phase, local-step loops, stragglers.
+
+Compute
+    :func:`compute_chain` lays out one worker's fine-grained step: forward of layer ``0..L-1``
+    then backward of ``L-1..0``, each a transition holding the worker's GPU resource, each
+    waiting for the previous one (a token in ``w{i}.start`` starts the step; backward of layer 0
+    puts it back and is the worker's ``step=True`` transition). Worker ``i``'s durations are the
+    profile times divided by ``cluster.speed(i)``. :func:`compute_phase` is the coarse
+    equivalent: one ``w{i}.compute`` transition of the total forward + backward time.
+
+Stragglers
+    If ``cluster.straggler`` is not ``None``, :func:`apply_straggler` calls
+    ``cluster.straggler.modulator(net, worker, step_start_transition_name)``; a returned
+    modulator name is set on every compute transition of that worker (``None``: no modulator).
+
+Local-step loops
+    :func:`local_loop` makes worker ``i`` run ``k`` SGD steps, then stop: a ``w{i}.budget``
+    place holding ``k`` tokens is an extra input of the step's first compute operation, and every
+    step's last compute operation puts a token in ``w{i}.acc``. A synchronisation transition
+    takes ``k`` tokens of ``acc`` and, when done, gives ``k`` budget tokens back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..errors import VariantError
+from ..net import Net
+from ..workload import Cluster, ModelProfile
+from .durations import duration
+from .fabric import Fabric
+from .layers import compute_cv
+
+__all__ = ["Chain", "compute_chain", "compute_phase", "apply_straggler", "LocalLoop",
+           "first_compute", "local_loop"]
+
+
+@dataclass
+class Chain:
+    """One worker's compute transitions: ``start`` place, ``fwd[l]`` / ``bwd[l]`` names."""
+
+    worker: int
+    start: str
+    fwd: list[str] = field(default_factory=list)
+    bwd: list[str] = field(default_factory=list)
+
+    @property
+    def step(self) -> str:
+        """The worker's ``step=True`` transition (backward of layer 0)."""
+        return self.bwd[0]
+
+    @property
+    def all(self) -> list[str]:
+        """Every compute transition of the chain."""
+        return [*self.fwd, *self.bwd[::-1]]
+
+
+def compute_chain(
+    net: Net,
+    fabric: Fabric,
+    model: ModelProfile,
+    cluster: Cluster,
+    worker: int,
+    *,
+    fwd_inputs: Mapping[int, Sequence[str]] | None = None,
+    bwd_outputs: Mapping[int, Sequence[str]] | None = None,
+) -> Chain:
+    """Forward ``0..L-1`` then backward ``L-1..0`` of ``worker`` on its GPU.
+
+    Parameters
+    ----------
+    fwd_inputs : dict layer -> place names
+        Extra inputs of each forward (the layer's parameters; credits for layer 0).
+    bwd_outputs : dict layer -> place names
+        Extra outputs of each backward (the layer's gradients).
+
+    Returns
+    -------
+    Chain
+        ``start`` holds one token initially; backward of layer 0 refills it and is tagged
+        ``step=True``. The straggler hook is applied (see :func:`apply_straggler`).
+    """
+    i = worker
+    fwd_inputs = fwd_inputs or {}
+    bwd_outputs = bwd_outputs or {}
+    sp = cluster.speed(i)
+    gpu = fabric.gpu(i)
+    L = model.n_layers
+    start = net.place(f"w{i}.start", 1, worker=i).name
+    ch = Chain(i, start, [None] * L, [None] * L)  # type: ignore[list-item]
+    prev = start
+    for l in range(L):
+        la = model.layers[l]
+        out = net.place(f"w{i}.f{l}.done", worker=i).name
+        ins = {prev: 1, **{p: 1 for p in fwd_inputs.get(l, ())}}
+        t = net.transition(
+            f"w{i}.fwd{l}", duration(la.forward_s / sp, model.layer_cv(l, cluster.compute_cv)),
+            inputs=ins, outputs={out: 1}, resources=[gpu],
+            tags={"worker": i, "kind": "compute", "layer": l, "phase": "fwd", "step": False})
+        ch.fwd[l] = t.name
+        prev = out
+    for l in range(L - 1, -1, -1):
+        la = model.layers[l]
+        nxt = start if l == 0 else net.place(f"w{i}.b{l}.done", worker=i).name
+        outs = {nxt: 1, **{p: 1 for p in bwd_outputs.get(l, ())}}
+        t = net.transition(
+            f"w{i}.bwd{l}", duration(la.backward_s / sp, model.layer_cv(l, cluster.compute_cv)),
+            inputs={prev: 1}, outputs=outs, resources=[gpu],
+            tags={"worker": i, "kind": "compute", "layer": l, "phase": "bwd", "step": l == 0})
+        ch.bwd[l] = t.name
+        prev = nxt
+    apply_straggler(net, cluster, i, ch.fwd[0], ch.all)
+    return ch
+
+
+def compute_phase(
+    net: Net,
+    fabric: Fabric,
+    model: ModelProfile,
+    cluster: Cluster,
+    worker: int,
+    *,
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+) -> str:
+    """Coarse compute phase ``w{i}.compute``: the whole forward + backward on the GPU.
+
+    Its mean is ``model.compute_s / speed(i)`` and its CV :func:`compute_cv` (the CV of the
+    fine-grained sum of independent layer times), so coarse and fine nets of the same profile
+    have the same compute mean and variance. Tagged ``step=True``.
+    """
+    i = worker
+    sp = cluster.speed(i)
+    t = net.transition(
+        f"w{i}.compute", duration(model.compute_s / sp, compute_cv(model, cluster.compute_cv)),
+        inputs={p: 1 for p in inputs}, outputs={p: 1 for p in outputs},
+        resources=[fabric.gpu(i)], tags={"worker": i, "kind": "compute", "step": True})
+    apply_straggler(net, cluster, i, t.name, [t.name])
+    return t.name
+
+
+def apply_straggler(net: Net, cluster: Cluster, worker: int, start: str,
+                    compute: Iterable[str]) -> str | None:
+    """Call the straggler protocol for ``worker`` and set the modulator it returns.
+
+    ``cluster.straggler.modulator(net, worker, start)`` may add a modulator to ``net`` (e.g.
+    resampled when ``start``, the worker's step-start transition, fires) and returns its name,
+    or ``None`` for no modulator; the name is set on every transition in ``compute``.
+
+    Raises
+    ------
+    VariantError
+        The straggler returned a name that is not a modulator of ``net``.
+    """
+    st = cluster.straggler
+    if st is None:
+        return None
+    fn = getattr(st, "modulator", None)
+    if not callable(fn):
+        raise VariantError(
+            f"cluster.straggler={st!r} has no modulator(net, worker, start) method; use a "
+            "straggler model from sgdnet.workload.stragglers or None"
+        )
+    name = fn(net, worker, start)
+    if name is None:
+        return None
+    if name not in net.modulators:
+        raise VariantError(
+            f"cluster.straggler.modulator returned {name!r} for worker {worker}, which is not a "
+            f"modulator of the net (known: {sorted(net.modulators)})"
+        )
+    for t in compute:
+        net.transitions[t].modulator = name
+    return name
+
+
+@dataclass
+class LocalLoop:
+    """One worker's local-step loop: ``budget`` / ``acc`` places, first and step transitions."""
+
+    worker: int
+    budget: str
+    acc: str
+    first: str
+    step: str
+    compute: list[str]
+
+
+def first_compute(net: Net, worker: int) -> str:
+    """Name of the first compute operation of ``worker``'s step in a net built by
+    :func:`compute_chain` (``w{i}.fwd0``) or :func:`compute_phase`
+    (``w{i}.compute``)."""
+    for name in (f"w{worker}.fwd0", f"w{worker}.compute"):
+        if name in net.transitions:
+            return name
+    raise VariantError(f"net {net.name!r} has no compute chain for worker {worker}")
+
+
+def local_loop(net: Net, fabric: Fabric, model: ModelProfile, cluster: Cluster, worker: int,
+               k: int, *, coarse: bool, budget_tokens: int | None = None) -> LocalLoop:
+    """Worker ``worker`` runs up to ``k`` local SGD steps, then waits for budget.
+
+    ``budget_tokens`` (default ``k``) is the initial budget. The straggler hook is applied by
+    the common compute builders.
+    """
+    i = worker
+    budget = net.place(f"w{i}.budget", k if budget_tokens is None else budget_tokens,
+                       worker=i).name
+    acc = net.place(f"w{i}.acc", worker=i).name
+    if coarse:
+        start = net.place(f"w{i}.start", 1, worker=i).name
+        t = compute_phase(net, fabric, model, cluster, i, inputs=[start, budget],
+                          outputs=[start, acc])
+        return LocalLoop(i, budget, acc, t, t, [t])
+    ch = compute_chain(net, fabric, model, cluster, i, fwd_inputs={0: [budget]},
+                       bwd_outputs={0: [acc]})
+    return LocalLoop(i, budget, acc, ch.fwd[0], ch.step, ch.all)

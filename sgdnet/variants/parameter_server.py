@@ -1,0 +1,164 @@
+"""The parameter-server net shared by ``sync-ps``, ``async-ps``, ``ssp`` and ``dssp``: per-layer
+(or whole-model) pieces pushed, updated and pulled with :class:`.collectives.PSExchange`."""
+
+from __future__ import annotations
+
+import math
+
+from ..net import Net
+from ..workload import Cluster, ModelProfile
+from .collectives import PSExchange, ps_cluster
+from .compute import compute_chain, compute_phase
+from .fabric import Fabric
+from .layers import group_layers
+
+__all__ = ["build_ps_net"]
+
+
+def _chunks(pieces: list[tuple[int, float]], partition: float | None) -> list[tuple[int, float]]:
+    if partition is None:
+        return list(pieces)
+    out = []
+    for k, b in pieces:
+        m = max(1, math.ceil(b / partition))
+        out.extend([(k, b / m)] * m)
+    return out
+
+
+def build_ps_net(
+    name: str,
+    model: ModelProfile,
+    cluster: Cluster,
+    *,
+    synchronous: bool,
+    coarse: bool,
+    shards: int | None = None,
+    placement: str | None = None,
+    discipline: str = "fifo",
+    priority: bool = False,
+    partition_bytes: float | None = None,
+    shard_policy: str = "round_robin",
+    max_layers: int | None = None,
+    staleness: int | None = None,
+    staleness_impl: str = "gate",
+) -> Net:
+    """The parameter-server net shared by ``sync-ps``, ``async-ps`` and ``ssp``.
+
+    Each layer's gradient is cut into pieces by ``cluster.shard_plan`` (then into chunks of at
+    most ``partition_bytes``); worker ``i`` pushes each piece to its shard as soon as the
+    layer's backward ends (wait-free backprop), the shard applies it on its CPU
+    (``cluster.update_time(piece bytes)``) and sends the new parameters back; the worker's next
+    forward of that layer waits for all of the layer's pieces.
+
+    * ``synchronous=True`` (BSP): the shard's update of a piece waits for every worker's copy,
+      runs once, and returns the result to every worker.
+    * ``synchronous=False`` (ASP): the shard applies each worker's copy on arrival and returns
+      it to that worker only.
+    * ``staleness=s`` (SSP, with ``synchronous=False``): worker ``i`` may start step ``c + 1``
+      only when every worker has completed at least ``c - s`` steps — a ``lag`` gate over the
+      workers' step transitions (``staleness_impl="gate"``), or per-pair credit places
+      ``ssp.credit.w{i}.w{j}`` holding ``s + 1`` tokens, taken by ``i``'s step start and given
+      back by ``j``'s step completion (``staleness_impl="places"``).
+    * ``coarse=True``: the whole model is one tensor (pieces ``cluster.shard_tensor(0, M)``,
+      no partitioning) and the compute is one phase, so push, update and pull follow the compute
+      with no overlap.
+
+    A push from worker ``k`` to a shard colocated on its own host, and the pull back, stay on
+    the host (no transfer).
+    """
+    cl = ps_cluster(cluster, shards, placement)
+    n = cl.workers
+    net = Net(name)
+    fab = Fabric(net, cl, discipline, priority)
+    ex = PSExchange(fab)
+    if coarse:
+        prof = model
+        plan = [cl.shard_tensor(0, model.grad_bytes)]
+    else:
+        prof = group_layers(model, max_layers, cl.compute_cv)
+        plan = [_chunks(p, partition_bytes)
+                for p in cl.shard_plan([la.grad_bytes for la in prof.layers], shard_policy)]
+    L = len(plan)
+
+    local = ex.local
+
+    # places: parameters (1 token: step 0 may start), gradients, server-side mailboxes
+    param = {(i, l, c): net.place(f"w{i}.l{l}.c{c}.param", 1, worker=i, layer=l).name
+             for i in range(n) for l in range(L) for c in range(len(plan[l]))}
+    recv, back = {}, {}
+    for l in range(L):
+        for c, (k, _b) in enumerate(plan[l]):
+            for i in range(n):
+                recv[i, l, c] = net.place(f"ps{k}.l{l}.c{c}.from{i}", layer=l, shard=k).name
+                back[i, l, c] = (param[i, l, c] if local(i, k)
+                                 else net.place(f"ps{k}.l{l}.c{c}.to{i}", layer=l, shard=k).name)
+    grad = {}
+    for i in range(n):
+        for l in range(L):
+            for c, (k, _b) in enumerate(plan[l]):
+                grad[i, l, c] = (recv[i, l, c] if local(i, k)
+                                 else net.place(f"w{i}.l{l}.c{c}.grad", worker=i, layer=l).name)
+    credit: dict[tuple[int, int], str] = {}
+    if staleness is not None and staleness_impl == "places":
+        for i in range(n):
+            for j in range(n):
+                if i != j:
+                    credit[i, j] = net.place(f"ssp.credit.w{i}.w{j}", staleness + 1,
+                                             worker=i).name
+
+    # compute
+    starts, steps = [], []
+    for i in range(n):
+        cin = [credit[i, j] for j in range(n) if j != i] if credit else []
+        cout = [credit[j, i] for j in range(n) if j != i] if credit else []
+        if coarse:
+            ins = [param[i, 0, c] for c in range(len(plan[0]))] + cin
+            outs = [grad[i, 0, c] for c in range(len(plan[0]))] + cout
+            t = compute_phase(net, fab, prof, cl, i, inputs=ins, outputs=outs)
+            starts.append(t)
+            steps.append(t)
+        else:
+            fin = {l: [param[i, l, c] for c in range(len(plan[l]))] for l in range(L)}
+            fin[0] = fin[0] + cin
+            bout = {l: [grad[i, l, c] for c in range(len(plan[l]))] for l in range(L)}
+            bout[0] = bout[0] + cout
+            ch = compute_chain(net, fab, prof, cl, i, fwd_inputs=fin, bwd_outputs=bout)
+            starts.append(ch.fwd[0])
+            steps.append(ch.step)
+    if staleness is not None and staleness_impl == "gate":
+        net.gate("ssp", "lag", steps, s=staleness)
+        for i, t in enumerate(starts):
+            net.transitions[t].gate = ("ssp", i)
+
+    # pushes, in the order gradients become ready (last layer first)
+    ltag = (lambda l: {}) if coarse else (lambda l: {"layer": l})
+    for l in range(L - 1, -1, -1):
+        for c, (k, b) in enumerate(plan[l]):
+            for i in range(n):
+                if local(i, k):
+                    continue
+                ex.push(i, k, b, f"l{l}.c{c}", chunk=c, inputs=[grad[i, l, c]],
+                        outputs=[recv[i, l, c]], tags=ltag(l), priority=l)
+    # updates
+    for l in range(L - 1, -1, -1):
+        for c, (k, b) in enumerate(plan[l]):
+            if synchronous:
+                ex.update(f"ps{k}.update.l{l}.c{c}", k, b, chunk=c,
+                          inputs=[recv[i, l, c] for i in range(n)],
+                          outputs=[back[i, l, c] for i in range(n)], tags=ltag(l))
+            else:
+                for i in range(n):
+                    ex.update(f"ps{k}.update.w{i}.l{l}.c{c}", k, b, chunk=c,
+                              inputs=[recv[i, l, c]], outputs=[back[i, l, c]],
+                              tags={"worker": i, **ltag(l)})
+    # pulls
+    for l in range(L - 1, -1, -1):
+        for c, (k, b) in enumerate(plan[l]):
+            for i in range(n):
+                if local(i, k):
+                    continue
+                ex.pull(i, k, b, f"l{l}.c{c}", chunk=c, inputs=[back[i, l, c]],
+                        outputs=[param[i, l, c]], tags=ltag(l), priority=l)
+    net.meta["ps_plan"] = [[(int(k), float(b)) for k, b in p] for p in plan]
+    net.meta["cluster"] = cl
+    return net

@@ -1,0 +1,256 @@
+"""The registry of variants by name: :func:`register` (a decorator on the fine builder),
+:func:`names`, :func:`get`, :func:`build`, and :class:`VariantSpec` (options, builders,
+defaults). Variant modules of :mod:`sgdnet.variants` are discovered on the first query."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import UnknownNameError, VariantError
+from .inputs import resolve_cluster, resolve_model
+from .options import Option
+
+__all__ = ["GRANULARITIES", "VariantSpec", "register", "names", "get", "build"]
+
+#: The two model granularities.
+GRANULARITIES = ("fine", "coarse")
+
+#: Built-in variants, imported first (registration order).
+_BUILTIN = ("sync_ps", "async_ps", "ssp", "allreduce")
+
+
+BuildFn = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    """A registered variant: its options and its fine / coarse builders.
+
+    Attributes
+    ----------
+    name : str
+        Registry name (``"sync-ps"``).
+    summary : str
+        One-line description.
+    options : tuple of Option
+        Accepted options (all of them; coarse builders ignore the fine-only ones).
+    build_fine, build_coarse : callable
+        ``f(model: ModelProfile, cluster: Cluster, **resolved_options) -> Net``.
+    lockstep : bool
+        True when all workers advance in lockstep (bulk-synchronous), so that
+        ``iterations_per_s = steps_per_s / n`` is meaningful.
+    warmup : callable or None
+        ``f(cluster, options) -> int``: default warm-up in steps *per worker*; ``None`` means 10.
+    """
+
+    name: str
+    summary: str
+    options: tuple[Option, ...]
+    build_fine: BuildFn
+    build_coarse: BuildFn
+    lockstep: bool = False
+    warmup: Callable[[Any, dict], int] | None = None
+    module: str = field(default="", compare=False)
+
+    def option_names(self) -> list[str]:
+        """Names of the accepted options, in declaration order."""
+        return [o.name for o in self.options]
+
+    def defaults(self) -> dict[str, Any]:
+        """Every option with its default value."""
+        return {o.name: o.default for o in self.options}
+
+    def resolve(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate ``options`` and fill in defaults.
+
+        Raises
+        ------
+        VariantError
+            An unknown option name (the message lists the valid ones) or a bad value (the message
+            names the option, the value and what is valid).
+        """
+        valid = self.option_names()
+        unknown = [k for k in options if k not in valid]
+        if unknown:
+            raise VariantError(
+                f"variant {self.name!r} has no option(s) {unknown}; valid options are "
+                + ", ".join(f"{o.name} ({o.doc})" for o in self.options)
+            )
+        out: dict[str, Any] = {}
+        for o in self.options:
+            v = options.get(o.name, o.default)
+            if o.check is not None and o.name in options:
+                try:
+                    v = o.check(v)
+                except VariantError:
+                    raise
+                except Exception as e:  # ValueError, TypeError, UnitError...
+                    raise VariantError(
+                        f"variant {self.name!r}: option {o.name}={v!r} is invalid: {e}; "
+                        f"valid: {o.doc}"
+                    ) from None
+            out[o.name] = v
+        return out
+
+    def default_warmup(self, cluster, options: Mapping[str, Any]) -> int:
+        """Default warm-up, in steps per worker (enough to fill the pipeline)."""
+        return 10 if self.warmup is None else int(self.warmup(cluster, dict(options)))
+
+    def build(self, model, cluster, granularity: str = "fine", **options):
+        """Build the net of this variant; see :func:`sgdnet.variants.build`."""
+        if granularity not in GRANULARITIES:
+            raise VariantError(
+                f"granularity={granularity!r} is unknown; use one of {list(GRANULARITIES)}"
+            )
+        prof = resolve_model(model)
+        clu = resolve_cluster(cluster)
+        opts = self.resolve(options)
+        fn = self.build_fine if granularity == "fine" else self.build_coarse
+        net = fn(prof, clu, **opts)
+        net.meta.update(
+            variant=self.name,
+            granularity=granularity,
+            model=prof.name,
+            workers=clu.workers,
+            batch_size=prof.batch_size,
+            lockstep=self.lockstep,
+            options=opts,
+        )
+        net.validate()
+        return net
+
+
+_REGISTRY: dict[str, VariantSpec] = {}
+_discovered = False
+
+
+def register(
+    name: str,
+    *,
+    summary: str,
+    options: Sequence[Option],
+    coarse: BuildFn,
+    lockstep: bool = False,
+    warmup: Callable[[Any, dict], int] | None = None,
+) -> Callable[[BuildFn], BuildFn]:
+    """Decorator registering a variant; it decorates the fine-grained builder.
+
+    Examples
+    --------
+    ::
+
+        def build_coarse(model, cluster, **opts): ...
+
+        @register("my-variant", summary="...", options=[Option("k", 1, "int >= 1", int)],
+                  coarse=build_coarse)
+        def build_fine(model, cluster, **opts): ...
+
+    Raises
+    ------
+    VariantError
+        ``name`` is already registered by another module.
+    """
+
+    def deco(fine: BuildFn) -> BuildFn:
+        mod = getattr(fine, "__module__", "")
+        old = _REGISTRY.get(name)
+        if old is not None and old.module != mod:
+            raise VariantError(
+                f"variant name {name!r} is already registered by {old.module}; pick another name"
+            )
+        names_ = [o.name for o in options]
+        if len(set(names_)) != len(names_):
+            raise VariantError(f"variant {name!r} declares an option twice: {names_}")
+        _REGISTRY[name] = VariantSpec(
+            name=name,
+            summary=summary,
+            options=tuple(options),
+            build_fine=fine,
+            build_coarse=coarse,
+            lockstep=lockstep,
+            warmup=warmup,
+            module=mod,
+        )
+        return fine
+
+    return deco
+
+
+def _discover() -> None:
+    """Import every public module of :mod:`sgdnet.variants`, built-in variants first.
+
+    Modules of the package are net builders only (no engine, no analysis of results), so
+    importing the helper modules too is harmless: a new variant module registers itself by
+    being there, and a new helper module needs no list to be kept up to date.
+    """
+    global _discovered
+    if _discovered:
+        return
+    _discovered = True
+    package = __name__.rpartition(".")[0]
+    for m in _BUILTIN:
+        importlib.import_module(f"{package}.{m}")
+    for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{package}.{info.name}")
+
+
+def names() -> list[str]:
+    """Registered variant names, sorted."""
+    _discover()
+    return sorted(_REGISTRY)
+
+
+def get(name: str) -> VariantSpec:
+    """The :class:`VariantSpec` registered as ``name``.
+
+    Raises
+    ------
+    UnknownNameError
+        ``name`` is not registered (the message lists the known names).
+    """
+    _discover()
+    spec = _REGISTRY.get(name) if isinstance(name, str) else None
+    if spec is None and isinstance(name, str):
+        spec = _REGISTRY.get(name.strip().lower().replace("_", "-"))
+    if spec is None:
+        raise UnknownNameError(
+            f"unknown variant {name!r}; known variants are {', '.join(names())}"
+        )
+    return spec
+
+
+def build(name: str, model, cluster, granularity: str = "fine", **options):
+    """Build the net of variant ``name`` for ``model`` on ``cluster``.
+
+    Parameters
+    ----------
+    name : str
+        A name from :func:`names`.
+    model : str or ModelProfile
+        A built-in model name (:func:`sgdnet.models.names`), a profile JSON path, or a profile.
+    cluster : Cluster or dict
+        The cluster (a dict is passed to ``Cluster(**d)``).
+    granularity : {"fine", "coarse"}
+        Fine-grained (per-layer operations) or coarse-grained (compute phase, then
+        communication phase) model.
+    **options
+        Variant options; see ``get(name).options``.
+
+    Returns
+    -------
+    Net
+        A validated net; ``net.meta`` describes what it models.
+
+    Raises
+    ------
+    UnknownNameError
+        Unknown variant or model name.
+    VariantError
+        Unknown option, bad option value, or bad granularity.
+    """
+    return get(name).build(model, cluster, granularity, **options)
