@@ -31,7 +31,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sgdnet.study import Study, StudyResult, _init_worker  # noqa: E402
+from sgdnet.study import Study, StudyResult  # noqa: E402
+from sgdnet.study.executors import _init_worker  # noqa: E402
 
 
 def make_study(args: argparse.Namespace) -> Study:

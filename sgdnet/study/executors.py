@@ -1,0 +1,192 @@
+"""Where the rows of a study run: in this process, on local processes, or on a Dask cluster;
+one row = one call of the study's runner (injected; :func:`sgdnet.predict` by default).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import dataclasses
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..errors import SgdnetError, StudyError
+from .rows import _TAIL_COLUMNS, METRIC_COLUMNS, _build_call, _display, summarize
+from .table import _util_key
+
+__all__ = ["EXECUTORS"]
+
+#: Executor names understood by :meth:`Study.run` (besides Executor / Client objects).
+EXECUTORS = ("local", "serial", "dask")
+
+
+# ---------------------------------------------------------------------------- one row
+@dataclasses.dataclass(frozen=True)
+class _Task:
+    """What a worker needs to compute one row (picklable)."""
+
+    index: int
+    row_id: str
+    params: dict
+    seed: int
+    runner: Callable | None
+    numba_threads: int | None
+
+
+def _set_numba_threads(n: int | None) -> None:
+    if not n:
+        return
+    try:
+        import numba
+    except ImportError:  # pragma: no cover - numba is a hard dependency
+        return
+    try:
+        numba.set_num_threads(max(1, min(int(n), numba.config.NUMBA_NUM_THREADS)))
+    except Exception:  # pragma: no cover - a threading layer that refuses; run as is
+        pass
+
+
+def _init_worker() -> None:
+    """Initializer of the local worker processes: one simulation thread per process.
+
+    Parallelism is across rows (one process per core), so each process runs its replications
+    serially: the engine's replication thread pool is sized 1 and Numba's to 1. This touches
+    only the dedicated child process. Ctrl-C is left to the parent (the terminal sends SIGINT
+    to the whole process group): it cancels the queued rows and the pool finishes the rows in
+    progress and exits, instead of every child printing a ``KeyboardInterrupt`` traceback.
+    """
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _set_numba_threads(1)
+    try:
+        from ..engine import driver
+    except ImportError:  # pragma: no cover - engine not installed
+        return
+    driver.set_max_threads(1)
+
+
+def _default_runner() -> Callable[..., Any]:
+    """:func:`sgdnet.predict`, the runner of a study that names none (imported when a row runs,
+    so importing the study layer does not import the engine)."""
+    from ..prediction import predict
+
+    return predict
+
+
+def _run_task(task: _Task) -> tuple[int, dict[str, Any], bool]:
+    """Compute one row in whatever process runs it. Returns ``(index, row, failed)``.
+
+    A :class:`SgdnetError` from the runner becomes an ``error`` column; anything else
+    propagates (a bug must not be recorded as a result).
+    """
+    _set_numba_threads(task.numba_threads)
+    failed = False
+    try:
+        variant, model, cluster, kwargs = _build_call(task.params)
+        runner = task.runner if task.runner is not None else _default_runner()
+        prediction = runner(variant, model, cluster, seed=task.seed, **kwargs)
+        metrics = summarize(prediction)
+    except SgdnetError as e:
+        failed = True
+        metrics = {"error": f"{type(e).__name__}: {' '.join(str(e).split())}"}
+    row: dict[str, Any] = {"row_id": task.row_id}
+    for k, v in task.params.items():
+        row[k] = _display(v)
+    metrics = {(f"out_{k}" if k in row else k): v for k, v in metrics.items()}
+    metrics["seed"] = task.seed
+    metrics.setdefault("speed_up", None)
+    metrics.setdefault("efficiency", None)
+    order = [c for c in METRIC_COLUMNS if c in metrics]
+    order += sorted((k for k in metrics if k.startswith("util_")), key=_util_key)
+    order += [k for k in metrics if k not in order and k not in _TAIL_COLUMNS]
+    order += [k for k in _TAIL_COLUMNS if k in metrics]
+    row.update((k, metrics[k]) for k in order)
+    return task.index, row, failed
+
+
+def _execute(pool: Any, tasks: Iterator[_Task], max_pending: int
+             ) -> Iterator[tuple[int, dict[str, Any], bool]]:
+    if pool is None:
+        for t in tasks:
+            yield _run_task(t)
+        return
+    pending: set[cf.Future] = set()
+    try:
+        for t in tasks:
+            pending.add(pool.submit(_run_task, t))
+            if len(pending) >= max_pending:
+                finished, pending = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
+                for f in finished:
+                    yield f.result()
+        while pending:
+            finished, pending = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
+            for f in finished:
+                yield f.result()
+    finally:
+        for f in pending:
+            f.cancel()
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress(progress: bool | None, total: int, initial: int, desc: str) -> Any:
+    if progress is False:
+        return _NoBar()
+    if progress is None and not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty()):
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc=desc, unit="cfg", file=sys.stderr,
+                dynamic_ncols=True)
+
+
+def _is_dask_client(obj: Any) -> bool:
+    mod = type(obj).__module__ or ""
+    return mod.startswith("distributed") and hasattr(obj, "get_executor")
+
+
+def _dask_parallelism(client: Any) -> int:
+    try:
+        return max(1, sum(client.nthreads().values()))
+    except Exception:  # pragma: no cover - scheduler unreachable: the submit will say so
+        return 1
+
+
+def _dask_executor(scheduler: str | None, n_jobs: int | None
+                   ) -> tuple[Any, Callable[[], None] | None, int]:
+    try:
+        import distributed
+    except ImportError:
+        raise StudyError("executor='dask' needs dask.distributed; pip install 'sgdnet[dask]'") \
+            from None
+    if scheduler is not None:
+        try:
+            client = distributed.Client(scheduler, timeout="10s")
+        except Exception as e:
+            raise StudyError(f"cannot reach the Dask scheduler {scheduler!r}: "
+                             f"{' '.join(str(e).split())}; start one with `dask scheduler` "
+                             "or omit --scheduler for a local cluster") from None
+        return client.get_executor(pure=False), client.close, _dask_parallelism(client)
+    try:
+        client = distributed.get_client()
+        return client.get_executor(pure=False), None, _dask_parallelism(client)
+    except ValueError:
+        pass
+    cluster = distributed.LocalCluster(n_workers=n_jobs or os.cpu_count() or 1,
+                                       threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
+    client = distributed.Client(cluster)
+
+    def close() -> None:
+        client.close()
+        cluster.close()
+
+    return client.get_executor(pure=False), close, _dask_parallelism(client)
