@@ -1,4 +1,5 @@
-"""The built-in model library, checked against ../shared/data read directly.
+"""The built-in model library, checked against the reference data vendored in tests/data/reference
+(PipeDream profiles, MIT licence; layer parameter counts) read directly.
 
 The totals are recomputed here with a deliberately simple parser (string splitting, no
 topological sort, no folding), so they do not share code paths with scripts/build_models.py.
@@ -16,9 +17,7 @@ from sgdnet import ModelProfile, models
 from sgdnet.errors import ProfileError, UnknownNameError
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data"
-needs_data = pytest.mark.skipif(not (DATA / "pipedream_profiles").is_dir(),
-                                reason=f"reference data not found at {DATA}")
+DATA = REPO / "tests" / "data" / "reference"
 
 REQUIRED = ["alexnet", "vgg16", "resnet18", "resnet50", "resnet101", "inception_v3",
             "densenet121", "gnmt"]
@@ -68,7 +67,6 @@ def test_names_lists_library():
         assert name in n
 
 
-@needs_data
 @pytest.mark.parametrize("model", PIPEDREAM)
 def test_totals_match_source_files(model):
     prof = models.load(model)
@@ -82,7 +80,6 @@ def test_totals_match_source_files(model):
     assert "PipeDream" in prof.source and "Input" in prof.source
 
 
-@needs_data
 @pytest.mark.parametrize("model, side", [("alexnet", 224), ("vgg16", 224), ("resnet18", 224),
                                          ("resnet50", 224), ("resnet101", 224),
                                          ("resnext50", 224), ("densenet121", 224),
@@ -92,7 +89,6 @@ def test_batch_from_input_activation(model, side):
     assert models.load(model).batch_size * 3 * side * side * 4 == act
 
 
-@needs_data
 def test_gnmt_batch_from_lstm_state():
     # LSTM(…, 1024) outputs [output; h_n; c_n]; h_n is 1 x B x 1024 fp32
     lstm = [x for x in raw_nodes("gnmt") if x[0].startswith("LSTM(")]
@@ -103,7 +99,6 @@ def test_gnmt_batch_from_lstm_state():
     assert "LSTM" in prof.source and "sentences" in prof.source
 
 
-@needs_data
 @pytest.mark.parametrize("model", ["resnet18", "resnet50", "vgg16", "alexnet"])
 def test_gradient_bytes_match_published_parameter_totals(model):
     pub = published_params()[model]
@@ -116,7 +111,6 @@ def test_headline_totals():
     assert models.load("vgg16").grad_bytes == pytest.approx(138_357_544 * 4, rel=0.01)
 
 
-@needs_data
 @pytest.mark.parametrize("model, section", [("resnet18", "resnet18_imagenet"),
                                             ("resnet50", "resnet50_imagenet"),
                                             ("vgg16", "vgg16_imagenet"), ("alexnet", "alexnet")])
@@ -159,7 +153,6 @@ def test_every_builtin_file_is_valid_json_profile():
         assert p.name == name and p.batch_size >= 1 and p.compute_s > 0
 
 
-@needs_data
 def test_library_is_up_to_date_with_build_script():
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "build_models.py"), "--check",
                         "--data", str(DATA)], capture_output=True, text=True)

@@ -1,4 +1,4 @@
-"""Closed-form network costs against the facts in ../shared/data/README.md (NCCL, BytePS)."""
+"""Closed-form network costs against the facts in tests/data/reference/README.md (NCCL, BytePS)."""
 
 import math
 
