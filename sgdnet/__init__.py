@@ -6,6 +6,7 @@ The curated public API. Subsystems add their names here explicitly (no ``import 
 from __future__ import annotations
 
 from . import analysis, metrics, models, units, variants
+from ._version import __version__  # noqa: E402
 from .dists import (
     Deterministic,
     Empirical,
@@ -40,8 +41,6 @@ from .results import Estimate, Result
 from .study import Study
 from .workload import Cluster, Layer, ModelProfile
 from .workload.stragglers import MarkovSlowdown, StepSlowdown
-
-__version__ = "0.1.0"
 
 __all__ = [
     "__version__",

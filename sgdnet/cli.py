@@ -212,7 +212,7 @@ def _add_sim(p: argparse.ArgumentParser, steps: int, warmup: int, replications: 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``sgdnet`` argument parser (sub-commands predict, study, draw, trace, models)."""
-    from . import __version__
+    from ._version import __version__
 
     top = _Parser(prog="sgdnet",
                   description="Predict the throughput of distributed SGD with stochastic timed "
