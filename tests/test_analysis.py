@@ -12,6 +12,7 @@ import math
 import networkx as nx
 import numpy as np
 import pytest
+from conftest import ring
 from scipy import stats
 
 from sgdnet.analysis import batch_means, cycle_time, max_cycle_ratio, mean_ci, norm_ppf, t_ppf
@@ -23,18 +24,6 @@ METHODS = ["howard", "karp"]
 
 
 # ------------------------------------------------------------------------- helpers
-def ring(durations, tokens, servers=1, name="ring"):
-    """t0 -> t1 -> ... -> t(n-1) -> t0; place p_i (before t_i) holds tokens[i]."""
-    net = Net(name)
-    n = len(durations)
-    for i in range(n):
-        net.place(f"p{i}", tokens[i])
-    for i, d in enumerate(durations):
-        net.transition(f"t{i}", Deterministic(d), inputs=[f"p{i}"], outputs=[f"p{(i + 1) % n}"],
-                       servers=servers, tags={"step": i == 0})
-    return net
-
-
 def random_teg(seed, n, extra):
     """A strongly connected event graph: a Hamiltonian ring plus `extra` random places.
 

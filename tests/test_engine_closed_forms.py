@@ -15,6 +15,7 @@ import math
 import networkx as nx
 import numpy as np
 import pytest
+from conftest import ring as shared_ring
 from scipy import stats
 
 from sgdnet import simulate
@@ -72,15 +73,8 @@ def max_cycle_mean(net: Net) -> float:
 
 
 def ring(durations, tokens, servers=1, name="ring"):
-    """t0 -> t1 -> ... -> t(n-1) -> t0; place i (before t_i) holds tokens[i]."""
-    net = Net(name)
-    n = len(durations)
-    for i in range(n):
-        net.place(f"p{i}", tokens[i])
-    for i, d in enumerate(durations):
-        net.transition(f"t{i}", Deterministic(d), inputs={f"p{i}": 1}, outputs={f"p{(i + 1) % n}": 1},
-                       servers=servers, tags={"step": i == n - 1})
-    return net
+    """The shared ring with its last transition as the step."""
+    return shared_ring(durations, tokens, servers, name, step=-1)
 
 
 def coupled():

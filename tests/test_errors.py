@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import loop
 
 import sgdnet
 from sgdnet import units
@@ -22,13 +23,6 @@ from sgdnet.errors import (
 from sgdnet.net import Net
 
 engines = pytest.mark.parametrize("sim", [sgdnet.simulate, simulate_reference], ids=["kernel", "reference"])
-
-
-def loop(name="loop"):
-    net = Net(name)
-    net.place("p", 1)
-    net.transition("t", 1.0, inputs=["p"], outputs=["p"], tags={"step": True})
-    return net
 
 
 # ------------------------------------------------------------------ net errors

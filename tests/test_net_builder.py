@@ -3,6 +3,7 @@
 import math
 
 import pytest
+from conftest import ring as shared_ring
 
 from sgdnet.dists import Deterministic, Exponential
 from sgdnet.errors import DistributionError, NetError
@@ -10,12 +11,9 @@ from sgdnet.net import Net
 
 
 def ring(n=3, tokens=1):
-    net = Net("ring")
-    ps = [net.place(f"p{i}", tokens if i == 0 else 0) for i in range(n)]
-    for i in range(n):
-        net.transition(f"t{i}", 1.0 + i, inputs={ps[i]: 1}, outputs={ps[(i + 1) % n]: 1},
-                       tags={"step": i == n - 1, "worker": 0})
-    return net
+    """The shared ring: durations 1, 2, ..., tokens on p0, last transition the step, worker 0."""
+    return shared_ring([1.0 + i for i in range(n)], [tokens] + [0] * (n - 1), step=-1,
+                       tags={"worker": 0})
 
 
 def test_arcs_by_object_and_name_are_the_same():

@@ -7,7 +7,7 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
-from test_viz_common import exotic_net, ps_net
+from conftest import exotic_net, ps_net
 
 from sgdnet.errors import NetError, SgdnetError
 from sgdnet.net import Net

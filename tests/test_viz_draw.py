@@ -8,7 +8,7 @@ import sys
 
 import matplotlib
 import pytest
-from test_viz_common import exotic_net, ps_net
+from conftest import exotic_net, ps_net
 
 from sgdnet.errors import SgdnetError
 from sgdnet.viz import draw_net, layout_lanes, to_dot

@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib
 import numpy as np
 import pytest
-from test_viz_common import ps_net
+from conftest import ps_net
 
 import sgdnet
 from sgdnet.errors import SgdnetError

@@ -8,7 +8,7 @@ from collections import defaultdict
 import matplotlib
 import numpy as np
 import pytest
-from test_viz_common import ps_net
+from conftest import ps_net
 
 import sgdnet
 from sgdnet.errors import SgdnetError, SimulationError

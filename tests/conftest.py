@@ -1,8 +1,10 @@
-"""Hand-built nets shaped like compiled variants, shared by the viz and PNML tests.
+"""Shared test nets: small hand-built nets used by several test files (import them with
+``from conftest import ring``), and the variant-shaped nets of the viz and PNML tests.
 
-They mimic the tags the variants use (resources tagged ``host`` / ``kind``; transitions tagged
-``worker`` / ``kind`` / ``layer`` / ``step``) so the viz code is exercised before and
-independently of :mod:`sgdnet.variants`.
+* :func:`ring` — a cycle of transitions, the event graph whose cycle time is known exactly;
+* :func:`loop` — one token through one deterministic transition (the smallest runnable net);
+* :func:`ps_net` / :func:`exotic_net` — nets shaped like compiled variants (workers, layers,
+  NICs, a PS) and one using every feature, for drawings, traces and PNML round trips.
 """
 
 from __future__ import annotations
@@ -11,6 +13,33 @@ import math
 
 from sgdnet.dists import Deterministic, Exponential, Gamma, LogNormal, Straggler
 from sgdnet.net import Net
+
+
+def ring(durations, tokens, servers=1, name="ring", step=0, tags=None):
+    """``t0 -> t1 -> ... -> t(n-1) -> t0``; place ``p_i`` (before ``t_i``) holds ``tokens[i]``.
+
+    Transition ``t_i`` lasts ``Deterministic(durations[i])`` on ``servers`` servers; ``t[step]``
+    (an index, ``-1`` for the last) is tagged ``step=True``; ``tags`` are added to every
+    transition.
+    """
+    net = Net(name)
+    n = len(durations)
+    step = step % n
+    for i in range(n):
+        net.place(f"p{i}", tokens[i])
+    for i, d in enumerate(durations):
+        net.transition(f"t{i}", Deterministic(d), inputs={f"p{i}": 1},
+                       outputs={f"p{(i + 1) % n}": 1}, servers=servers,
+                       tags={"step": i == step, **(tags or {})})
+    return net
+
+
+def loop(name="loop", duration=1.0):
+    """One place with one token and one step transition ``t`` of ``duration`` looping on it."""
+    net = Net(name)
+    net.place("p", 1)
+    net.transition("t", duration, inputs=["p"], outputs=["p"], tags={"step": True})
+    return net
 
 
 def ps_net(workers: int = 4, layers: int = 3, cv: float = 0.1, barrier: bool = False) -> Net:
