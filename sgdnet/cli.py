@@ -26,6 +26,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ._text import fmt as _fmt
+from ._text import pct as _pct
+from ._text import plus_minus as _pm
+from ._text import table as _table
 from .errors import SgdnetError
 
 __all__ = ["main", "build_parser", "EXIT_USAGE", "EXIT_IO", "EXIT_FAILED_ROWS"]
@@ -96,24 +100,23 @@ def _one_worker_count(text: str) -> int:
     return counts[0]
 
 
-def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{n} must be >= 1")
-    return n
+def _int_at_least(lo: int):
+    """argparse type: an integer >= ``lo``."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if n < lo:
+            raise argparse.ArgumentTypeError(f"{n} must be >= {lo}")
+        return n
+
+    return parse
 
 
-def _nonneg_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"{n} must be >= 0")
-    return n
+_positive_int = _int_at_least(1)
+_nonneg_int = _int_at_least(0)
 
 
 def _cv(text: str) -> float:
@@ -308,44 +311,6 @@ def _check_suffix(path: Path, allowed: Sequence[str], flag: str) -> None:
     if path.suffix.lower() not in allowed:
         raise _UsageError(f"{flag} {str(path)!r}: unsupported suffix "
                           f"{path.suffix or '(none)'!r}; use one of {', '.join(allowed)}")
-
-
-def _fmt(x: float | None, digits: int = 4) -> str:
-    if x is None or not math.isfinite(x):
-        return "-"
-    if x == 0:
-        return "0"
-    mag = math.floor(math.log10(abs(x)))
-    decimals = max(0, digits - 1 - mag)
-    return f"{x:.{decimals}f}"
-
-
-def _pm(mean: float | None, lo: float | None, hi: float | None) -> str:
-    if mean is None:
-        return "-"
-    if lo is None or hi is None:
-        return _fmt(mean)
-    half = (hi - lo) / 2
-    if half <= 0:
-        return f"{_fmt(mean)} ± 0"
-    # as many decimals as the half-width's 2 significant digits need
-    dec = max(0, 1 - math.floor(math.log10(half)))
-    return f"{mean:.{dec}f} ± {half:.{dec}f}"
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None or not math.isfinite(x) else f"{100 * x:.1f}%"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(header)]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if r else c.ljust(w)
-                         for c, w, r in zip(cells, widths, right)).rstrip()
-
-    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
 
 
 def _save_fig(ax: Any, path: Path) -> None:
