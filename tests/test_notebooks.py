@@ -39,13 +39,29 @@ def test_notebooks_are_generated_by_the_script(tmp_path, monkeypatch):
             f"{p.name} differs from scripts/make_notebooks.py; rerun the script")
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs(path, monkeypatch):
+@pytest.fixture(scope="module")
+def kernel():
+    """One ``python3`` kernel for all notebooks (each starts with ``%reset -f``, so no notebook
+    sees another's variables); starting one per notebook cost a kernel start and the imports
+    of sgdnet, numba and matplotlib each time."""
+    from jupyter_client.manager import KernelManager
+
     # the kernel imports this checkout's sgdnet even when it is not installed
     paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(ROOT / "notebooks"),
+                    env={**os.environ, "PYTHONPATH": os.pathsep.join(paths)})
+    try:
+        yield km
+    finally:
+        km.shutdown_kernel(now=True)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs(path, kernel):
     nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+    nb.cells.insert(0, nbformat.v4.new_code_cell("%reset -f"))
+    client = nbclient.NotebookClient(nb, km=kernel, timeout=600, kernel_name="python3",
                                      resources={"metadata": {"path": str(path.parent)}})
     client.execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
