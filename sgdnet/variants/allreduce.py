@@ -34,13 +34,13 @@ import math
 
 from ..net import Net
 from ..workload import Cluster, ModelProfile
-from . import Option, register
 from .collectives import allreduce
 from .compute import compute_chain, compute_phase
 from .durations import duration
 from .fabric import Fabric
 from .layers import group_layers
-from .options import DISCIPLINE, MAX_LAYERS, check_bool, check_bytes, check_choice
+from .options import DISCIPLINE, MAX_LAYERS, Option, check_bool, check_bytes, check_choice
+from .registry import register
 
 __all__ = ["build_fine", "build_coarse", "without_resources", "OPTIONS"]
 

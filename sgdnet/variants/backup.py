@@ -40,13 +40,13 @@ import math
 from ..errors import VariantError
 from ..net import Net
 from ..workload import Cluster, ModelProfile
-from . import Option, register
 from .collectives import PSExchange, ps_cluster
 from .compute import apply_straggler, compute_chain, compute_phase
 from .durations import duration
 from .fabric import Fabric
 from .layers import compute_cv, group_layers
-from .options import DISCIPLINE, MAX_LAYERS, check_choice, check_int
+from .options import DISCIPLINE, MAX_LAYERS, Option, check_choice, check_int
+from .registry import register
 
 __all__ = ["build_fine", "build_coarse", "OPTIONS"]
 

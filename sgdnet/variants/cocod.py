@@ -24,13 +24,13 @@ from __future__ import annotations
 
 from ..net import Net
 from ..workload import Cluster, ModelProfile
-from . import Option, register
 from .collectives import allreduce
 from .compute import local_loop
 from .durations import duration
 from .fabric import Fabric
 from .layers import group_layers
-from .options import DISCIPLINE, MAX_LAYERS, check_choice, check_int
+from .options import DISCIPLINE, MAX_LAYERS, Option, check_choice, check_int
+from .registry import register
 
 __all__ = ["build_fine", "build_coarse", "batch_sizes", "OPTIONS"]
 

@@ -24,12 +24,12 @@ import math
 
 from ..net import Net
 from ..workload import Cluster, ModelProfile
-from . import Option, register
 from .collectives import allreduce
 from .compute import compute_chain, compute_phase
 from .fabric import Fabric
 from .layers import group_layers
-from .options import DISCIPLINE, MAX_LAYERS, check_bytes, check_int
+from .options import DISCIPLINE, MAX_LAYERS, Option, check_bytes, check_int
+from .registry import register
 
 __all__ = ["build_fine", "build_coarse", "OPTIONS"]
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from ..net import Net
 from ..workload import Cluster, ModelProfile
-from . import Option, register
-from .options import PS_OPTIONS, check_choice, check_int
+from .options import PS_OPTIONS, Option, check_choice, check_int
 from .parameter_server import build_ps_net
+from .registry import register
 
 __all__ = ["build_fine", "build_coarse", "OPTIONS"]
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from ..net import Net
 from ..workload import Cluster, ModelProfile
-from . import register
 from .options import PS_OPTIONS
 from .parameter_server import build_ps_net
+from .registry import register
 
 __all__ = ["build_fine", "build_coarse", "OPTIONS"]
 
