@@ -202,7 +202,7 @@ def local_loop(net: Net, fabric: Fabric, model: ModelProfile, cluster: Cluster, 
     """Worker ``worker`` runs up to ``k`` local SGD steps, then waits for budget.
 
     ``budget_tokens`` (default ``k``) is the initial budget. The straggler hook is applied by
-    the common compute builders.
+    :func:`compute_chain` / :func:`compute_phase`.
     """
     i = worker
     budget = net.place(f"w{i}.budget", k if budget_tokens is None else budget_tokens,
