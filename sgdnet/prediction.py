@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ._check import int_arg
+from ._check import int_arg, is_int
 from .errors import ClusterError, VariantError
 from .results import Estimate, Result
 from .variants import get
@@ -313,8 +313,7 @@ def scaling(variant: str, model: str | ModelProfile, cluster: Cluster | Mapping[
     """
     clu = resolve_cluster(cluster)
     ws = list(workers)
-    if not ws or any(isinstance(w, bool) or not isinstance(w, (int, np.integer)) or w < 1
-                     for w in ws):
+    if not ws or any(not is_int(w) or w < 1 for w in ws):
         raise ClusterError(f"workers={workers!r} must be a non-empty list of integers >= 1")
     if clu.speeds is not None:
         raise ClusterError(

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ._check import is_int
 from .errors import SimulationError, UnknownNameError
 
 __all__ = ["Estimate", "RawReplication", "Result"]
@@ -58,7 +59,7 @@ class Estimate:
         from .errors import AnalysisError
 
         a = np.asarray(x, dtype=float).ravel()
-        if isinstance(n_batches, bool) or not isinstance(n_batches, (int, np.integer)) or n_batches < 2:
+        if not is_int(n_batches) or n_batches < 2:
             raise AnalysisError(f"n_batches={n_batches!r} must be an integer >= 2")
         b = a.size // n_batches
         if b < 1:
@@ -349,7 +350,7 @@ class Result:
 
     # ---------------------------------------------------------------- misc
     def _rep(self, rep: int) -> int:
-        if isinstance(rep, bool) or not isinstance(rep, (int, np.integer)) or not 0 <= rep < self.replications:
+        if not is_int(rep) or not 0 <= rep < self.replications:
             raise SimulationError(f"rep={rep!r} is out of range 0..{self.replications - 1}")
         return int(rep)
 

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from .._check import is_int
 from ..errors import AnalysisError
 
 __all__ = ["norm_ppf", "t_ppf", "t_sf", "mean_ci", "batch_means"]
@@ -339,7 +340,7 @@ def batch_means(x, n_batches: int = 20, level: float = 0.95) -> tuple[float, flo
     AnalysisError
         If ``n_batches < 2``, the series is shorter than ``n_batches``, or it holds NaN/inf.
     """
-    if isinstance(n_batches, bool) or not isinstance(n_batches, (int, np.integer)) or n_batches < 2:
+    if not is_int(n_batches) or n_batches < 2:
         raise AnalysisError(f"n_batches={n_batches!r} must be an integer >= 2")
     a = np.asarray(x, dtype=float).ravel()
     if a.size < n_batches:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
+from .._check import is_int
 from ..errors import SgdnetError, SimulationError
 from .style import host_key, lane_of, short_name
 
@@ -55,7 +54,7 @@ def tracks_of(result, rep: int = 0, *, include_ops: bool = True, min_duration: f
         Sorted by host (workers first) then declaration order.
     """
     _need_trace(result)
-    if isinstance(rep, bool) or not isinstance(rep, (int, np.integer)) or not 0 <= rep < result.replications:
+    if not is_int(rep) or not 0 <= rep < result.replications:
         raise SgdnetError(f"rep={rep!r} is out of range 0..{result.replications - 1}")
     tr = result.trace[result.trace["rep"] == rep]
     caps = list(getattr(result, "resource_capacity", [1] * len(result.resource_names)))
