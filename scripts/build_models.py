@@ -238,7 +238,9 @@ def build(model: str, data: Path) -> ModelProfile:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument("--data", type=Path, default=next(
+        (d for d in (q / "shared" / "data" for q in REPO.parents) if d.is_dir()),
+        REPO.parent / "shared" / "data"))
     ap.add_argument("--out", type=Path, default=REPO / "models")
     ap.add_argument("--check", action="store_true",
                     help="do not write; fail if the files on disk differ from a rebuild")

@@ -16,7 +16,9 @@ from sgdnet import ModelProfile, models
 from sgdnet.errors import ProfileError, UnknownNameError
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data"
+# ../shared/data next to a checkout; a git worktree under <root>/wt/<name> finds <root>/shared
+DATA = next((d for d in (q / "shared" / "data" for q in REPO.parents) if d.is_dir()),
+            REPO.parent / "shared" / "data")
 needs_data = pytest.mark.skipif(not (DATA / "pipedream_profiles").is_dir(),
                                 reason=f"reference data not found at {DATA}")
 
