@@ -165,6 +165,14 @@ def _add_workload(p: argparse.ArgumentParser, *, variant: bool, workers_many: bo
     g.add_argument("--model", default="resnet50",
                    help="built-in model (see 'sgdnet models') or a profile .json path "
                         "(default: resnet50)")
+    g.add_argument("--device", default=None, metavar="GPU",
+                   help="re-time the model for this GPU with the compute model (V100, A100, "
+                        "A100-40GB, H100; needs a profile with ops, e.g. the transformers)")
+    g.add_argument("--batch-size", type=_positive_int, default=None, metavar="B",
+                   help="samples per worker per step (default: the profile's); re-timed by the "
+                        "compute model when the profile has ops, else linearly")
+    g.add_argument("--precision", choices=("fp32", "tf32", "fp16", "bf16"), default=None,
+                   help="numeric precision to re-time the model for (default: the profile's)")
     if workers_many:
         g.add_argument("--workers", type=_workers_list, default=[1, 2, 4, 8],
                        help="comma-separated worker counts (default: 1,2,4,8)")
@@ -370,9 +378,23 @@ def _use_agg() -> None:
 
 
 # ---------------------------------------------------------------------------- commands
+def _load_model(args: argparse.Namespace) -> Any:
+    """``--model`` re-timed for ``--device/--batch-size/--precision``, step costs folded.
+
+    The variants read layer times only, so a profile's costs outside the layers (loss,
+    optimizer step) are folded into its layers here (a no-op for profiles without them).
+    """
+    from . import models
+    from .workload.compute import retime
+
+    model = models.load(args.model)
+    model = retime(model, device=args.device, batch_size=args.batch_size,
+                   precision=args.precision)
+    return model.with_step_costs_folded()
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     """``sgdnet predict``: one row per worker count."""
-    from . import models
     from .study import summarize
     from .units import bandwidth as parse_bw
 
@@ -384,7 +406,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         if f is not None:
             _check_suffix(f, suffixes, flag)
     parse_bw(args.bandwidth, what="--bandwidth")
-    model = models.load(args.model)
+    model = _load_model(args)
     clusters = [_cluster(args, n) for n in args.workers]  # validate all before simulating
     predict = _predict_fn()
     options = dict(args.option)
@@ -499,10 +521,8 @@ def _write_trace(args: argparse.Namespace, model: Any, cluster: Any, out: Path, 
 
 def cmd_trace(args: argparse.Namespace) -> int:
     """``sgdnet trace``: a short traced run written as a Chrome trace or a timeline."""
-    from . import models
-
     _check_suffix(args.out, (".json", *_FIG_SUFFIXES), "--out")
-    model = models.load(args.model)
+    model = _load_model(args)
     cluster = _cluster(args, args.workers)
     result = _write_trace(args, model, cluster, args.out, args.steps, args.warmup)
     n_ops = 0 if result.trace is None else len(result.trace)
@@ -517,10 +537,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 def cmd_draw(args: argparse.Namespace) -> int:
     """``sgdnet draw``: the net as a drawing, DOT or PNML."""
-    from . import models
-
     _check_suffix(args.out, _DRAW_SUFFIXES, "--out")
-    model = models.load(args.model)
+    model = _load_model(args)
     cluster = _cluster(args, args.workers)
     net = _build_net(args, args.variant, model, cluster)
     suffix = args.out.suffix.lower()
