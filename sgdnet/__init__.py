@@ -38,7 +38,7 @@ from .net.compiled import compile_net
 from .results import Estimate, Result
 from .study import Study
 from .variants import Prediction, predict, scaling
-from .workload import Cluster, Layer, ModelProfile
+from .workload import Cluster, Device, Layer, ModelProfile, Tensor, retime
 from .workload.stragglers import MarkovSlowdown, StepSlowdown
 
 __version__ = "0.1.0"
@@ -50,6 +50,9 @@ __all__ = [
     "analysis",
     "ModelProfile",
     "Layer",
+    "Tensor",
+    "Device",
+    "retime",
     "Cluster",
     "StepSlowdown",
     "MarkovSlowdown",
