@@ -159,3 +159,18 @@ def test_malformed_v2_names_field(tmp_path, mutate, pat):
     with pytest.raises(ProfileError, match=pat) as info:
         ModelProfile.load(f)
     assert str(f) in str(info.value)
+
+
+def test_split_tensors_is_per_tensor_communication_for_per_layer_variants():
+    p = mlp()
+    q = p.split_tensors()
+    assert q.n_layers == 8
+    assert [(m.nbytes, m.name) for m in q.messages("layer")] == \
+        [(m.nbytes, m.name) for m in p.messages("tensor")]
+    assert q.compute_s == pytest.approx(p.compute_s) and q.step_s == pytest.approx(p.step_s)
+    assert q.forward_s == pytest.approx(p.forward_s) and q.backward_s == pytest.approx(p.backward_s)
+    # layer l3 = [l3.weight (no time), l3.bias (all of l3's time)]
+    assert (q.layers[6].compute_s, q.layers[7].compute_s) == (0.0, p.layers[3].compute_s)
+    assert models.load("vgg16").split_tensors() is models.load("vgg16")
+    g = models.load("vit_l16").split_tensors()
+    assert g.grad_bytes == models.load("vit_l16").grad_bytes and g.has_ops

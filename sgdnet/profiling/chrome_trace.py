@@ -28,8 +28,17 @@ format, torch 2.x); torch itself is not needed. What torch 2.13 writes, and how 
   spans is spread over the layers in proportion to their forward (resp. backward) times, so the
   profile's compute total equals the mean step time; ``"none"`` keeps the raw span times.
 
-Times are CPU-side spans: on CUDA they measure kernel launches, not kernel execution (use
-:func:`~sgdnet.profiling.profile_module` on the GPU instead); a warning says so.
+**Device times** (``times="device"``, the default when the trace has GPU activities, i.e. it
+was recorded with ``ProfilerActivity.CUDA``): on a GPU the CPU-side spans only measure kernel
+*launches*. Kineto writes every device activity (categories ``kernel``, ``gpu_memcpy``,
+``gpu_memset``) with the ``correlation`` id of the ``cuda_runtime`` event that launched it
+(``cudaLaunchKernel``, ``cudaMemcpyAsync``...). Each activity is charged to the span (layer
+span in forward, ``evaluate_function`` event in backward) that contains its launch on the
+launching thread, so a layer's forward time is the GPU time of the kernels its forward
+launched, and its backward time that of the kernels its autograd nodes launched. A step's
+time is the span of its device activities (first start to last end, idle gaps included); its
+forward phase ends where the first kernel launched by the backward starts. ``times="cpu"``
+keeps the CPU-side spans (a warning says so when the trace has GPU activities).
 """
 
 from __future__ import annotations
@@ -57,6 +66,8 @@ _EVAL = "autograd::engine::evaluate_function: "
 _ACC = "torch::autograd::AccumulateGrad"
 #: user_annotation spans torch emits itself (steps, optimizer calls): never layers.
 _TORCH_ANNOTATIONS = ("ProfilerStep#", "Optimizer.", "enumerate(DataLoader)")
+#: Kineto categories of device activities.
+_DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
 def _load_events(path: Path) -> tuple[list[dict], dict]:
@@ -120,10 +131,58 @@ def _nbytes(args: Mapping) -> float:
     return float(n * _ELEM.get(types[0] if types else "float", 4))
 
 
+class _DeviceTimes:
+    """GPU activities indexed by the thread and CPU time of the call that launched them."""
+
+    def __init__(self, spans: list[dict]) -> None:
+        launch = {}
+        for s in spans:
+            if s["cat"] == "cuda_runtime" and "correlation" in s["args"]:
+                launch[s["args"]["correlation"]] = (s["tid"], s["ts"])
+        rows: dict[Any, list[tuple[float, float, float]]] = {}
+        for s in spans:
+            if s["cat"] in _DEVICE_CATS and s["args"].get("correlation") in launch:
+                tid, ts = launch[s["args"]["correlation"]]
+                rows.setdefault(tid, []).append((ts, s["ts"], s["end"]))
+        self.n = sum(len(v) for v in rows.values())
+        self._ts: dict[Any, list[float]] = {}
+        self._cum: dict[Any, list[float]] = {}
+        self._all = sorted(r for v in rows.values() for r in v)   # (launch ts, start, end)
+        self._all_ts = [r[0] for r in self._all]
+        for tid, v in rows.items():
+            v.sort()
+            self._ts[tid] = [r[0] for r in v]
+            cum = [0.0]
+            for _, a, b in v:
+                cum.append(cum[-1] + (b - a))
+            self._cum[tid] = cum
+
+    def busy(self, tid: Any, t0: float, t1: float) -> float:
+        """Seconds of device activity launched by thread ``tid`` within CPU time [t0, t1]."""
+        if tid not in self._ts:
+            return 0.0
+        lo = bisect.bisect_left(self._ts[tid], t0)
+        hi = bisect.bisect_right(self._ts[tid], t1)
+        return (self._cum[tid][hi] - self._cum[tid][lo]) * 1e-6
+
+    def phases(self, t0: float, tb: float, t1: float) -> tuple[float, float, float]:
+        """Device start, backward start, end (seconds) of activity launched in [t0, t1]."""
+        lo = bisect.bisect_left(self._all_ts, t0)
+        hi = bisect.bisect_right(self._all_ts, t1)
+        acts = self._all[lo:hi]
+        if not acts:
+            return 0.0, 0.0, 0.0
+        start = min(a for _, a, _ in acts)
+        end = max(b for _, _, b in acts)
+        bwd = [a for ts, a, _ in acts if ts >= tb]
+        mid = min(bwd) if bwd else end
+        return start * 1e-6, mid * 1e-6, end * 1e-6
+
+
 def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch_size: int = 1,
                       grad_bytes: Mapping[str, float] | None = None,
-                      overhead: str = "proportional", device: str | None = None
-                      ) -> ModelProfile:
+                      overhead: str = "proportional", device: str | None = None,
+                      times: str = "auto") -> ModelProfile:
     """Read a ``torch.profiler`` Chrome trace and build a per-layer profile.
 
     Parameters
@@ -143,6 +202,9 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
         Spread unattributed step time over the layers, or keep raw span times.
     device : str, optional
         Device label; default from the trace's ``deviceProperties`` or ``"cpu"``.
+    times : {"auto", "device", "cpu"}
+        GPU activity times charged through their launches (``"device"``), or CPU-side span
+        durations (``"cpu"``); ``"auto"`` picks ``"device"`` when the trace has GPU activities.
 
     Returns
     -------
@@ -158,6 +220,8 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
     p = Path(path)
     if overhead not in ("proportional", "none"):
         raise ProfileError(f"overhead={overhead!r}; use 'proportional' or 'none'")
+    if times not in ("auto", "device", "cpu"):
+        raise ProfileError(f"times={times!r}; use 'auto', 'device' or 'cpu'")
     events, top = _load_events(p)
     spans = _spans(events, p)
     steps = sorted((s for s in spans if s["name"].startswith("ProfilerStep#")),
@@ -205,9 +269,18 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
             seq_layer.setdefault(int(seq), by_tid[s["tid"]][j]["layer"])
     evals.sort(key=lambda s: s["ts"])
     accs.sort(key=lambda s: s["ts"])
-    if any(s["cat"] == "kernel" for s in spans):
-        warnings.warn("trace has GPU kernels; from_chrome_trace uses CPU-side spans (launch "
-                      "times). Use profile_module for device times.", stacklevel=2)
+    gpu = _DeviceTimes(spans)
+    if times == "device" and not gpu.n:
+        raise ProfileError(f"{p}: times='device' but the trace has no GPU activities linked to "
+                           "their launches (kernel events with a 'correlation' id); record it "
+                           "with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
+    on_device = times == "device" or (times == "auto" and gpu.n > 0)
+    if on_device:
+        for s in layers_sp + evals:
+            s["dur"] = gpu.busy(s["tid"], s["ts"], s["end"]) * 1e6
+    elif gpu.n:
+        warnings.warn("trace has GPU activities but times='cpu': layer times are CPU-side "
+                      "spans (kernel launches), not kernel execution", stacklevel=2)
 
     order: list[str] = []
     fwd_rows, bwd_rows, bytes_first = [], [], None
@@ -246,9 +319,15 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
         if bytes_first is None:
             bytes_first = nb
         b0 = ev[0]["ts"] if ev else st["end"]
-        fwd_phase.append((b0 - st["ts"]) * 1e-6)
-        bwd_phase.append((st["end"] - b0) * 1e-6)
-        step_s.append((st["end"] - st["ts"]) * 1e-6)
+        if on_device:
+            t0, tb, t1 = gpu.phases(st["ts"], b0, st["end"])
+            fwd_phase.append(tb - t0)
+            bwd_phase.append(t1 - tb)
+            step_s.append(t1 - t0)
+        else:
+            fwd_phase.append((b0 - st["ts"]) * 1e-6)
+            bwd_phase.append((st["end"] - b0) * 1e-6)
+            step_s.append((st["end"] - st["ts"]) * 1e-6)
         fwd_rows.append(f)
         bwd_rows.append(b)
     if not order:
@@ -295,11 +374,13 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
         props = top.get("deviceProperties") or []
         device = str(props[0].get("name", "gpu")) if props and isinstance(props[0], Mapping) \
             else "cpu"
-    source = (f"torch.profiler Chrome trace {p.name}: {len(steps)} step(s), layers from {kind}, "
+    source = (f"torch.profiler Chrome trace {p.name}: {len(steps)} step(s), "
+              f"{'GPU activity' if on_device else 'CPU span'} times, layers from {kind}, "
               "backward charged by autograd sequence number, gradient sizes from "
               f"{'AccumulateGrad shapes' if bytes_first else 'grad_bytes'}; overhead={overhead!r} "
               f"(layer spans covered {covered:.1%} of the step time)")
     meta = {"tool": "from_chrome_trace", "trace": p.name, "steps": len(steps), "step_s": step_s,
             "step_mean_s": statistics.fmean(step_s), "covered_fraction": covered,
-            "overhead": overhead, "layer_spans": kind}
+            "overhead": overhead, "layer_spans": kind,
+            "times": "device" if on_device else "cpu"}
     return ModelProfile(name or p.stem, layers, batch_size, device, source, None, meta)

@@ -13,10 +13,15 @@ How the times are measured (one training step = forward, loss, backward):
   (``AccumulateGrad``) as soon as a parameter's gradient exists, i.e. before moving on to the
   previous module, so a module's interval includes accumulating its own parameter gradients.
   Time before the first hook fires is the loss's own backward.
-* On CUDA every hook synchronises the device first, so the times are device times (and the
-  synchronisation itself slightly inflates them).
+* On CUDA every hook records a CUDA event on the current stream instead of reading the host
+  clock, and the step's events are resolved after one synchronisation at its end: the times
+  are GPU times (the event completes when the kernels enqueued before it have run), and the
+  host runs ahead as in real training (no synchronisation per hook).
 * **Gradient bytes** are ``numel * element_size`` of every parameter with ``requires_grad``,
-  each counted once (shared parameters go to the first module that owns them).
+  each counted once (shared parameters go to the first module that owns them). Each layer
+  lists its parameters as :class:`~sgdnet.workload.profile.Tensor` entries (``weight``,
+  ``bias``... in registration order), so communication can be per tensor
+  (:meth:`~sgdnet.workload.profile.ModelProfile.messages`).
 * Leaf modules without parameters (ReLU, pooling, dropout...) are folded into the preceding
   parameter-carrying module in forward order (those before the first one into it), as in the
   built-in library. Parameters owned directly by a non-leaf module go to the last layer.
@@ -34,7 +39,7 @@ import time
 from typing import Any
 
 from ..errors import ProfileError
-from ..workload.profile import Layer, ModelProfile
+from ..workload.profile import Layer, ModelProfile, Tensor
 
 __all__ = ["profile_module"]
 
@@ -45,6 +50,33 @@ def _require_torch():
     except ImportError as e:  # pragma: no cover - exercised only without torch
         raise ProfileError("profiling needs PyTorch: pip install 'sgdnet[torch]'") from e
     return torch
+
+
+class _WallClock:
+    """Host clock (CPU modules): stamps are ``perf_counter`` readings."""
+
+    def stamp(self) -> float:
+        return time.perf_counter()
+
+    def resolve(self, stamps: list) -> list[float]:
+        return list(stamps)
+
+
+class _CudaEventClock:
+    """CUDA events on the current stream; resolved to seconds after one synchronisation."""
+
+    def __init__(self, torch: Any, device: Any) -> None:
+        self._torch, self._device = torch, device
+
+    def stamp(self) -> Any:
+        e = self._torch.cuda.Event(enable_timing=True)
+        e.record()
+        return e
+
+    def resolve(self, stamps: list) -> list[float]:
+        self._torch.cuda.synchronize(self._device)
+        first = stamps[0]
+        return [first.elapsed_time(e) / 1e3 for e in stamps]   # ms -> s, from the first
 
 
 def _default_loss(torch, out):
@@ -161,24 +193,28 @@ def profile_module(module: Any, example_input: Any, repeats: int = 10, *, warmup
     dev = params[0].device
     cuda = dev.type == "cuda"
 
-    def now() -> float:
-        if cuda:
-            torch.cuda.synchronize(dev)
-        return time.perf_counter()
+    clock = _CudaEventClock(torch, dev) if cuda else _WallClock()
+    now = clock.stamp
 
     leaves = [(f"{n}:{type(m).__name__}" if n else type(m).__name__, m)
               for n, m in module.named_modules()
               if not any(True for _ in m.children())]
     seen: set[int] = set()
     leaf_bytes: dict[int, float] = {}
+    leaf_tensors: dict[int, list[Tensor]] = {}
     for _, m in leaves:
         b = 0.0
-        for p in m.parameters(recurse=False):
+        ts = []
+        for pn, p in m.named_parameters(recurse=False):
             if p.requires_grad and id(p) not in seen:
                 seen.add(id(p))
                 b += p.numel() * p.element_size()
+                ts.append(Tensor(pn, float(p.numel() * p.element_size())))
         leaf_bytes[id(m)] = b
-    orphan = float(sum(p.numel() * p.element_size() for p in params if id(p) not in seen))
+        leaf_tensors[id(m)] = ts
+    orphans = [Tensor(pn, float(p.numel() * p.element_size()))
+               for pn, p in module.named_parameters() if p.requires_grad and id(p) not in seen]
+    orphan = float(sum(t.nbytes for t in orphans))
 
     state: dict[str, Any] = {}
     handles = []
@@ -190,8 +226,7 @@ def profile_module(module: Any, example_input: Any, repeats: int = 10, *, warmup
             state["order"].append(id(m))
 
     def post(m, args, out):
-        t = now()
-        state["fwd"][id(m)] = state["fwd"].get(id(m), 0.0) + t - state["t_pre"][id(m)]
+        state["spans"].append((id(m), state["t_pre"][id(m)], now()))
         outs = out if isinstance(out, (tuple, list)) else (out,)
         key = id(m)
 
@@ -217,7 +252,7 @@ def profile_module(module: Any, example_input: Any, repeats: int = 10, *, warmup
     records = []
     try:
         for it in range(warmup + repeats):
-            state.update(t_pre={}, fwd={}, marks=[], order=[], order_set=set())
+            state.update(t_pre={}, spans=[], marks=[], order=[], order_set=set())
             module.zero_grad(set_to_none=True)
             t0 = now()
             out = call()
@@ -227,12 +262,20 @@ def profile_module(module: Any, example_input: Any, repeats: int = 10, *, warmup
             loss.backward()
             t3 = now()
             if it >= warmup:
+                spans, marks = state["spans"], state["marks"]
+                # marks in the order the hooks fired (one autograd thread, one stream)
+                flat = clock.resolve([t0, t1, t2, t3] + [x for _, a, b in spans for x in (a, b)]
+                                     + [t for t, _ in marks])
+                t0, t1, t2, t3 = flat[:4]
+                fwd: dict[int, float] = {}
+                for j, (k, _, _) in enumerate(spans):
+                    fwd[k] = fwd.get(k, 0.0) + flat[5 + 2 * j] - flat[4 + 2 * j]
+                mt = flat[4 + 2 * len(spans):]
                 bwd: dict[int, float] = {}
-                marks = sorted(state["marks"])
-                for j, (t, k) in enumerate(marks):
-                    end = marks[j + 1][0] if j + 1 < len(marks) else t3
-                    bwd[k] = bwd.get(k, 0.0) + end - t
-                records.append({"order": list(state["order"]), "fwd": dict(state["fwd"]),
+                for j, (_, k) in enumerate(marks):
+                    end = mt[j + 1] if j + 1 < len(marks) else t3
+                    bwd[k] = bwd.get(k, 0.0) + end - mt[j]
+                records.append({"order": list(state["order"]), "fwd": fwd,
                                 "bwd": bwd, "t_fwd": t2 - t0, "t_bwd": t3 - t2,
                                 "t_step": t3 - t0, "t_model_fwd": t1 - t0})
     finally:
@@ -246,8 +289,10 @@ def profile_module(module: Any, example_input: Any, repeats: int = 10, *, warmup
         raise ProfileError("no leaf module ran during forward; is example_input right?")
     names = [names_of[k] for k in order]
     nbytes = [leaf_bytes[k] for k in order]
+    tensors = {names_of[k]: list(leaf_tensors[k]) for k in order}
     if orphan:
         nbytes[-1] += orphan
+        tensors[names[-1]] += orphans
     fwd = [[r["fwd"].get(k, 0.0) for r in records] for k in order]
     bwd = [[r["bwd"].get(k, 0.0) for r in records] for k in order]
     if fold_parameterless:
@@ -267,10 +312,12 @@ def profile_module(module: Any, example_input: Any, repeats: int = 10, *, warmup
     steps = [r["t_step"] for r in records]
     device = str(dev) if not cuda else f"{dev} ({torch.cuda.get_device_name(dev)})"
     source = (f"measured by sgdnet.profiling.profile_module with torch {torch.__version__} on "
-              f"{device}: {repeats} steps after {warmup} warm-up; module hooks (forward) and a "
+              f"{device} ({'CUDA events' if cuda else 'host clock'}): {repeats} steps after "
+              f"{warmup} warm-up; module hooks (forward) and a "
               f"gradient-hook timeline (backward); overhead={overhead!r} "
               f"(leaf modules covered {covered:.1%} of the step time)")
-    layers = [Layer(n, fi, bi, nb, c) for n, fi, bi, nb, c in zip(names, f, b, nbytes, cv)]
+    layers = [Layer(n, fi, bi, nb, c, tensors[n] or None)
+              for n, fi, bi, nb, c in zip(names, f, b, nbytes, cv)]
     meta = {"tool": "profile_module", "torch": torch.__version__, "repeats": repeats,
             "warmup": warmup, "step_s": steps, "step_mean_s": statistics.fmean(steps),
             "covered_fraction": covered, "overhead": overhead}

@@ -608,6 +608,34 @@ class ModelProfile:
                                math.fsum(items[j][1].update_s for j in g)))
         return out
 
+    def split_tensors(self) -> ModelProfile:
+        """A copy with one layer per parameter tensor: per-tensor communication today.
+
+        Layer ``L`` with tensors ``t_1..t_k`` (registration order) becomes layers
+        ``L.t_1 .. L.t_k``; the last carries all of ``L``'s forward and backward time (and
+        CV), the others take no time. So in backward order ``L.t_k`` computes ``L``'s backward
+        and ``L.t_k .. L.t_1`` all become ready when it ends -- the order and sizes of
+        :meth:`messages` with ``granularity="tensor"`` -- and any variant that communicates
+        per layer now communicates per tensor (e.g. ``allreduce`` with ``bucket_bytes=0``).
+        Totals, step costs and tensor update times are unchanged. Layers without a tensor list
+        stay as they are.
+        """
+        if not any(la.tensors is not None and len(la.tensors) > 1 for la in self.layers):
+            return self
+        lays: list[Layer] = []
+        for la in self.layers:
+            if la.tensors is None or len(la.tensors) == 1:
+                lays.append(la)
+                continue
+            k = len(la.tensors)
+            for j, t in enumerate(la.tensors):
+                last = j == k - 1
+                lays.append(Layer(f"{la.name}.{t.name}", la.forward_s if last else 0.0,
+                                  la.backward_s if last else 0.0, t.nbytes,
+                                  la.cv if last else None, (t,), la.ops if last else ()))
+        return self._copy(layers=lays, source=self.source + ("; " if self.source else "")
+                          + "one layer per parameter tensor")
+
     def with_step_costs_folded(self) -> ModelProfile:
         """A copy whose step costs outside the layers are folded into the layers.
 

@@ -1,0 +1,145 @@
+"""from_chrome_trace on a GPU trace: layer times are the GPU activities each layer launched
+(Kineto device events linked to their launches by correlation id), not the CPU spans.
+
+The trace is synthetic (no GPU here) but has the structure torch.profiler writes with
+activities=[CPU, CUDA]: module spans and ops on the main thread, autograd on its own thread,
+cudaLaunchKernel runtime events and kernels on the device carrying the same correlation id.
+"""
+
+import json
+import warnings
+
+import pytest
+
+from sgdnet.errors import ProfileError
+from sgdnet.profiling import from_chrome_trace
+
+
+def X(cat, name, ts, dur, tid=1, pid=1, **args):
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": pid, "tid": tid,
+            "args": args}
+
+
+def launch_and_kernel(corr, at, tid, start, dur):
+    """A cudaLaunchKernel at CPU time `at` on `tid`, running on the GPU from `start`."""
+    return [X("cuda_runtime", "cudaLaunchKernel", at, 1, tid=tid, correlation=corr),
+            X("kernel", f"gemm_{corr}", start, dur, tid=7, pid=0, correlation=corr, device=0)]
+
+
+EVAL = "autograd::engine::evaluate_function: "
+
+
+def gpu_trace(path, kernel_us=(300, 150, 10, 400, 600)):
+    k0, k1, kl, kb1, kb0 = kernel_us
+    ev = [X("user_annotation", "ProfilerStep#1", 0, 2000),
+          # forward, main thread: two Linear layers, their addmm ops and launches
+          X("python_function", "nn.Module: Linear_0", 10, 50),
+          X("cpu_op", "aten::addmm", 20, 30, **{"Sequence number": 100}),
+          X("python_function", "nn.Module: Linear_1", 70, 50),
+          X("cpu_op", "aten::addmm", 80, 30, **{"Sequence number": 101}),
+          X("cpu_op", "aten::sum", 130, 10),                      # the loss, no layer
+          # backward, autograd thread 2
+          X("cpu_op", EVAL + "AddmmBackward0", 300, 100, tid=2, **{"Sequence number": 101}),
+          X("cpu_op", EVAL + "torch::autograd::AccumulateGrad", 400, 10, tid=2),
+          X("cpu_op", "torch::autograd::AccumulateGrad", 401, 8, tid=2,
+            **{"Input Dims": [[64, 32]], "Input type": ["float"]}),
+          X("cpu_op", EVAL + "AddmmBackward0", 420, 80, tid=2, **{"Sequence number": 100}),
+          X("cpu_op", EVAL + "torch::autograd::AccumulateGrad", 500, 10, tid=2),
+          X("cpu_op", "torch::autograd::AccumulateGrad", 501, 8, tid=2,
+            **{"Input Dims": [[32, 16]], "Input type": ["float"]})]
+    ev += launch_and_kernel(1, 25, 1, 200, k0)
+    ev += launch_and_kernel(2, 85, 1, 500, k1)
+    ev += launch_and_kernel(3, 132, 1, 650, kl)
+    ev += launch_and_kernel(4, 310, 2, 700, kb1)
+    ev += launch_and_kernel(5, 430, 2, 1100, kb0)
+    path.write_text(json.dumps({"traceEvents": ev,
+                                "deviceProperties": [{"name": "NVIDIA A100-SXM4-80GB"}]}))
+    return path
+
+
+def test_layer_times_are_the_kernels_they_launched(tmp_path):
+    p = from_chrome_trace(gpu_trace(tmp_path / "g.json"), overhead="none")
+    assert p.meta["times"] == "device" and p.device == "NVIDIA A100-SXM4-80GB"
+    assert [la.name for la in p.layers] == ["Linear_0", "Linear_1"]
+    assert [la.forward_s for la in p.layers] == pytest.approx([300e-6, 150e-6])
+    assert [la.backward_s for la in p.layers] == pytest.approx([600e-6, 400e-6])
+    assert [la.grad_bytes for la in p.layers] == [4 * 32 * 16, 4 * 64 * 32]
+    # device span of the step: first kernel at 200 us, last ends at 1100 + 600 us
+    assert p.meta["step_s"] == pytest.approx([1500e-6])
+
+
+def test_proportional_overhead_spreads_device_idle_time(tmp_path):
+    p = from_chrome_trace(gpu_trace(tmp_path / "g.json"))
+    # forward phase on the device: 200 us .. 700 us (first kernel launched by the backward),
+    # 500 us against 450 us of layer kernels; backward phase 700 .. 1700 us = its kernels
+    assert [la.forward_s for la in p.layers] == pytest.approx([300e-6 * 500 / 450,
+                                                               150e-6 * 500 / 450])
+    assert [la.backward_s for la in p.layers] == pytest.approx([600e-6, 400e-6])
+    assert p.compute_s == pytest.approx(1500e-6)
+
+
+def test_cpu_times_on_request_with_a_warning(tmp_path):
+    f = gpu_trace(tmp_path / "g.json")
+    with pytest.warns(UserWarning, match="kernel launches"):
+        p = from_chrome_trace(f, overhead="none", times="cpu")
+    assert [la.forward_s for la in p.layers] == pytest.approx([50e-6, 50e-6])
+    assert [la.backward_s for la in p.layers] == pytest.approx([80e-6 + 10e-6, 100e-6 + 10e-6])
+
+
+def test_device_times_need_device_activities(tmp_path):
+    f = gpu_trace(tmp_path / "g.json")
+    d = json.loads(f.read_text())
+    d["traceEvents"] = [e for e in d["traceEvents"] if e["cat"] != "kernel"]
+    f.write_text(json.dumps(d))
+    with pytest.raises(ProfileError, match="ProfilerActivity.CUDA"):
+        from_chrome_trace(f, times="device")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert from_chrome_trace(f).meta["times"] == "cpu"      # auto: CPU-only trace
+    with pytest.raises(ProfileError, match="times="):
+        from_chrome_trace(f, times="gpu")
+
+
+torch = pytest.importorskip("torch")
+
+
+class FakeCuda:
+    """torch.cuda's Event/synchronize on the host clock: what the event path computes with."""
+
+    syncs = 0
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            assert enable_timing
+            self.t = None
+
+        def record(self):
+            import time
+            self.t = time.perf_counter()
+
+        def elapsed_time(self, other):                       # milliseconds, like CUDA
+            return (other.t - self.t) * 1e3
+
+    @classmethod
+    def synchronize(cls, device=None):
+        cls.syncs += 1
+
+
+def test_profile_module_event_clock_path(monkeypatch):
+    from types import SimpleNamespace
+
+    from sgdnet.profiling import profile_module, torch_hooks
+
+    fake = SimpleNamespace(cuda=FakeCuda)
+    monkeypatch.setattr(torch_hooks, "_WallClock",
+                        lambda: torch_hooks._CudaEventClock(fake, "cuda:0"))
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 4))
+    p = profile_module(m, torch.randn(16, 64), repeats=3, warmup=1, overhead="none")
+    assert FakeCuda.syncs == 3                     # one synchronisation per measured step
+    assert p.n_layers == 2 and all(la.forward_s > 0 and la.backward_s > 0 for la in p.layers)
+    assert p.compute_s <= p.meta["step_mean_s"] * 1.0001
+    # per-tensor sizes: weight and bias of each Linear, registration order
+    assert [(t.name, t.nbytes) for t in p.layers[0].tensors] == [("weight", 4 * 64 * 128),
+                                                                 ("bias", 4 * 128)]
+    assert len(p.messages("tensor")) == 4 and p.messages("tensor")[0].name.endswith(".bias")
