@@ -39,7 +39,7 @@ def test_builtin_devices_datasheet_ratios():
     assert v.precisions == ("fp32", "fp16")
     with pytest.raises(ProfileError, match="V100 has no 'bf16'"):
         v.check_precision("bf16")
-    with pytest.raises(UnknownNameError, match="A100, A100-40GB, H100"):
+    with pytest.raises(UnknownNameError, match="V100, A100, A100-40GB, RTX3090, H100"):
         C.get_device("TPUv4")
 
 
@@ -121,3 +121,25 @@ def test_bigger_gpu_is_faster_and_bytes_do_not_change():
     times = [C.retime(p, device=d).compute_s for d in ("V100", "A100", "H100")]
     assert times[0] > times[1] > times[2]
     assert math.isclose(C.retime(p, device="V100").grad_bytes, p.grad_bytes)
+
+
+#: timm's training benchmark on one RTX 3090, AMP (huggingface/pytorch-image-models,
+#: results/benchmark-train-amp-nchw-pt112-cu113-rtx3090.csv): model, architecture, batch,
+#: train_samples_per_sec, param_count (millions).
+TIMM = [("vit_large_patch16_224", dict(n_layers=24, d_model=1024, n_heads=16, patch=16,
+                                       image=224), 64, 117.08, 304.33),
+        ("vit_huge_patch14_224", dict(n_layers=32, d_model=1280, n_heads=16, patch=14,
+                                      image=224), 16, 39.94, 632.05),
+        ("vit_base_patch16_384", dict(n_layers=12, d_model=768, n_heads=12, patch=16,
+                                      image=384), 32, 96.96, 86.86)]
+
+
+@pytest.mark.parametrize("name, arch, batch, published, params_m", TIMM)
+def test_vit_on_rtx3090_within_20_percent_of_timm_benchmark(name, arch, batch, published,
+                                                            params_m):
+    p = T.vit(name, batch_size=batch, device="RTX3090", precision="fp16", optimizer="momentum",
+              **arch)
+    n = p.meta["parameters"]
+    assert round(n / 1e6, 2) == params_m                  # timm's own parameter count
+    rate = batch / (p.compute_s + p.loss_s + C.update_time(n, "RTX3090", "momentum"))
+    assert abs(rate / published - 1) < 0.20

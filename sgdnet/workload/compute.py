@@ -151,6 +151,10 @@ _T = 1e12
 #:   BF16/FP16 Tensor 312 TFLOPS, HBM2e 2,039 GB/s; FP16 78 and BF16 39 TFLOPS on CUDA
 #:   cores (Ampere GA100 whitepaper, table 1).
 #: * A100-40GB -- as A100, HBM2 1,555 GB/s (A100 datasheet).
+#: * RTX3090 -- NVIDIA Ampere GA102 whitepaper, GeForce RTX 3090 column: FP32 35.6 TFLOPS,
+#:   FP16/BF16 Tensor with FP32 accumulate 71 TFLOPS and TF32 Tensor 35.6 TFLOPS (dense),
+#:   FP16/BF16 on CUDA cores 35.6 TFLOPS, GDDR6X 936 GB/s. (PyTorch AMP GEMMs accumulate in
+#:   FP32.)
 #: * H100 SXM5 80GB -- NVIDIA H100 datasheet: FP32 67 TFLOPS, TF32 Tensor 989 and BF16/FP16
 #:   Tensor 1,979 TFLOPS *with sparsity*, i.e. 494.7 and 989.4 dense; HBM3 3.35 TB/s;
 #:   FP16/BF16 on CUDA cores 133.8 TFLOPS (Hopper whitepaper, table 2).
@@ -165,6 +169,10 @@ DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
                          "bf16": 312 * _T},
            {"fp32": 19.5 * _T, "tf32": 19.5 * _T, "fp16": 78 * _T, "bf16": 39 * _T}, 1555e9,
            source="NVIDIA A100 datasheet (SXM4 40GB); Ampere GA100 whitepaper"),
+    Device("RTX3090", {"fp32": 35.6 * _T, "tf32": 35.6 * _T, "fp16": 71 * _T, "bf16": 71 * _T},
+           {"fp32": 35.6 * _T, "tf32": 35.6 * _T, "fp16": 35.6 * _T, "bf16": 35.6 * _T}, 936e9,
+           source="NVIDIA Ampere GA102 whitepaper (GeForce RTX 3090): tensor rates with FP32 "
+                  "accumulate, as PyTorch AMP uses"),
     Device("H100", {"fp32": 67 * _T, "tf32": 494.7 * _T, "fp16": 989.4 * _T,
                     "bf16": 989.4 * _T},
            {"fp32": 67 * _T, "tf32": 67 * _T, "fp16": 133.8 * _T, "bf16": 133.8 * _T}, 3.35e12,
