@@ -143,3 +143,82 @@ def test_profile_module_event_clock_path(monkeypatch):
     assert [(t.name, t.nbytes) for t in p.layers[0].tensors] == [("weight", 4 * 64 * 128),
                                                                  ("bias", 4 * 128)]
     assert len(p.messages("tensor")) == 4 and p.messages("tensor")[0].name.endswith(".bias")
+
+
+def test_profile_module_keeps_loss_and_optimizer_out_of_the_layers():
+    import time
+
+    from sgdnet.profiling import profile_module
+
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
+    x = torch.randn(8, 32)
+
+    # sleeps are wall time that CPU load cannot shrink: known lower bounds on a busy machine
+    def slow_loss(out):
+        time.sleep(0.3)
+        return out.sum()
+
+    class SlowSGD(torch.optim.SGD):
+        def step(self, closure=None):
+            time.sleep(0.05)
+            return super().step(closure)
+
+    before = [p.detach().clone() for p in m.parameters()]
+    opt = SlowSGD(m.parameters(), lr=0.1, momentum=0.9)
+    sep = profile_module(m, x, repeats=3, warmup=1, loss_fn=slow_loss, overhead="separate",
+                         optimizer=opt)
+    assert any(not torch.equal(a, b) for a, b in zip(before, m.parameters()))  # it trained
+    assert sep.loss_s >= 0.3 and sep.update_s >= 0.05 and sep.zero_grad_s >= 0
+    per_byte = [t.update_s / t.nbytes for la in sep.layers for t in la.tensors]
+    assert max(per_byte) == pytest.approx(min(per_byte))            # apportioned by bytes
+    # with overhead="proportional" the loss's 0.3 s is spread into the layers instead
+    prop = profile_module(m, x, repeats=3, warmup=1, loss_fn=slow_loss)
+    assert prop.loss_s == 0 and prop.update_s == 0
+    assert prop.compute_s >= 0.3 > sep.compute_s
+    with pytest.raises(Exception, match="optimizer must be"):
+        profile_module(m, x, repeats=1, optimizer=object())
+
+
+def test_separate_overhead_keeps_optimizer_spans_out_of_the_layers_on_device(tmp_path):
+    f = gpu_trace(tmp_path / "g.json")
+    d = json.loads(f.read_text())
+    d["traceEvents"] += [X("user_annotation", "Optimizer.step#SGD.step", 1500, 100)]
+    d["traceEvents"] += launch_and_kernel(6, 1510, 1, 1800, 50)
+    f.write_text(json.dumps(d))
+    p = from_chrome_trace(f, overhead="separate")
+    assert p.optimizer_s == pytest.approx(50e-6) and p.zero_grad_s == 0
+    # backward phase 700 .. 1850 us minus the 50 us step: 1100 us over 1000 us of layers
+    assert [la.backward_s for la in p.layers] == pytest.approx([660e-6, 440e-6])
+    assert p.step_s == pytest.approx(1650e-6) == pytest.approx(p.meta["step_s"][0])
+
+
+def test_separate_overhead_on_a_real_cpu_trace(tmp_path):
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(16, 64)
+    path = tmp_path / "t.json"
+    with profile(activities=[ProfilerActivity.CPU], with_stack=True, record_shapes=True,
+                 schedule=schedule(wait=0, warmup=1, active=3, repeat=1),
+                 on_trace_ready=lambda prof: prof.export_chrome_trace(str(path))) as prof:
+        for _ in range(4):
+            opt.zero_grad()
+            m(x).sum().backward()
+            opt.step()
+            prof.step()
+    ev = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("ph") == "X"]
+    steps = [e for e in ev if e["name"].startswith("ProfilerStep#")]
+
+    def mean_span(prefix):   # per step, from the raw events
+        return sum(e["dur"] for e in ev if e["name"].startswith(prefix)
+                   and any(s["ts"] <= e["ts"] <= s["ts"] + s["dur"] for s in steps)) \
+            / len(steps) * 1e-6
+
+    p = from_chrome_trace(path, overhead="separate")
+    assert p.optimizer_s == pytest.approx(mean_span("Optimizer.step#"), rel=1e-9)
+    assert p.zero_grad_s == pytest.approx(mean_span("Optimizer.zero_grad#"), rel=1e-9)
+    assert p.optimizer_s > 0
+    assert p.step_s == pytest.approx(sum(s["dur"] for s in steps) / len(steps) * 1e-6)

@@ -27,6 +27,10 @@ format, torch 2.x); torch itself is not needed. What torch 2.13 writes, and how 
   traced). With ``overhead="proportional"`` (default) each phase's time not covered by layer
   spans is spread over the layers in proportion to their forward (resp. backward) times, so the
   profile's compute total equals the mean step time; ``"none"`` keeps the raw span times.
+  ``"separate"`` first takes the optimizer's own spans out of the phases (torch's
+  ``Optimizer.zero_grad#...`` and ``Optimizer.step#...`` annotations, or on the device the
+  activities they launched) and keeps them as the profile's ``zero_grad_s`` and
+  ``optimizer_s``, then spreads the rest.
 
 **Device times** (``times="device"``, the default when the trace has GPU activities, i.e. it
 was recorded with ``ProfilerActivity.CUDA``): on a GPU the CPU-side spans only measure kernel
@@ -198,7 +202,7 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
     grad_bytes : mapping, optional
         Layer name (e.g. ``"Linear_0"``) -> gradient bytes, for traces without shapes; it
         overrides sizes found in the trace.
-    overhead : {"proportional", "none"}
+    overhead : {"proportional", "separate", "none"}
         Spread unattributed step time over the layers, or keep raw span times.
     device : str, optional
         Device label; default from the trace's ``deviceProperties`` or ``"cpu"``.
@@ -218,8 +222,8 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
         Unreadable or malformed file, no layer spans, no gradient sizes.
     """
     p = Path(path)
-    if overhead not in ("proportional", "none"):
-        raise ProfileError(f"overhead={overhead!r}; use 'proportional' or 'none'")
+    if overhead not in ("proportional", "separate", "none"):
+        raise ProfileError(f"overhead={overhead!r}; use 'proportional', 'separate' or 'none'")
     if times not in ("auto", "device", "cpu"):
         raise ProfileError(f"times={times!r}; use 'auto', 'device' or 'cpu'")
     events, top = _load_events(p)
@@ -282,6 +286,16 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
         warnings.warn("trace has GPU activities but times='cpu': layer times are CPU-side "
                       "spans (kernel launches), not kernel execution", stacklevel=2)
 
+    opt_spans = {what: [s for s in spans if s["cat"] == "user_annotation"
+                        and s["name"].startswith(f"Optimizer.{what}#")]
+                 for what in ("zero_grad", "step")}
+
+    def opt_time(what: str, st: dict) -> float:
+        """Seconds of the optimizer's ``what`` spans inside step ``st`` (device or CPU)."""
+        return math.fsum(gpu.busy(s["tid"], s["ts"], s["end"]) if on_device else s["dur"] * 1e-6
+                         for s in opt_spans[what] if s["ts"] >= st["ts"] and s["end"] <= st["end"])
+
+    zero_grad_rows, opt_rows = [], []
     order: list[str] = []
     fwd_rows, bwd_rows, bytes_first = [], [], None
     fwd_phase, bwd_phase, step_s = [], [], []
@@ -328,6 +342,11 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
             fwd_phase.append((b0 - st["ts"]) * 1e-6)
             bwd_phase.append((st["end"] - b0) * 1e-6)
             step_s.append((st["end"] - st["ts"]) * 1e-6)
+        if overhead == "separate":
+            zero_grad_rows.append(opt_time("zero_grad", st))
+            opt_rows.append(opt_time("step", st))
+            fwd_phase[-1] -= zero_grad_rows[-1]
+            bwd_phase[-1] -= opt_rows[-1]
         fwd_rows.append(f)
         bwd_rows.append(b)
     if not order:
@@ -356,7 +375,7 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
             fw[owner[k]][r] += fwd_rows[r].get(k, 0.0) * 1e-6
             bw[owner[k]][r] += bwd_rows[r].get(k, 0.0) * 1e-6
     covered = sum(sum(fw[k]) + sum(bw[k]) for k in keep) / sum(step_s)
-    if overhead == "proportional":
+    if overhead != "none":
         for rows, phase in ((fw, fwd_phase), (bw, bwd_phase)):
             for r in range(len(steps)):
                 s = sum(rows[k][r] for k in keep)
@@ -383,4 +402,9 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
             "step_mean_s": statistics.fmean(step_s), "covered_fraction": covered,
             "overhead": overhead, "layer_spans": kind,
             "times": "device" if on_device else "cpu"}
-    return ModelProfile(name or p.stem, layers, batch_size, device, source, None, meta)
+    steps_costs = {}
+    if overhead == "separate":
+        steps_costs = {"zero_grad_s": statistics.fmean(zero_grad_rows),
+                       "optimizer_s": statistics.fmean(opt_rows)}
+    return ModelProfile(name or p.stem, layers, batch_size, device, source, None, meta,
+                        **steps_costs)

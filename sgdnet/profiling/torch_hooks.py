@@ -28,7 +28,15 @@ How the times are measured (one training step = forward, loss, backward):
 * ``overhead``: ``"none"`` keeps the pure module times; ``"proportional"`` (default) also
   spreads the step's unattributed time -- forward code of non-leaf modules (residual adds,
   reshapes), the loss, the loss's backward -- over the layers in proportion to their forward
-  (resp. backward) time, so that the profile's compute total equals the measured step time.
+  (resp. backward) time, so that the profile's compute total equals the measured step time;
+  ``"separate"`` keeps the loss's forward and backward apart as the profile's ``loss_s`` and
+  spreads only the rest.
+* **Optimizer** (``optimizer=`` given): every step runs ``optimizer.zero_grad()`` before the
+  forward and ``optimizer.step()`` after the backward, both timed: ``zero_grad_s``, and the
+  step's time apportioned to the tensors in proportion to their bytes as their ``update_s``
+  (an optimizer update is memory-bound per parameter), so a step costs
+  ``step_s = compute_s + zero_grad_s + loss_s + update_s`` without folding anything into a
+  layer.
 """
 
 from __future__ import annotations
@@ -142,8 +150,8 @@ def _summary(fwd, bwd):
 
 def profile_module(module: Any, example_input: Any, repeats: int = 10, *, warmup: int = 2,
                    loss_fn: Any = None, name: str | None = None, batch_size: int | None = None,
-                   overhead: str = "proportional", fold_parameterless: bool = True
-                   ) -> ModelProfile:
+                   overhead: str = "proportional", fold_parameterless: bool = True,
+                   optimizer: Any = None) -> ModelProfile:
     """Measure per-layer forward/backward time (mean and CV) and gradient bytes of a module.
 
     Parameters
@@ -162,11 +170,15 @@ def profile_module(module: Any, example_input: Any, repeats: int = 10, *, warmup
         Profile name; default the module's class name.
     batch_size : int, optional
         Samples per step; default the first dimension of the (first) input tensor.
-    overhead : {"proportional", "none"}
-        Whether unattributed step time is spread over the layers (see the module docstring).
+    overhead : {"proportional", "separate", "none"}
+        Whether unattributed step time is spread over the layers, the loss kept apart as
+        ``loss_s``, or neither (see the module docstring).
     fold_parameterless : bool
         Fold parameterless leaf modules into their preceding parameter layer (default) or
         keep them as layers with zero gradient bytes.
+    optimizer : torch.optim.Optimizer, optional
+        Time its ``zero_grad`` and ``step`` in every step (``zero_grad_s`` and the tensors'
+        ``update_s``); it really updates the module's parameters.
 
     Returns
     -------
@@ -185,8 +197,12 @@ def profile_module(module: Any, example_input: Any, repeats: int = 10, *, warmup
     for what, v, lo in (("repeats", repeats, 1), ("warmup", warmup, 0)):
         if isinstance(v, bool) or not isinstance(v, int) or v < lo:
             raise ProfileError(f"profile_module: {what} must be an integer >= {lo}, got {v!r}")
-    if overhead not in ("proportional", "none"):
-        raise ProfileError(f"overhead={overhead!r}; use 'proportional' or 'none'")
+    if overhead not in ("proportional", "separate", "none"):
+        raise ProfileError(f"overhead={overhead!r}; use 'proportional', 'separate' or 'none'")
+    if optimizer is not None and not (callable(getattr(optimizer, "step", None))
+                                      and callable(getattr(optimizer, "zero_grad", None))):
+        raise ProfileError(f"optimizer must be a torch.optim.Optimizer (step and zero_grad), "
+                           f"got {type(optimizer).__name__}")
     params = [p for p in module.parameters() if p.requires_grad]
     if not params:
         raise ProfileError("the module has no parameters with requires_grad; nothing to train")
@@ -253,7 +269,11 @@ def profile_module(module: Any, example_input: Any, repeats: int = 10, *, warmup
     try:
         for it in range(warmup + repeats):
             state.update(t_pre={}, spans=[], marks=[], order=[], order_set=set())
-            module.zero_grad(set_to_none=True)
+            z0 = now()
+            if optimizer is not None:
+                optimizer.zero_grad(set_to_none=True)
+            else:
+                module.zero_grad(set_to_none=True)
             t0 = now()
             out = call()
             t1 = now()
@@ -261,23 +281,30 @@ def profile_module(module: Any, example_input: Any, repeats: int = 10, *, warmup
             t2 = now()
             loss.backward()
             t3 = now()
+            if optimizer is not None:
+                optimizer.step()
+            t4 = now()
             if it >= warmup:
                 spans, marks = state["spans"], state["marks"]
                 # marks in the order the hooks fired (one autograd thread, one stream)
-                flat = clock.resolve([t0, t1, t2, t3] + [x for _, a, b in spans for x in (a, b)]
+                flat = clock.resolve([z0, t0, t1, t2, t3, t4]
+                                     + [x for _, a, b in spans for x in (a, b)]
                                      + [t for t, _ in marks])
-                t0, t1, t2, t3 = flat[:4]
+                z0, t0, t1, t2, t3, t4 = flat[:6]
                 fwd: dict[int, float] = {}
                 for j, (k, _, _) in enumerate(spans):
-                    fwd[k] = fwd.get(k, 0.0) + flat[5 + 2 * j] - flat[4 + 2 * j]
-                mt = flat[4 + 2 * len(spans):]
+                    fwd[k] = fwd.get(k, 0.0) + flat[7 + 2 * j] - flat[6 + 2 * j]
+                mt = flat[6 + 2 * len(spans):]
                 bwd: dict[int, float] = {}
                 for j, (_, k) in enumerate(marks):
                     end = mt[j + 1] if j + 1 < len(marks) else t3
                     bwd[k] = bwd.get(k, 0.0) + end - mt[j]
+                t_mark = mt[0] if mt else t3       # the loss's backward ends at the first mark
                 records.append({"order": list(state["order"]), "fwd": fwd,
                                 "bwd": bwd, "t_fwd": t2 - t0, "t_bwd": t3 - t2,
-                                "t_step": t3 - t0, "t_model_fwd": t1 - t0})
+                                "t_step": t3 - t0, "t_model_fwd": t1 - t0,
+                                "t_loss": (t2 - t1) + (t_mark - t2), "t_model_bwd": t3 - t_mark,
+                                "t_zero_grad": t0 - z0, "t_opt": t4 - t3})
     finally:
         for h in handles:
             h.remove()
@@ -298,9 +325,22 @@ def profile_module(module: Any, example_input: Any, repeats: int = 10, *, warmup
     if fold_parameterless:
         names, fwd, bwd, nbytes = _fold(names, fwd, bwd, nbytes)
     covered = (sum(map(sum, fwd)) + sum(map(sum, bwd))) / sum(r["t_step"] for r in records)
+    loss_s = 0.0
     if overhead == "proportional":
         _spread(fwd, [r["t_fwd"] for r in records])
         _spread(bwd, [r["t_bwd"] for r in records])
+    elif overhead == "separate":
+        _spread(fwd, [r["t_model_fwd"] for r in records])
+        _spread(bwd, [r["t_model_bwd"] for r in records])
+        loss_s = statistics.fmean(r["t_loss"] for r in records)
+    zero_grad_s = opt_s = 0.0
+    if optimizer is not None:
+        zero_grad_s = statistics.fmean(r["t_zero_grad"] for r in records)
+        opt_s = statistics.fmean(r["t_opt"] for r in records)
+        total = float(sum(nbytes))
+        for n in tensors:
+            tensors[n] = [Tensor(t.name, t.nbytes, opt_s * t.nbytes / total)
+                          for t in tensors[n]]
     f, b, cv = _summary(fwd, bwd)
     if batch_size is None:
         first = example_input
@@ -321,7 +361,10 @@ def profile_module(module: Any, example_input: Any, repeats: int = 10, *, warmup
     meta = {"tool": "profile_module", "torch": torch.__version__, "repeats": repeats,
             "warmup": warmup, "step_s": steps, "step_mean_s": statistics.fmean(steps),
             "covered_fraction": covered, "overhead": overhead}
+    if optimizer is not None:
+        meta["optimizer"] = type(optimizer).__name__
+        meta["optimizer_step_s"] = opt_s
     if not all(math.isfinite(x) for x in steps):  # pragma: no cover - defensive
         raise ProfileError("non-finite step time measured")
     return ModelProfile(name or type(module).__name__, layers, batch_size, device, source,
-                        None, meta)
+                        None, meta, zero_grad_s=zero_grad_s, loss_s=loss_s)
