@@ -573,19 +573,21 @@ def cmd_models(args: argparse.Namespace) -> int:
         m = models.load(name)
         rows.append({"name": name, "layers": m.n_layers, "batch_size": m.batch_size,
                      "forward_s": m.forward_s, "backward_s": m.backward_s,
-                     "grad_bytes": m.grad_bytes, "device": m.device})
+                     "step_s": m.step_s, "grad_bytes": m.grad_bytes, "device": m.device,
+                     "precision": m.precision})
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     header = ["model", "layers", "batch", "forward ms", "backward ms", "step ms", "gradients MB"]
     table = [[r["name"], str(r["layers"]), str(r["batch_size"]),
               f"{1e3 * r['forward_s']:.1f}", f"{1e3 * r['backward_s']:.1f}",
-              f"{1e3 * (r['forward_s'] + r['backward_s']):.1f}", f"{r['grad_bytes'] / 1e6:.1f}"]
+              f"{1e3 * r['step_s']:.1f}", f"{r['grad_bytes'] / 1e6:.1f}"]
              for r in rows]
     print(_table(header, table, [False] + [True] * 6))
     devices = sorted({r["device"] for r in rows})
     print(f"\n{len(rows)} models; times per step at the listed batch size on: "
-          f"{'; '.join(devices)}. Details: sgdnet.models.load(name).")
+          f"{'; '.join(devices)}; step = forward + backward + the loss and optimizer costs "
+          "a profile states outside its layers. Details: sgdnet.models.load(name).")
     return 0
 
 

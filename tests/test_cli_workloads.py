@@ -37,3 +37,17 @@ def test_device_on_a_profile_without_ops_is_a_usage_error(capsys, tmp_path):
     rc = main(["draw", "allreduce", "--model", "gpt2_xl", "--device", "TPU",
                "--out", str(tmp_path / "n.dot")])
     assert rc == 2 and "unknown device 'TPU'" in capsys.readouterr().err
+
+
+def test_models_table_step_includes_costs_outside_the_layers(capsys):
+    import json
+
+    assert main(["models", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    bert = rows["bert_large"]
+    p = models.load("bert_large")
+    assert bert["step_s"] == pytest.approx(p.compute_s + p.loss_s + p.update_s)
+    assert bert["step_s"] > bert["forward_s"] + bert["backward_s"]
+    assert bert["precision"] == "fp16" and bert["device"] == "A100"
+    r50 = rows["resnet50"]
+    assert r50["step_s"] == pytest.approx(r50["forward_s"] + r50["backward_s"])
