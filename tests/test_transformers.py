@@ -16,14 +16,16 @@ REPO = Path(__file__).resolve().parents[1]
 
 #: Published parameter counts and their sources.
 PUBLISHED = {
-    # Hugging Face model card google-bert/bert-large-uncased: "336M parameters"
+    # Hugging Face transformers' pretrained-models table: bert-large-uncased "24-layer,
+    # 1024-hidden, 16-heads, 336M parameters"
     "bert_large": 336e6,
-    # OpenAI gpt-2 repository (README / download_model.py): models "355M" and "1558M"
-    # (the corrected counts; the paper's table says 345M and 1542M)
+    # OpenAI's released GPT-2 models are named by parameter count: "355M" and "1558M"
+    # (openai/gpt-2 download_model.py / DEVELOPERS.md; the paper's table says 345M and 1542M)
     "gpt2_medium": 355e6,
     "gpt2_xl": 1558e6,
-    # timm model card vit_large_patch16_224: "Params (M): 304.3"
-    "vit_l16": 304.3e6,
+    # timm's benchmark table (results/benchmark-train-amp-nchw-pt112-cu113-rtx3090.csv):
+    # vit_large_patch16_224 param_count 304.33 (millions)
+    "vit_l16": 304.33e6,
 }
 
 
