@@ -174,3 +174,21 @@ def test_split_tensors_is_per_tensor_communication_for_per_layer_variants():
     assert models.load("vgg16").split_tensors() is models.load("vgg16")
     g = models.load("vit_l16").split_tensors()
     assert g.grad_bytes == models.load("vit_l16").grad_bytes and g.has_ops
+
+
+@pytest.mark.parametrize("granularity", ["layer", "tensor"])
+def test_per_tensor_allreduce_loop_closed_form(granularity):
+    """A loop that all-reduces each message after the backward (2 workers, deterministic):
+    a step is compute + sum over messages of the ring cost 2(n-1)a + 2(n-1)/n S/B."""
+    import sgdnet
+    from sgdnet import Cluster
+
+    p = ModelProfile("mlp", [lin("l0", 1024, 1024, 1e-3, 2e-3), lin("l1", 1024, 1024, 1e-3, 2e-3),
+                             lin("l2", 1024, 10, 1e-4, 2e-4)], 32)
+    alpha, bw = 500e-6, 1e9
+    prof = p.split_tensors() if granularity == "tensor" else p
+    pred = sgdnet.predict("allreduce", prof, Cluster(workers=2, bandwidth=bw, latency=alpha),
+                          granularity="fine", bucket_bytes=0, overlap=False, steps=50,
+                          replications=2, seed=0)
+    step = p.compute_s + math.fsum(2 * alpha + m.nbytes / bw for m in p.messages(granularity))
+    assert pred.iterations_per_s.mean == pytest.approx(1 / step, rel=1e-9)
