@@ -218,6 +218,10 @@ def test_separate_overhead_on_a_real_cpu_trace(tmp_path):
             / len(steps) * 1e-6
 
     p = from_chrome_trace(path, overhead="separate")
+    # one tensor per AccumulateGrad, in registration order (weight, then bias)
+    assert [[t.nbytes for t in la.tensors] for la in p.layers] == [[4 * 64 * 64, 4 * 64],
+                                                                    [4 * 64 * 4, 4 * 4]]
+    assert len(p.messages("tensor")) == 4
     assert p.optimizer_s == pytest.approx(mean_span("Optimizer.step#"), rel=1e-9)
     assert p.zero_grad_s == pytest.approx(mean_span("Optimizer.zero_grad#"), rel=1e-9)
     assert p.optimizer_s > 0

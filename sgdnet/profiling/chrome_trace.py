@@ -20,6 +20,8 @@ format, torch 2.x); torch itself is not needed. What torch 2.13 writes, and how 
 * **Gradient bytes**: with ``record_shapes=True`` the ``torch::autograd::AccumulateGrad``
   events carry the gradient's ``Input Dims`` and ``Input type``; bytes = product of dims x
   element size, charged like the ``AccumulateGrad`` event. Without shapes pass ``grad_bytes``.
+  Each ``AccumulateGrad`` is one parameter tensor: a layer lists them as its tensors
+  (``grad0, grad1...``: a trace does not name parameters), so communication can be per tensor.
 * Layers that receive no gradient bytes are folded into the preceding layer in forward order
   (the first ones into the first layer with gradients), as in the built-in library.
 * **Overhead**: the part of a step before its first backward event is its forward phase (data,
@@ -58,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ProfileError
-from ..workload.profile import Layer, ModelProfile
+from ..workload.profile import Layer, ModelProfile, Tensor
 
 __all__ = ["from_chrome_trace"]
 
@@ -183,6 +185,23 @@ class _DeviceTimes:
         return start * 1e-6, mid * 1e-6, end * 1e-6
 
 
+def _tensors(layer: str, size: float, found: Mapping[str, list[float]] | None,
+             given: Mapping[str, float] | None) -> tuple[Tensor, ...] | None:
+    """The layer's gradient tensors from its AccumulateGrad events, in registration order.
+
+    A trace does not name parameters: they are called ``grad0, grad1...`` in the reverse of
+    the order autograd accumulated them (bias then weight for Linear/Conv, i.e. the order
+    ``module.parameters()`` yields). ``None`` when the size came from ``grad_bytes`` or the
+    events do not add up to it.
+    """
+    if given is not None and layer in given:
+        return None
+    sizes = [b for b in reversed((found or {}).get(layer, [])) if b > 0]
+    if not sizes or not math.isclose(sum(sizes), size, rel_tol=1e-9):
+        return None
+    return tuple(Tensor(f"grad{i}", b) for i, b in enumerate(sizes))
+
+
 def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch_size: int = 1,
                       grad_bytes: Mapping[str, float] | None = None,
                       overhead: str = "proportional", device: str | None = None,
@@ -297,7 +316,7 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
 
     zero_grad_rows, opt_rows = [], []
     order: list[str] = []
-    fwd_rows, bwd_rows, bytes_first = [], [], None
+    fwd_rows, bwd_rows, bytes_first, tensors_first = [], [], None, None
     fwd_phase, bwd_phase, step_s = [], [], []
     for st in steps:
         inside = lambda s, st=st: s["ts"] >= st["ts"] and s["end"] <= st["end"]  # noqa: E731
@@ -308,6 +327,7 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
                 order.append(s["layer"])
         b: dict[str, float] = {}
         nb: dict[str, float] = {}
+        nt: dict[str, list[float]] = {}
         last = None
         ev = [s for s in evals if inside(s)]
         ac = [s for s in accs if inside(s)]
@@ -330,8 +350,9 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
             owner = owner if owner is not None else (order[-1] if order else None)
             if owner is not None:
                 nb[owner] = nb.get(owner, 0.0) + _nbytes(s["args"])
+                nt.setdefault(owner, []).append(_nbytes(s["args"]))
         if bytes_first is None:
-            bytes_first = nb
+            bytes_first, tensors_first = nb, nt
         b0 = ev[0]["ts"] if ev else st["end"]
         if on_device:
             t0, tb, t1 = gpu.phases(st["ts"], b0, st["end"])
@@ -388,7 +409,8 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
         tot = [a + c for a, c in zip(fw[k], bw[k])]
         m = statistics.fmean(tot)
         cv = statistics.stdev(tot) / m if len(tot) > 1 and m > 0 else None
-        layers.append(Layer(k, statistics.fmean(fw[k]), statistics.fmean(bw[k]), sizes[k], cv))
+        layers.append(Layer(k, statistics.fmean(fw[k]), statistics.fmean(bw[k]), sizes[k], cv,
+                            _tensors(k, sizes[k], tensors_first, grad_bytes)))
     if device is None:
         props = top.get("deviceProperties") or []
         device = str(props[0].get("name", "gpu")) if props and isinstance(props[0], Mapping) \
