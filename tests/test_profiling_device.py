@@ -226,3 +226,21 @@ def test_separate_overhead_on_a_real_cpu_trace(tmp_path):
     assert p.zero_grad_s == pytest.approx(mean_span("Optimizer.zero_grad#"), rel=1e-9)
     assert p.optimizer_s > 0
     assert p.step_s == pytest.approx(sum(s["dur"] for s in steps) / len(steps) * 1e-6)
+
+
+def test_profile_module_root_parameters_join_the_last_layer_as_tensors():
+    from sgdnet.profiling import profile_module
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 8)
+            self.weight = torch.nn.Parameter(torch.ones(8))   # same name as lin.weight
+
+        def forward(self, x):
+            return self.lin(x) * self.weight
+
+    p = profile_module(M(), torch.randn(4, 8), repeats=2, warmup=0)
+    assert [(t.name, t.nbytes) for t in p.layers[-1].tensors] == [
+        ("weight", 4 * 64), ("bias", 4 * 8), ("M.weight", 4 * 8)]
+    assert p.grad_bytes == 4 * (64 + 8 + 8)

@@ -319,7 +319,11 @@ def profile_module(module: Any, example_input: Any, repeats: int = 10, *, warmup
     tensors = {names_of[k]: list(leaf_tensors[k]) for k in order}
     if orphan:
         nbytes[-1] += orphan
-        tensors[names[-1]] += orphans
+        taken = {t.name for t in tensors[names[-1]]}
+        for t in orphans:  # a root parameter named like the last layer's own: keep both
+            name = t.name if t.name not in taken else f"{type(module).__name__}.{t.name}"
+            taken.add(name)
+            tensors[names[-1]].append(Tensor(name, t.nbytes))
     fwd = [[r["fwd"].get(k, 0.0) for r in records] for k in order]
     bwd = [[r["bwd"].get(k, 0.0) for r in records] for k in order]
     if fold_parameterless:
