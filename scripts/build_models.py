@@ -1,5 +1,8 @@
 #!/usr/bin/env python
-"""Rebuild ``models/*.json`` from the PipeDream per-layer profiles in ``../shared/data``.
+"""Rebuild ``models/*.json``: the CNNs/GNMT from the PipeDream per-layer profiles in
+``../shared/data``, the transformers (bert_large, gpt2_medium, gpt2_xl, vit_l16) from their
+architecture and the compute model (``sgdnet.workload.transformers.BUILTIN`` states each one's
+sequence length, batch, device and precision).
 
 Usage::
 
@@ -236,17 +239,44 @@ def build(model: str, data: Path) -> ModelProfile:
     return ModelProfile(model, layers, bs, DEVICE, source, None, meta)
 
 
+def build_transformer(model: str) -> ModelProfile:
+    """A built-in transformer profile from the compute model (sgdnet.workload.transformers)."""
+    from sgdnet.workload.transformers import BUILTIN
+
+    fn, kw = BUILTIN[model]
+    prof = fn(**kw)
+    d = prof.to_dict()
+    d["source"] += (f"; built-in configuration {kw}, built by scripts/build_models.py")
+    return ModelProfile.from_dict(_rounded(d))
+
+
+def _rounded(obj):
+    """Numbers rounded to 12 significant digits (stable, diff-friendly files)."""
+    if isinstance(obj, float):
+        return _r(obj)
+    if isinstance(obj, dict):
+        return {k: _rounded(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_rounded(v) for v in obj]
+    return obj
+
+
+TRANSFORMERS = ["bert_large", "gpt2_medium", "gpt2_xl", "vit_l16"]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument("--data", type=Path, default=next(
+        (d for d in (q / "shared" / "data" for q in REPO.parents) if d.is_dir()),
+        REPO.parent / "shared" / "data"))
     ap.add_argument("--out", type=Path, default=REPO / "models")
     ap.add_argument("--check", action="store_true",
                     help="do not write; fail if the files on disk differ from a rebuild")
-    ap.add_argument("models", nargs="*", default=MODELS)
+    ap.add_argument("models", nargs="*", default=MODELS + TRANSFORMERS)
     a = ap.parse_args(argv)
     stale = []
     for model in a.models:
-        prof = build(model, a.data)
+        prof = build_transformer(model) if model in TRANSFORMERS else build(model, a.data)
         target = a.out / f"{model}.json"
         text = prof.to_json()
         if a.check:

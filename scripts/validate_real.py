@@ -504,6 +504,10 @@ class Row:
 NETS: dict[str, list[tuple[str, str, dict[str, Any]]]] = {
     "manual": [("fine, 1 bucket/layer, no overlap", "fine",
                 {"bucket_bytes": 0, "overlap": False}),
+               # the loop all-reduces every parameter tensor (weight and bias separately):
+               # the profile's tensors as layers (ModelProfile.split_tensors)
+               ("fine, 1 all-reduce per tensor, no overlap", "fine",
+                {"bucket_bytes": 0, "overlap": False, "per_tensor": True}),
                ("coarse", "coarse", {})],
     "ddp25": [("fine, 25 MiB buckets, overlap", "fine",
                {"bucket_bytes": 25 * MIB, "overlap": True}),
@@ -527,12 +531,15 @@ def predict_rate(profile: Any, workers: int, alpha: float, bandwidth: float, upd
     ``Cluster(workers, speeds=[speed]*n, bandwidth=B, latency=alpha, update_s_per_byte=
     update_s / grad_bytes, comm_cv)``; the profile's per-layer CVs give the compute noise.
     ``comm_uses_compute=True`` in ``options`` goes to the cluster (gloo reduces on the CPU
-    that computes); the other options go to the ``allreduce`` variant.
+    that computes); ``per_tensor=True`` predicts with ``profile.split_tensors()`` (one
+    all-reduce per parameter tensor); the other options go to the ``allreduce`` variant.
     """
     import sgdnet
     from sgdnet import Cluster
 
     cuc = bool(options.pop("comm_uses_compute", False))
+    if options.pop("per_tensor", False):
+        profile = profile.split_tensors()
     clu = Cluster(workers=workers, speeds=None if speed == 1.0 else [speed] * workers,
                   bandwidth=bandwidth, latency=alpha,
                   update_s_per_byte=update_s / grad_bytes_, comm_cv=comm_cv,

@@ -39,7 +39,7 @@ from .net.compiled import compile_net
 from .prediction import Prediction, ScalingPoint, WorkerFigures, predict, scaling
 from .results import Estimate, Result
 from .study import Study
-from .workload import Cluster, Layer, ModelProfile
+from .workload import Cluster, Device, Layer, ModelProfile, Tensor, retime
 from .workload.stragglers import MarkovSlowdown, StepSlowdown
 
 __all__ = [
@@ -49,6 +49,9 @@ __all__ = [
     "analysis",
     "ModelProfile",
     "Layer",
+    "Tensor",
+    "Device",
+    "retime",
     "Cluster",
     "StepSlowdown",
     "MarkovSlowdown",

@@ -168,6 +168,14 @@ def _add_workload(p: argparse.ArgumentParser, *, variant: bool, workers_many: bo
     g.add_argument("--model", default="resnet50",
                    help="built-in model (see 'sgdnet models') or a profile .json path "
                         "(default: resnet50)")
+    g.add_argument("--device", default=None, metavar="GPU",
+                   help="re-time the model for this GPU with the compute model (V100, A100, "
+                        "A100-40GB, H100; needs a profile with ops, e.g. the transformers)")
+    g.add_argument("--batch-size", type=_positive_int, default=None, metavar="B",
+                   help="samples per worker per step (default: the profile's); re-timed by the "
+                        "compute model when the profile has ops, else linearly")
+    g.add_argument("--precision", choices=("fp32", "tf32", "fp16", "bf16"), default=None,
+                   help="numeric precision to re-time the model for (default: the profile's)")
     if workers_many:
         g.add_argument("--workers", type=_workers_list, default=[1, 2, 4, 8],
                        help="comma-separated worker counts (default: 1,2,4,8)")
@@ -328,9 +336,23 @@ def _use_agg() -> None:
 
 
 # ---------------------------------------------------------------------------- commands
+def _load_model(args: argparse.Namespace) -> Any:
+    """``--model`` re-timed for ``--device/--batch-size/--precision``, step costs folded.
+
+    The variants read layer times only, so a profile's costs outside the layers (loss,
+    optimizer step) are folded into its layers here (a no-op for profiles without them).
+    """
+    from . import models
+    from .workload.compute import retime
+
+    model = models.load(args.model)
+    model = retime(model, device=args.device, batch_size=args.batch_size,
+                   precision=args.precision)
+    return model.with_step_costs_folded()
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     """``sgdnet predict``: one row per worker count."""
-    from . import models
     from .prediction import predict, summarize
     from .units import bandwidth as parse_bw
 
@@ -342,7 +364,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         if f is not None:
             _check_suffix(f, suffixes, flag)
     parse_bw(args.bandwidth, what="--bandwidth")
-    model = models.load(args.model)
+    model = _load_model(args)
     clusters = [_cluster(args, n) for n in args.workers]  # validate all before simulating
     options = dict(args.option)
     show_progress = not args.no_progress and sys.stderr.isatty()
@@ -456,10 +478,8 @@ def _write_trace(args: argparse.Namespace, model: Any, cluster: Any, out: Path, 
 
 def cmd_trace(args: argparse.Namespace) -> int:
     """``sgdnet trace``: a short traced run written as a Chrome trace or a timeline."""
-    from . import models
-
     _check_suffix(args.out, (".json", *_FIG_SUFFIXES), "--out")
-    model = models.load(args.model)
+    model = _load_model(args)
     cluster = _cluster(args, args.workers)
     result = _write_trace(args, model, cluster, args.out, args.steps, args.warmup)
     n_ops = 0 if result.trace is None else len(result.trace)
@@ -474,10 +494,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 def cmd_draw(args: argparse.Namespace) -> int:
     """``sgdnet draw``: the net as a drawing, DOT or PNML."""
-    from . import models
-
     _check_suffix(args.out, _DRAW_SUFFIXES, "--out")
-    model = models.load(args.model)
+    model = _load_model(args)
     cluster = _cluster(args, args.workers)
     net = _build_net(args, args.variant, model, cluster)
     suffix = args.out.suffix.lower()
@@ -512,19 +530,21 @@ def cmd_models(args: argparse.Namespace) -> int:
         m = models.load(name)
         rows.append({"name": name, "layers": m.n_layers, "batch_size": m.batch_size,
                      "forward_s": m.forward_s, "backward_s": m.backward_s,
-                     "grad_bytes": m.grad_bytes, "device": m.device})
+                     "step_s": m.step_s, "grad_bytes": m.grad_bytes, "device": m.device,
+                     "precision": m.precision})
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     header = ["model", "layers", "batch", "forward ms", "backward ms", "step ms", "gradients MB"]
     table = [[r["name"], str(r["layers"]), str(r["batch_size"]),
               f"{1e3 * r['forward_s']:.1f}", f"{1e3 * r['backward_s']:.1f}",
-              f"{1e3 * (r['forward_s'] + r['backward_s']):.1f}", f"{r['grad_bytes'] / 1e6:.1f}"]
+              f"{1e3 * r['step_s']:.1f}", f"{r['grad_bytes'] / 1e6:.1f}"]
              for r in rows]
     print(_table(header, table, [False] + [True] * 6))
     devices = sorted({r["device"] for r in rows})
     print(f"\n{len(rows)} models; times per step at the listed batch size on: "
-          f"{'; '.join(devices)}. Details: sgdnet.models.load(name).")
+          f"{'; '.join(devices)}; step = forward + backward + the loss and optimizer costs "
+          "a profile states outside its layers. Details: sgdnet.models.load(name).")
     return 0
 
 

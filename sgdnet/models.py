@@ -6,8 +6,13 @@ True
 >>> models.load("resnet50").batch_size
 128
 
-The JSON files live in the repository's top-level ``models/`` directory (rebuilt from the
-published PipeDream profiles by ``scripts/build_models.py``). The package reaches them as
+The JSON files live in the repository's top-level ``models/`` directory, rebuilt by
+``scripts/build_models.py``: ten CNN/GNMT profiles from the published PipeDream per-layer
+measurements (an unnamed GPU), and the transformers ``bert_large``, ``gpt2_medium``,
+``gpt2_xl`` and ``vit_l16`` from their architecture and the compute model
+(:mod:`sgdnet.workload.transformers`; each file states its sequence length, batch, device and
+precision, carries per-tensor sizes and ops, and can be re-timed with
+:func:`sgdnet.workload.compute.retime`). The package reaches them as
 ``sgdnet/_models``, a symlink to ``../models`` that setuptools follows when it builds a wheel,
 so they are package data of ``sgdnet`` in a regular install; in a source checkout without
 symlink support the top-level ``models/`` is used directly.

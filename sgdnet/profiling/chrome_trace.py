@@ -20,6 +20,8 @@ format, torch 2.x); torch itself is not needed. What torch 2.13 writes, and how 
 * **Gradient bytes**: with ``record_shapes=True`` the ``torch::autograd::AccumulateGrad``
   events carry the gradient's ``Input Dims`` and ``Input type``; bytes = product of dims x
   element size, charged like the ``AccumulateGrad`` event. Without shapes pass ``grad_bytes``.
+  Each ``AccumulateGrad`` is one parameter tensor: a layer lists them as its tensors
+  (``grad0, grad1...``: a trace does not name parameters), so communication can be per tensor.
 * Layers that receive no gradient bytes are folded into the preceding layer in forward order
   (the first ones into the first layer with gradients), as in the built-in library.
 * **Overhead**: the part of a step before its first backward event is its forward phase (data,
@@ -27,9 +29,22 @@ format, torch 2.x); torch itself is not needed. What torch 2.13 writes, and how 
   traced). With ``overhead="proportional"`` (default) each phase's time not covered by layer
   spans is spread over the layers in proportion to their forward (resp. backward) times, so the
   profile's compute total equals the mean step time; ``"none"`` keeps the raw span times.
+  ``"separate"`` first takes the optimizer's own spans out of the phases (torch's
+  ``Optimizer.zero_grad#...`` and ``Optimizer.step#...`` annotations, or on the device the
+  activities they launched) and keeps them as the profile's ``zero_grad_s`` and
+  ``optimizer_s``, then spreads the rest.
 
-Times are CPU-side spans: on CUDA they measure kernel launches, not kernel execution (use
-:func:`~sgdnet.profiling.profile_module` on the GPU instead); a warning says so.
+**Device times** (``times="device"``, the default when the trace has GPU activities, i.e. it
+was recorded with ``ProfilerActivity.CUDA``): on a GPU the CPU-side spans only measure kernel
+*launches*. Kineto writes every device activity (categories ``kernel``, ``gpu_memcpy``,
+``gpu_memset``) with the ``correlation`` id of the ``cuda_runtime`` event that launched it
+(``cudaLaunchKernel``, ``cudaMemcpyAsync``...). Each activity is charged to the span (layer
+span in forward, ``evaluate_function`` event in backward) that contains its launch on the
+launching thread, so a layer's forward time is the GPU time of the kernels its forward
+launched, and its backward time that of the kernels its autograd nodes launched. A step's
+time is the span of its device activities (first start to last end, idle gaps included); its
+forward phase ends where the first kernel launched by the backward starts. ``times="cpu"``
+keeps the CPU-side spans (a warning says so when the trace has GPU activities).
 """
 
 from __future__ import annotations
@@ -45,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ProfileError
-from ..workload.profile import Layer, ModelProfile
+from ..workload.profile import Layer, ModelProfile, Tensor
 
 __all__ = ["from_chrome_trace"]
 
@@ -57,6 +72,8 @@ _EVAL = "autograd::engine::evaluate_function: "
 _ACC = "torch::autograd::AccumulateGrad"
 #: user_annotation spans torch emits itself (steps, optimizer calls): never layers.
 _TORCH_ANNOTATIONS = ("ProfilerStep#", "Optimizer.", "enumerate(DataLoader)")
+#: Kineto categories of device activities.
+_DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
 def _load_events(path: Path) -> tuple[list[dict], dict]:
@@ -120,10 +137,75 @@ def _nbytes(args: Mapping) -> float:
     return float(n * _ELEM.get(types[0] if types else "float", 4))
 
 
+class _DeviceTimes:
+    """GPU activities indexed by the thread and CPU time of the call that launched them."""
+
+    def __init__(self, spans: list[dict]) -> None:
+        launch = {}
+        for s in spans:
+            if s["cat"] == "cuda_runtime" and "correlation" in s["args"]:
+                launch[s["args"]["correlation"]] = (s["tid"], s["ts"])
+        rows: dict[Any, list[tuple[float, float, float]]] = {}
+        for s in spans:
+            if s["cat"] in _DEVICE_CATS and s["args"].get("correlation") in launch:
+                tid, ts = launch[s["args"]["correlation"]]
+                rows.setdefault(tid, []).append((ts, s["ts"], s["end"]))
+        self.n = sum(len(v) for v in rows.values())
+        self._ts: dict[Any, list[float]] = {}
+        self._cum: dict[Any, list[float]] = {}
+        self._all = sorted(r for v in rows.values() for r in v)   # (launch ts, start, end)
+        self._all_ts = [r[0] for r in self._all]
+        for tid, v in rows.items():
+            v.sort()
+            self._ts[tid] = [r[0] for r in v]
+            cum = [0.0]
+            for _, a, b in v:
+                cum.append(cum[-1] + (b - a))
+            self._cum[tid] = cum
+
+    def busy(self, tid: Any, t0: float, t1: float) -> float:
+        """Seconds of device activity launched by thread ``tid`` within CPU time [t0, t1]."""
+        if tid not in self._ts:
+            return 0.0
+        lo = bisect.bisect_left(self._ts[tid], t0)
+        hi = bisect.bisect_right(self._ts[tid], t1)
+        return (self._cum[tid][hi] - self._cum[tid][lo]) * 1e-6
+
+    def phases(self, t0: float, tb: float, t1: float) -> tuple[float, float, float]:
+        """Device start, backward start, end (seconds) of activity launched in [t0, t1]."""
+        lo = bisect.bisect_left(self._all_ts, t0)
+        hi = bisect.bisect_right(self._all_ts, t1)
+        acts = self._all[lo:hi]
+        if not acts:
+            return 0.0, 0.0, 0.0
+        start = min(a for _, a, _ in acts)
+        end = max(b for _, _, b in acts)
+        bwd = [a for ts, a, _ in acts if ts >= tb]
+        mid = min(bwd) if bwd else end
+        return start * 1e-6, mid * 1e-6, end * 1e-6
+
+
+def _tensors(layer: str, size: float, found: Mapping[str, list[float]] | None,
+             given: Mapping[str, float] | None) -> tuple[Tensor, ...] | None:
+    """The layer's gradient tensors from its AccumulateGrad events, in registration order.
+
+    A trace does not name parameters: they are called ``grad0, grad1...`` in the reverse of
+    the order autograd accumulated them (bias then weight for Linear/Conv, i.e. the order
+    ``module.parameters()`` yields). ``None`` when the size came from ``grad_bytes`` or the
+    events do not add up to it.
+    """
+    if given is not None and layer in given:
+        return None
+    sizes = [b for b in reversed((found or {}).get(layer, [])) if b > 0]
+    if not sizes or not math.isclose(sum(sizes), size, rel_tol=1e-9):
+        return None
+    return tuple(Tensor(f"grad{i}", b) for i, b in enumerate(sizes))
+
+
 def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch_size: int = 1,
                       grad_bytes: Mapping[str, float] | None = None,
-                      overhead: str = "proportional", device: str | None = None
-                      ) -> ModelProfile:
+                      overhead: str = "proportional", device: str | None = None,
+                      times: str = "auto") -> ModelProfile:
     """Read a ``torch.profiler`` Chrome trace and build a per-layer profile.
 
     Parameters
@@ -139,10 +221,13 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
     grad_bytes : mapping, optional
         Layer name (e.g. ``"Linear_0"``) -> gradient bytes, for traces without shapes; it
         overrides sizes found in the trace.
-    overhead : {"proportional", "none"}
+    overhead : {"proportional", "separate", "none"}
         Spread unattributed step time over the layers, or keep raw span times.
     device : str, optional
         Device label; default from the trace's ``deviceProperties`` or ``"cpu"``.
+    times : {"auto", "device", "cpu"}
+        GPU activity times charged through their launches (``"device"``), or CPU-side span
+        durations (``"cpu"``); ``"auto"`` picks ``"device"`` when the trace has GPU activities.
 
     Returns
     -------
@@ -156,8 +241,10 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
         Unreadable or malformed file, no layer spans, no gradient sizes.
     """
     p = Path(path)
-    if overhead not in ("proportional", "none"):
-        raise ProfileError(f"overhead={overhead!r}; use 'proportional' or 'none'")
+    if overhead not in ("proportional", "separate", "none"):
+        raise ProfileError(f"overhead={overhead!r}; use 'proportional', 'separate' or 'none'")
+    if times not in ("auto", "device", "cpu"):
+        raise ProfileError(f"times={times!r}; use 'auto', 'device' or 'cpu'")
     events, top = _load_events(p)
     spans = _spans(events, p)
     steps = sorted((s for s in spans if s["name"].startswith("ProfilerStep#")),
@@ -205,12 +292,31 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
             seq_layer.setdefault(int(seq), by_tid[s["tid"]][j]["layer"])
     evals.sort(key=lambda s: s["ts"])
     accs.sort(key=lambda s: s["ts"])
-    if any(s["cat"] == "kernel" for s in spans):
-        warnings.warn("trace has GPU kernels; from_chrome_trace uses CPU-side spans (launch "
-                      "times). Use profile_module for device times.", stacklevel=2)
+    gpu = _DeviceTimes(spans)
+    if times == "device" and not gpu.n:
+        raise ProfileError(f"{p}: times='device' but the trace has no GPU activities linked to "
+                           "their launches (kernel events with a 'correlation' id); record it "
+                           "with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
+    on_device = times == "device" or (times == "auto" and gpu.n > 0)
+    if on_device:
+        for s in layers_sp + evals:
+            s["dur"] = gpu.busy(s["tid"], s["ts"], s["end"]) * 1e6
+    elif gpu.n:
+        warnings.warn("trace has GPU activities but times='cpu': layer times are CPU-side "
+                      "spans (kernel launches), not kernel execution", stacklevel=2)
 
+    opt_spans = {what: [s for s in spans if s["cat"] == "user_annotation"
+                        and s["name"].startswith(f"Optimizer.{what}#")]
+                 for what in ("zero_grad", "step")}
+
+    def opt_time(what: str, st: dict) -> float:
+        """Seconds of the optimizer's ``what`` spans inside step ``st`` (device or CPU)."""
+        return math.fsum(gpu.busy(s["tid"], s["ts"], s["end"]) if on_device else s["dur"] * 1e-6
+                         for s in opt_spans[what] if s["ts"] >= st["ts"] and s["end"] <= st["end"])
+
+    zero_grad_rows, opt_rows = [], []
     order: list[str] = []
-    fwd_rows, bwd_rows, bytes_first = [], [], None
+    fwd_rows, bwd_rows, bytes_first, tensors_first = [], [], None, None
     fwd_phase, bwd_phase, step_s = [], [], []
     for st in steps:
         inside = lambda s, st=st: s["ts"] >= st["ts"] and s["end"] <= st["end"]  # noqa: E731
@@ -221,6 +327,7 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
                 order.append(s["layer"])
         b: dict[str, float] = {}
         nb: dict[str, float] = {}
+        nt: dict[str, list[float]] = {}
         last = None
         ev = [s for s in evals if inside(s)]
         ac = [s for s in accs if inside(s)]
@@ -243,12 +350,24 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
             owner = owner if owner is not None else (order[-1] if order else None)
             if owner is not None:
                 nb[owner] = nb.get(owner, 0.0) + _nbytes(s["args"])
+                nt.setdefault(owner, []).append(_nbytes(s["args"]))
         if bytes_first is None:
-            bytes_first = nb
+            bytes_first, tensors_first = nb, nt
         b0 = ev[0]["ts"] if ev else st["end"]
-        fwd_phase.append((b0 - st["ts"]) * 1e-6)
-        bwd_phase.append((st["end"] - b0) * 1e-6)
-        step_s.append((st["end"] - st["ts"]) * 1e-6)
+        if on_device:
+            t0, tb, t1 = gpu.phases(st["ts"], b0, st["end"])
+            fwd_phase.append(tb - t0)
+            bwd_phase.append(t1 - tb)
+            step_s.append(t1 - t0)
+        else:
+            fwd_phase.append((b0 - st["ts"]) * 1e-6)
+            bwd_phase.append((st["end"] - b0) * 1e-6)
+            step_s.append((st["end"] - st["ts"]) * 1e-6)
+        if overhead == "separate":
+            zero_grad_rows.append(opt_time("zero_grad", st))
+            opt_rows.append(opt_time("step", st))
+            fwd_phase[-1] -= zero_grad_rows[-1]
+            bwd_phase[-1] -= opt_rows[-1]
         fwd_rows.append(f)
         bwd_rows.append(b)
     if not order:
@@ -277,7 +396,7 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
             fw[owner[k]][r] += fwd_rows[r].get(k, 0.0) * 1e-6
             bw[owner[k]][r] += bwd_rows[r].get(k, 0.0) * 1e-6
     covered = sum(sum(fw[k]) + sum(bw[k]) for k in keep) / sum(step_s)
-    if overhead == "proportional":
+    if overhead != "none":
         for rows, phase in ((fw, fwd_phase), (bw, bwd_phase)):
             for r in range(len(steps)):
                 s = sum(rows[k][r] for k in keep)
@@ -290,16 +409,24 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
         tot = [a + c for a, c in zip(fw[k], bw[k])]
         m = statistics.fmean(tot)
         cv = statistics.stdev(tot) / m if len(tot) > 1 and m > 0 else None
-        layers.append(Layer(k, statistics.fmean(fw[k]), statistics.fmean(bw[k]), sizes[k], cv))
+        layers.append(Layer(k, statistics.fmean(fw[k]), statistics.fmean(bw[k]), sizes[k], cv,
+                            _tensors(k, sizes[k], tensors_first, grad_bytes)))
     if device is None:
         props = top.get("deviceProperties") or []
         device = str(props[0].get("name", "gpu")) if props and isinstance(props[0], Mapping) \
             else "cpu"
-    source = (f"torch.profiler Chrome trace {p.name}: {len(steps)} step(s), layers from {kind}, "
+    source = (f"torch.profiler Chrome trace {p.name}: {len(steps)} step(s), "
+              f"{'GPU activity' if on_device else 'CPU span'} times, layers from {kind}, "
               "backward charged by autograd sequence number, gradient sizes from "
               f"{'AccumulateGrad shapes' if bytes_first else 'grad_bytes'}; overhead={overhead!r} "
               f"(layer spans covered {covered:.1%} of the step time)")
     meta = {"tool": "from_chrome_trace", "trace": p.name, "steps": len(steps), "step_s": step_s,
             "step_mean_s": statistics.fmean(step_s), "covered_fraction": covered,
-            "overhead": overhead, "layer_spans": kind}
-    return ModelProfile(name or p.stem, layers, batch_size, device, source, None, meta)
+            "overhead": overhead, "layer_spans": kind,
+            "times": "device" if on_device else "cpu"}
+    steps_costs = {}
+    if overhead == "separate":
+        steps_costs = {"zero_grad_s": statistics.fmean(zero_grad_rows),
+                       "optimizer_s": statistics.fmean(opt_rows)}
+    return ModelProfile(name or p.stem, layers, batch_size, device, source, None, meta,
+                        **steps_costs)

@@ -1,8 +1,10 @@
-"""Workloads: model profiles, clusters and closed-form network costs."""
+"""Workloads: model profiles, the compute model, transformer builders, clusters and
+closed-form network costs."""
 
 from __future__ import annotations
 
 from .cluster import PLACEMENTS, Cluster
+from .compute import DEVICES, Device, get_device, retime
 from .network import (
     allgather_time,
     allreduce_time,
@@ -14,12 +16,21 @@ from .network import (
     transfer_time,
     tree_allreduce_time,
 )
-from .profile import SCHEMA_VERSION, Layer, ModelProfile
+from .ops import Op
+from .profile import GRANULARITIES, SCHEMA_VERSION, Layer, Message, ModelProfile, Tensor
 
 __all__ = [
     "Layer",
+    "Tensor",
+    "Message",
+    "Op",
     "ModelProfile",
     "SCHEMA_VERSION",
+    "GRANULARITIES",
+    "Device",
+    "DEVICES",
+    "get_device",
+    "retime",
     "Cluster",
     "PLACEMENTS",
     "transfer_time",

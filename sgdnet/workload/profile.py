@@ -3,22 +3,39 @@
 A :class:`ModelProfile` is an ordered list of :class:`Layer` objects (forward order), each with
 its forward and backward compute time in seconds for the profile's batch size on its reference
 device, and the bytes of gradient it produces. Everything else (totals, the order in which
-gradients become ready, fusion buckets, scaled copies) is derived.
+gradients become ready, fusion buckets, communication messages, scaled copies) is derived.
+
+Optional detail (schema version 2):
+
+* per layer, its parameter **tensors** (:class:`Tensor`: name, bytes, and the time the
+  optimizer takes to update it), so that communication can follow what a framework sends
+  (one message per tensor, per layer or per bucket: :meth:`ModelProfile.messages`);
+* per layer, its architecture-level **ops** (:class:`~sgdnet.workload.ops.Op`: FLOPs and
+  elements moved), so that a profile can be re-timed for another device, batch size or
+  precision (:func:`sgdnet.workload.compute.retime`);
+* per profile, what a step costs **outside the layers**: ``zero_grad_s``, ``loss_s`` (loss
+  forward and backward) and ``optimizer_s`` (the optimizer step's cost not attributed to a
+  tensor), plus the ``precision`` the times are for.
 
 On disk a profile is JSON::
 
-    {"schema_version": 1, "name": "resnet50", "batch_size": 128, "device": "...",
-     "source": "...", "cv": null,
-     "layers": [{"name": "conv1", "forward_s": 0.0021, "backward_s": 0.0043,
-                 "grad_bytes": 37632.0}, ...],
+    {"schema_version": 2, "name": "gpt2_medium", "batch_size": 8, "device": "...",
+     "source": "...", "cv": null, "precision": "fp16",
+     "zero_grad_s": 0.0, "loss_s": 0.0021, "optimizer_s": 0.0,
+     "layers": [{"name": "h0.ln_1", "forward_s": 1.2e-05, "backward_s": 2.4e-05,
+                 "grad_bytes": 8192.0,
+                 "tensors": [{"name": "weight", "bytes": 4096.0, "update_s": 1e-06}, ...],
+                 "ops": [{"name": "layernorm", "kind": "vector", "flops": ..., ...}]}, ...],
      "totals": {...}}
 
-``totals`` is written for human readers and ignored on load; ``meta`` (any JSON object) is kept
-as provenance detail.
+A profile that uses none of the optional detail is written as schema version 1 (the layout
+of the built-in CNN library, unchanged); both versions are read. ``totals`` is written for
+human readers and ignored on load; ``meta`` (any JSON object) is kept as provenance detail.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -31,15 +48,27 @@ from typing import Any
 from .. import units
 from ..errors import ProfileError, UnitError
 from . import _quantity as _q
+from .ops import Op
 
-__all__ = ["Layer", "ModelProfile", "SCHEMA_VERSION"]
+__all__ = ["Layer", "Tensor", "Message", "ModelProfile", "SCHEMA_VERSION", "GRANULARITIES",
+           "PRECISIONS"]
 
-#: Version of the JSON layout written by :meth:`ModelProfile.save`.
-SCHEMA_VERSION = 1
+#: Newest version of the JSON layout written by :meth:`ModelProfile.save` (a profile without
+#: tensors, ops, step costs or precision is written as version 1, which every reader knows).
+SCHEMA_VERSION = 2
 
-_LAYER_KEYS = ("name", "forward_s", "backward_s", "grad_bytes", "cv")
+#: Communication granularities understood by :meth:`ModelProfile.messages`.
+GRANULARITIES = ("layer", "tensor", "bucket")
+#: Numeric precisions a profile's times can be stated for (see :mod:`sgdnet.workload.compute`).
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+
+_LAYER_KEYS = ("name", "forward_s", "backward_s", "grad_bytes", "cv", "tensors", "ops")
+_LAYER_V2 = ("tensors", "ops")
 _TOP_KEYS = ("schema_version", "name", "batch_size", "device", "source", "cv", "layers",
-             "totals", "meta")
+             "totals", "meta", "precision", "zero_grad_s", "loss_s", "optimizer_s")
+_TOP_V2 = ("precision", "zero_grad_s", "loss_s", "optimizer_s")
+_STEP_COSTS = ("zero_grad_s", "loss_s", "optimizer_s")
+_TENSOR_KEYS = ("name", "bytes", "update_s")
 
 
 def _where(path: str | os.PathLike | None) -> str:
@@ -85,6 +114,72 @@ def _cv(value: Any, field: str, where: str) -> float | None:
 
 
 @dataclass(frozen=True)
+class Tensor:
+    """One parameter tensor of a layer, as a framework communicates and updates it.
+
+    Parameters
+    ----------
+    name : str
+        Tensor name within its layer (``"weight"``, ``"bias"``).
+    nbytes : float or str
+        Bytes of its gradient (= bytes of the parameter in the gradient's precision).
+    update_s : float or str
+        Time the optimizer takes to update this tensor on the reference device, seconds
+        (0 when unknown or folded elsewhere).
+
+    Raises
+    ------
+    ProfileError
+        Empty name, negative or non-finite size or time.
+    """
+
+    name: str
+    nbytes: float
+    update_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        self._validate("<tensor>", "")
+
+    def _validate(self, where: str, prefix: str) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ProfileError(f"{where}: field {prefix + 'name'!r}: tensor name must be a "
+                               f"non-empty string, got {self.name!r}")
+        label = prefix or f"tensor {self.name!r}."
+        object.__setattr__(self, "nbytes",
+                           _number(self.nbytes, label + "bytes", where, kind="bytes"))
+        object.__setattr__(self, "update_s",
+                           _number(self.update_s, label + "update_s", where, kind="time"))
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict (``update_s`` omitted when 0)."""
+        d = {"name": self.name, "bytes": self.nbytes}
+        if self.update_s:
+            d["update_s"] = self.update_s
+        return d
+
+
+def _tensor_from(obj: Any, where: str, prefix: str) -> Tensor:
+    if isinstance(obj, Tensor):
+        return obj
+    if isinstance(obj, (tuple, list)) and len(obj) in (2, 3):
+        obj = dict(zip(_TENSOR_KEYS, obj))
+    if not isinstance(obj, Mapping):
+        raise ProfileError(f"{where}: field {prefix[:-1]!r}: expected a tensor "
+                           f"{{name, bytes[, update_s]}} or a tuple, got {obj!r}")
+    unknown = sorted(set(obj) - set(_TENSOR_KEYS))
+    if unknown or "name" not in obj or "bytes" not in obj:
+        raise ProfileError(f"{where}: field {prefix[:-1]!r}: a tensor has keys "
+                           f"{list(_TENSOR_KEYS)} (name and bytes required); got "
+                           f"{sorted(obj)}")
+    t = Tensor.__new__(Tensor)
+    object.__setattr__(t, "name", obj["name"])
+    object.__setattr__(t, "nbytes", obj["bytes"])
+    object.__setattr__(t, "update_s", obj.get("update_s", 0.0))
+    t._validate(where, prefix)
+    return t
+
+
+@dataclass(frozen=True)
 class Layer:
     """One parameter-carrying layer of a model.
 
@@ -99,11 +194,18 @@ class Layer:
         Bytes of gradient the layer produces in backward (= bytes of its parameters).
     cv : float or None
         Coefficient of variation of both its times; ``None`` means "use the model's default".
+    tensors : sequence of Tensor (or mappings / tuples), optional
+        The layer's parameter tensors in registration order (``weight`` then ``bias``, as
+        ``module.parameters()`` yields them); their bytes must add up to ``grad_bytes``.
+        ``None``: unknown, the layer is communicated as one tensor.
+    ops : sequence of Op (or mappings), optional
+        The layer's forward operations for the compute model (:mod:`sgdnet.workload.ops`).
 
     Raises
     ------
     ProfileError
-        A time or size is negative, NaN, infinite or not a number; a CV is negative.
+        A time or size is negative, NaN, infinite or not a number; a CV is negative; tensor
+        bytes that do not add up to ``grad_bytes``, or duplicate tensor names.
     """
 
     name: str
@@ -111,6 +213,8 @@ class Layer:
     backward_s: float
     grad_bytes: float
     cv: float | None = None
+    tensors: tuple[Tensor, ...] | None = None
+    ops: tuple[Op, ...] | None = None
 
     def __post_init__(self) -> None:
         self._validate("<layer>")
@@ -127,6 +231,44 @@ class Layer:
         object.__setattr__(self, "grad_bytes",
                            _number(self.grad_bytes, label + "grad_bytes", where, kind="bytes"))
         object.__setattr__(self, "cv", _cv(self.cv, label + "cv", where))
+        if self.tensors is not None:
+            ts = self.tensors
+            if isinstance(ts, (str, bytes, Mapping)) or not isinstance(ts, Iterable):
+                raise ProfileError(f"{where}: field {label + 'tensors'!r}: must be a list of "
+                                   f"tensors, got {ts!r}")
+            ts = tuple(_tensor_from(t, where, f"{label}tensors[{k}].")
+                       for k, t in enumerate(ts))
+            if not ts:
+                raise ProfileError(f"{where}: field {label + 'tensors'!r}: empty; omit it (or "
+                                   "null) when the layer's tensors are unknown")
+            names = [t.name for t in ts]
+            if len(set(names)) != len(names):
+                raise ProfileError(f"{where}: field {label + 'tensors'!r}: duplicate tensor "
+                                   f"names {names}")
+            tot = math.fsum(t.nbytes for t in ts)
+            if not math.isclose(tot, self.grad_bytes, rel_tol=1e-9, abs_tol=1e-9):
+                raise ProfileError(f"{where}: field {label + 'tensors'!r}: tensor bytes add up "
+                                   f"to {tot:g}, but grad_bytes is {self.grad_bytes:g}; they "
+                                   "must be equal")
+            object.__setattr__(self, "tensors", ts)
+        if self.ops is not None:
+            ops = self.ops
+            if isinstance(ops, (str, bytes, Mapping)) or not isinstance(ops, Iterable):
+                raise ProfileError(f"{where}: field {label + 'ops'!r}: must be a list of ops, "
+                                   f"got {ops!r}")
+            object.__setattr__(self, "ops", tuple(
+                Op.from_obj(o, f"{where}: field {label}ops[{k}]") for k, o in enumerate(ops)))
+
+    @property
+    def update_s(self) -> float:
+        """Optimizer time of this layer's tensors, seconds (0 without tensors)."""
+        return math.fsum(t.update_s for t in self.tensors) if self.tensors else 0.0
+
+    def tensor_list(self) -> tuple[Tensor, ...]:
+        """The layer's tensors, or one tensor named after the layer when they are unknown."""
+        if self.tensors is not None:
+            return self.tensors
+        return (Tensor(self.name, self.grad_bytes),)
 
     @property
     def compute_s(self) -> float:
@@ -139,7 +281,68 @@ class Layer:
              "grad_bytes": self.grad_bytes}
         if self.cv is not None:
             d["cv"] = self.cv
+        if self.tensors is not None:
+            d["tensors"] = [t.to_dict() for t in self.tensors]
+        if self.ops is not None:
+            d["ops"] = [o.to_dict() for o in self.ops]
         return d
+
+
+def _bucket(threshold_bytes: float | str, policy: str, sizes: Sequence[float]
+            ) -> list[list[int]]:
+    """Group items of ``sizes`` (in ready order) into fusion buffers; see ModelProfile.buckets."""
+    if isinstance(threshold_bytes, float) and math.isinf(threshold_bytes) and threshold_bytes > 0:
+        thr = math.inf
+    else:
+        thr = units.nbytes(threshold_bytes, what="bucket threshold")
+    if policy not in ("ddp", "horovod"):
+        raise ProfileError(f"unknown bucketing policy {policy!r}; use 'ddp' or 'horovod'")
+    out: list[list[int]] = []
+    cur: list[int] = []
+    size = 0.0
+    for k, b in enumerate(sizes):
+        if policy == "horovod" and cur and size + b > thr:
+            out.append(cur)
+            cur, size = [], 0.0
+        cur.append(k)
+        size += b
+        if policy == "ddp" and size >= thr:
+            out.append(cur)
+            cur, size = [], 0.0
+    if cur:
+        out.append(cur)
+    return out
+
+
+@dataclass(frozen=True)
+class Message:
+    """One gradient message a worker sends per step (see :meth:`ModelProfile.messages`).
+
+    Attributes
+    ----------
+    name : str
+        ``"<layer>"`` (granularity ``"layer"``), ``"<layer>.<tensor>"`` (``"tensor"``) or
+        ``"bucket<k>"`` (``"bucket"``).
+    nbytes : float
+        Bytes of the message.
+    ready_after : int
+        Index of the layer whose backward pass completes the message: it can be sent as soon
+        as that layer's backward has finished (the message's last gradient in backward order).
+    layers : tuple of int
+        Layers that contribute gradients, in backward order (``ready_after`` is the last).
+    tensors : tuple of str
+        ``"<layer>.<tensor>"`` names of the gradients it carries, in backward order.
+    update_s : float
+        Optimizer time of the tensors it carries, seconds (apply it when the message has been
+        reduced: per-tensor updates, as a fused optimizer over a bucket would do).
+    """
+
+    name: str
+    nbytes: float
+    ready_after: int
+    layers: tuple[int, ...]
+    tensors: tuple[str, ...]
+    update_s: float = 0.0
 
 
 def _layer_from(obj: Any, i: int, where: str) -> Layer:
@@ -184,6 +387,14 @@ class ModelProfile:
         Model-wide default coefficient of variation of layer times; a layer's own ``cv`` wins.
     meta : mapping, optional
         Free-form JSON-serialisable provenance (kept on save/load, not interpreted).
+    precision : {"fp32", "tf32", "fp16", "bf16"} or None
+        Numeric precision the times are for (``fp16``/``bf16`` = mixed precision with
+        half-precision activations); ``None`` when not stated.
+    zero_grad_s, loss_s, optimizer_s : float or str
+        Per-step costs outside the layers, seconds: clearing the gradients, the loss's forward
+        and backward, and the optimizer step's cost not attributed to a tensor (per-tensor
+        update costs are :attr:`Tensor.update_s`). All 0 by default: then a profile means what
+        it always meant (these costs folded into the layers, or not measured).
 
     Raises
     ------
@@ -191,11 +402,14 @@ class ModelProfile:
         Empty layer list, bad batch size, or any invalid layer field.
     """
 
-    __slots__ = ("name", "batch_size", "device", "source", "cv", "layers", "meta")
+    __slots__ = ("name", "batch_size", "device", "source", "cv", "layers", "meta", "precision",
+                 "zero_grad_s", "loss_s", "optimizer_s")
 
     def __init__(self, name: str, layers: Iterable[Layer | Mapping | Sequence], batch_size: int,
                  device: str = "unknown", source: str = "", cv: float | None = None,
-                 meta: Mapping | None = None, *, _where_: str | None = None) -> None:
+                 meta: Mapping | None = None, *, precision: str | None = None,
+                 zero_grad_s: float | str = 0.0, loss_s: float | str = 0.0,
+                 optimizer_s: float | str = 0.0, _where_: str | None = None) -> None:
         where = _where(_where_)
         if not isinstance(name, str) or not name:
             raise ProfileError(f"{where}: field 'name': must be a non-empty string, got {name!r}")
@@ -224,6 +438,13 @@ class ModelProfile:
         s(self, "cv", _cv(cv, "cv", where))
         s(self, "layers", lays)
         s(self, "meta", MappingProxyType(dict(meta) if meta else {}))
+        if precision is not None and precision not in PRECISIONS:
+            raise ProfileError(f"{where}: field 'precision': {precision!r} is not one of "
+                               f"{list(PRECISIONS)} (or null)")
+        s(self, "precision", precision)
+        for field, val in (("zero_grad_s", zero_grad_s), ("loss_s", loss_s),
+                           ("optimizer_s", optimizer_s)):
+            s(self, field, _number(val, field, where, kind="time"))
 
     def __setattr__(self, key, value):
         raise AttributeError("ModelProfile is immutable; use scaled() or build a new one")
@@ -253,6 +474,31 @@ class ModelProfile:
     def grad_bytes(self) -> float:
         """Total gradient bytes per step (= model size)."""
         return math.fsum(la.grad_bytes for la in self.layers)
+
+    @property
+    def update_s(self) -> float:
+        """Optimizer step time: ``optimizer_s`` plus every tensor's ``update_s``, seconds."""
+        return self.optimizer_s + math.fsum(la.update_s for la in self.layers)
+
+    @property
+    def overhead_s(self) -> float:
+        """Per-step cost outside the layers: zero_grad + loss + optimizer step, seconds."""
+        return self.zero_grad_s + self.loss_s + self.update_s
+
+    @property
+    def step_s(self) -> float:
+        """One step on one device without communication: layers plus :attr:`overhead_s`."""
+        return self.compute_s + self.overhead_s
+
+    @property
+    def has_tensors(self) -> bool:
+        """Whether every layer lists its parameter tensors."""
+        return all(la.tensors is not None for la in self.layers)
+
+    @property
+    def has_ops(self) -> bool:
+        """Whether every layer carries the ops the compute model needs to re-time it."""
+        return all(la.ops is not None for la in self.layers)
 
     def layer_cv(self, i: int, default: float = 0.0) -> float:
         """Effective CV of layer ``i``: its own, else the model's, else ``default``."""
@@ -288,33 +534,136 @@ class ModelProfile:
             Buckets in the order they become ready; each lists layer indices in backward order.
             Together they partition ``range(n_layers)``.
         """
-        if isinstance(threshold_bytes, float) and math.isinf(threshold_bytes) and threshold_bytes > 0:
-            thr = math.inf
-        else:
-            thr = units.nbytes(threshold_bytes, what="bucket threshold")
-        if policy not in ("ddp", "horovod"):
-            raise ProfileError(f"unknown bucketing policy {policy!r}; use 'ddp' or 'horovod'")
-        out: list[list[int]] = []
-        cur: list[int] = []
-        size = 0.0
-        for i in self.backward_order():
-            b = self.layers[i].grad_bytes
-            if policy == "horovod" and cur and size + b > thr:
-                out.append(cur)
-                cur, size = [], 0.0
-            cur.append(i)
-            size += b
-            if policy == "ddp" and size >= thr:
-                out.append(cur)
-                cur, size = [], 0.0
-        if cur:
-            out.append(cur)
-        return out
+        order = self.backward_order()
+        groups = _bucket(threshold_bytes, policy, [self.layers[i].grad_bytes for i in order])
+        return [[order[k] for k in g] for g in groups]
 
     def bucket_bytes(self, threshold_bytes: float | str, policy: str = "ddp") -> list[float]:
         """Bytes of each bucket of :meth:`buckets`."""
         return [math.fsum(self.layers[i].grad_bytes for i in b)
                 for b in self.buckets(threshold_bytes, policy)]
+
+    def messages(self, granularity: str = "layer", bucket_bytes: float | str | None = None,
+                 policy: str = "ddp") -> list[Message]:
+        """The gradient messages of one step, in the order they become ready.
+
+        This is what a data-parallel framework communicates after (or during) the backward
+        pass, as an ordered list a variant can turn into one transfer or collective each.
+
+        Parameters
+        ----------
+        granularity : {"layer", "tensor", "bucket"}
+            * ``"layer"``: one message per layer, in :meth:`backward_order`, of the layer's
+              ``grad_bytes`` -- exactly what the variants do with a profile today.
+            * ``"tensor"``: one message per parameter tensor, as a loop calling
+              ``all_reduce`` on every ``p.grad`` or a parameter server with one key per tensor
+              does. Layers in backward order, each layer's tensors in reverse registration
+              order (bias before weight: the order autograd and DDP see them). A layer
+              without a tensor list is one message.
+            * ``"bucket"``: the tensors of ``"tensor"`` fused into buckets of
+              ``bucket_bytes`` with ``policy`` (PyTorch DDP's ``bucket_cap_mb`` rule or
+              Horovod's tensor fusion, see :meth:`buckets`). On a profile without tensor lists
+              the buckets are exactly :meth:`buckets`.
+        bucket_bytes : float or str
+            Bucket capacity for ``"bucket"`` (``"25MB"``); not allowed otherwise.
+        policy : {"ddp", "horovod"}
+            Bucketing rule for ``"bucket"``.
+
+        Returns
+        -------
+        list of Message
+            Together the messages carry every gradient byte of the step exactly once.
+
+        Raises
+        ------
+        ProfileError
+            Unknown granularity, ``"bucket"`` without ``bucket_bytes`` or ``bucket_bytes``
+            with another granularity, unknown policy.
+        """
+        if granularity not in GRANULARITIES:
+            raise ProfileError(f"unknown communication granularity {granularity!r}; use one "
+                               f"of {list(GRANULARITIES)}")
+        if (granularity == "bucket") != (bucket_bytes is not None):
+            raise ProfileError("granularity='bucket' needs bucket_bytes (e.g. '25MB'), and "
+                               f"bucket_bytes needs granularity='bucket'; got granularity="
+                               f"{granularity!r}, bucket_bytes={bucket_bytes!r}")
+        if granularity == "layer":
+            return [Message(la.name, la.grad_bytes, i, (i,), (la.name,), la.update_s)
+                    for i in self.backward_order() for la in (self.layers[i],)]
+        items = [(i, t) for i in self.backward_order()
+                 for t in reversed(self.layers[i].tensor_list())]
+
+        def label(i: int, t: Tensor) -> str:
+            la = self.layers[i]
+            return la.name if la.tensors is None else f"{la.name}.{t.name}"
+
+        if granularity == "tensor":
+            return [Message(label(i, t), t.nbytes, i, (i,), (label(i, t),), t.update_s)
+                    for i, t in items]
+        out = []
+        for k, g in enumerate(_bucket(bucket_bytes, policy, [t.nbytes for _, t in items])):
+            lays = tuple(dict.fromkeys(items[j][0] for j in g))
+            out.append(Message(f"bucket{k}", math.fsum(items[j][1].nbytes for j in g), lays[-1],
+                               lays, tuple(label(*items[j]) for j in g),
+                               math.fsum(items[j][1].update_s for j in g)))
+        return out
+
+    def split_tensors(self) -> ModelProfile:
+        """A copy with one layer per parameter tensor: per-tensor communication today.
+
+        Layer ``L`` with tensors ``t_1..t_k`` (registration order) becomes layers
+        ``L.t_1 .. L.t_k``; the last carries all of ``L``'s forward and backward time (and
+        CV), the others take no time. So in backward order ``L.t_k`` computes ``L``'s backward
+        and ``L.t_k .. L.t_1`` all become ready when it ends -- the order and sizes of
+        :meth:`messages` with ``granularity="tensor"`` -- and any variant that communicates
+        per layer now communicates per tensor (e.g. ``allreduce`` with ``bucket_bytes=0``).
+        Totals, step costs and tensor update times are unchanged. Layers without a tensor list
+        stay as they are.
+        """
+        if not any(la.tensors is not None and len(la.tensors) > 1 for la in self.layers):
+            return self
+        lays: list[Layer] = []
+        for la in self.layers:
+            if la.tensors is None or len(la.tensors) == 1:
+                lays.append(la)
+                continue
+            k = len(la.tensors)
+            for j, t in enumerate(la.tensors):
+                last = j == k - 1
+                lays.append(Layer(f"{la.name}.{t.name}", la.forward_s if last else 0.0,
+                                  la.backward_s if last else 0.0, t.nbytes,
+                                  la.cv if last else None, (t,), la.ops if last else ()))
+        return self._copy(layers=lays, source=self.source + ("; " if self.source else "")
+                          + "one layer per parameter tensor")
+
+    def with_step_costs_folded(self) -> ModelProfile:
+        """A copy whose step costs outside the layers are folded into the layers.
+
+        For code that only reads layer times: ``zero_grad_s`` and the optimizer step
+        (:attr:`update_s`, i.e. ``optimizer_s`` and every tensor's ``update_s``) are added to
+        the first layer's forward time (both come before the next forward pass), ``loss_s``
+        to the last layer's forward time (the loss runs between forward and backward). The
+        copy's step costs and tensor update times are 0; :attr:`step_s` is unchanged.
+        """
+        if not self.overhead_s:
+            return self
+        lays = [dataclasses.replace(la, tensors=tuple(Tensor(t.name, t.nbytes) for t in la.tensors)
+                               if la.tensors is not None else None) for la in self.layers]
+        first, last = lays[0], lays[-1]
+        lays[0] = dataclasses.replace(first, forward_s=first.forward_s + self.zero_grad_s
+                                 + self.update_s)
+        last = lays[-1]
+        lays[-1] = dataclasses.replace(last, forward_s=last.forward_s + self.loss_s)
+        return self._copy(layers=lays, zero_grad_s=0.0, loss_s=0.0, optimizer_s=0.0,
+                          source=self.source + ("; " if self.source else "")
+                          + "step costs folded into layers")
+
+    def _copy(self, **kw: Any) -> ModelProfile:
+        """A new profile with some constructor arguments replaced."""
+        args = {k: getattr(self, k) for k in ("name", "layers", "batch_size", "device", "source",
+                                              "cv", "meta", "precision", *_STEP_COSTS)}
+        args.update(kw)
+        return ModelProfile(**args)
 
     def scaled(self, batch_size: int | None = None, speed: float = 1.0) -> ModelProfile:
         """A copy for another batch size and/or a faster or slower device.
@@ -326,7 +675,12 @@ class ModelProfile:
           underestimate time and scaling up from a small, under-utilised batch to overestimate;
         * the device speed factor divides every time uniformly (``t' = t / speed``), i.e. the new
           device is uniformly faster on every layer type;
-        * gradient bytes do not depend on batch size or device; CVs are unchanged.
+        * gradient bytes do not depend on batch size or device; CVs are unchanged;
+        * ``loss_s`` scales like the layers; ``zero_grad_s``, ``optimizer_s`` and the tensors'
+          ``update_s`` (per-parameter work) only with the speed.
+
+        For a device- and precision-aware re-timing use
+        :func:`sgdnet.workload.compute.retime`.
 
         Raises
         ------
@@ -341,7 +695,11 @@ class ModelProfile:
             raise ProfileError(f"scaled(): speed must be a positive finite factor (2.0 = twice as "
                                f"fast), got {speed!r}")
         f = (b / self.batch_size) / float(speed)
-        lays = [Layer(la.name, la.forward_s * f, la.backward_s * f, la.grad_bytes, la.cv)
+        g = 1.0 / float(speed)
+        lays = [Layer(la.name, la.forward_s * f, la.backward_s * f, la.grad_bytes, la.cv,
+                      None if la.tensors is None else
+                      tuple(Tensor(t.name, t.nbytes, t.update_s * g) for t in la.tensors),
+                      la.ops)
                 for la in self.layers]
         note = []
         if b != self.batch_size:
@@ -350,14 +708,17 @@ class ModelProfile:
             note.append(f"device speed x{speed:g}")
         src = self.source + (("; scaled: " + ", ".join(note)) if note else "")
         dev = self.device if speed == 1.0 else f"{self.device} x{speed:g}"
-        return ModelProfile(self.name, lays, b, dev, src, self.cv, self.meta)
+        return self._copy(layers=lays, batch_size=b, device=dev, source=src,
+                          zero_grad_s=self.zero_grad_s * g, loss_s=self.loss_s * f,
+                          optimizer_s=self.optimizer_s * g)
 
     def coarse(self) -> ModelProfile:
         """A single-layer profile with the same totals (for fine- vs coarse-grained checks).
 
         The single layer's CV is ``None`` unless some layer has its own CV; then it is the CV of
         the sum of independent layer times, ``sqrt(sum((cv_i * t_i)^2)) / sum(t_i)``, with each
-        layer's effective CV (:meth:`layer_cv`).
+        layer's effective CV (:meth:`layer_cv`). Tensors (renamed ``<layer>.<tensor>``) and ops
+        are kept when every layer has them; step costs are kept.
         """
         cv = None
         if any(la.cv is not None for la in self.layers):
@@ -365,25 +726,38 @@ class ModelProfile:
             var = math.fsum((self.layer_cv(i) * la.compute_s) ** 2
                             for i, la in enumerate(self.layers))
             cv = math.sqrt(var) / tot if tot > 0 else 0.0
-        one = Layer(f"{self.name}:all", self.forward_s, self.backward_s, self.grad_bytes, cv)
-        return ModelProfile(self.name, [one], self.batch_size, self.device,
-                            self.source + ("; " if self.source else "") + "coarse: layers summed",
-                            self.cv, self.meta)
+        tensors = ops = None
+        if self.has_tensors:
+            tensors = tuple(Tensor(f"{la.name}.{t.name}", t.nbytes, t.update_s)
+                            for la in self.layers for t in la.tensors)
+        if self.has_ops:
+            ops = tuple(o for la in self.layers for o in la.ops)
+        one = Layer(f"{self.name}:all", self.forward_s, self.backward_s, self.grad_bytes, cv,
+                    tensors, ops)
+        return self._copy(layers=[one], source=self.source + ("; " if self.source else "")
+                          + "coarse: layers summed")
 
     # ------------------------------------------------------------------ I/O
     def to_dict(self) -> dict:
         """JSON-ready dict with ``schema_version`` (see the module docstring)."""
+        v2 = (self.precision is not None or any(getattr(self, k) for k in _STEP_COSTS)
+              or any(la.tensors is not None or la.ops is not None for la in self.layers))
         d = {
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": SCHEMA_VERSION if v2 else 1,
             "name": self.name,
             "batch_size": self.batch_size,
             "device": self.device,
             "source": self.source,
             "cv": self.cv,
-            "totals": {"n_layers": self.n_layers, "forward_s": self.forward_s,
-                       "backward_s": self.backward_s, "grad_bytes": self.grad_bytes},
-            "layers": [la.to_dict() for la in self.layers],
         }
+        if v2:
+            d["precision"] = self.precision
+            d.update({k: getattr(self, k) for k in _STEP_COSTS})
+        d["totals"] = {"n_layers": self.n_layers, "forward_s": self.forward_s,
+                       "backward_s": self.backward_s, "grad_bytes": self.grad_bytes}
+        if v2:
+            d["totals"]["overhead_s"] = self.overhead_s
+        d["layers"] = [la.to_dict() for la in self.layers]
         if self.meta:
             d["meta"] = dict(self.meta)
         return d
@@ -405,12 +779,20 @@ class ModelProfile:
             raise ProfileError(f"{where}: field 'schema_version': missing; this reader "
                                f"understands schema_version {SCHEMA_VERSION}")
         sv = d["schema_version"]
-        if isinstance(sv, bool) or sv != SCHEMA_VERSION:
+        if isinstance(sv, bool) or sv not in (1, SCHEMA_VERSION):
             raise ProfileError(f"{where}: field 'schema_version': {sv!r} is not supported; this "
-                               f"reader understands {SCHEMA_VERSION}")
+                               f"reader understands 1 and {SCHEMA_VERSION}")
         unknown = sorted(set(d) - set(_TOP_KEYS))
         if unknown:
             raise ProfileError(f"{where}: unknown field(s) {unknown}; allowed: {list(_TOP_KEYS)}")
+        if sv == 1:
+            newer = [k for k in _TOP_V2 if k in d]
+            if isinstance(d.get("layers"), list):
+                newer += sorted({k for la in d["layers"] if isinstance(la, Mapping)
+                                 for k in _LAYER_V2 if k in la})
+            if newer:
+                raise ProfileError(f"{where}: field(s) {newer} need 'schema_version': "
+                                   f"{SCHEMA_VERSION} (the file says 1)")
         for k in ("name", "batch_size", "layers"):
             if k not in d:
                 raise ProfileError(f"{where}: field {k!r}: missing (required: name, batch_size, "
@@ -419,7 +801,9 @@ class ModelProfile:
             raise ProfileError(f"{where}: field 'layers': must be a JSON array, got "
                                f"{type(d['layers']).__name__}")
         return cls(d["name"], d["layers"], d["batch_size"], d.get("device", "unknown"),
-                   d.get("source", ""), d.get("cv"), d.get("meta"), _where_=where)
+                   d.get("source", ""), d.get("cv"), d.get("meta"),
+                   precision=d.get("precision"),
+                   **{k: d.get(k, 0.0) for k in _STEP_COSTS}, _where_=where)
 
     def to_json(self) -> str:
         """JSON text: header fields indented, one line per layer (diff-friendly)."""

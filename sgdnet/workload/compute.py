@@ -1,0 +1,334 @@
+"""A Paleo-style compute model: time a layer on a GPU nobody profiled.
+
+Every layer of a profile may carry its forward :class:`~sgdnet.workload.ops.Op` list (FLOPs
+and elements moved per sample, parameters read per pass). A :class:`Device` states its peak
+FLOP rate per precision for matrix units and for ordinary ALUs, its memory bandwidth, and one
+achievable-efficiency factor (Paleo's "platform percent of peak", applied to both). An op
+then takes the roofline time
+
+    t = max(B * flops / (peak * eff), (B * elems + param_elems) * bytes / (bandwidth * eff))
+
+for a batch of ``B`` samples, with ``bytes`` per element from the precision (4 for fp32 and
+tf32, 2 for fp16 and bf16: mixed precision keeps activations in half precision). The backward
+pass of an op costs twice its forward (gradients with respect to the input and to the
+weights), in FLOPs and in traffic. A layer's time is the sum of its ops' times.
+
+Optimizer steps are memory-bound: an update of ``n`` parameters moves ``n *
+OPTIMIZER_BYTES[optimizer]`` bytes (fp32 master weights, gradients and optimizer state).
+
+Peak numbers are NVIDIA's public datasheet / whitepaper figures (dense, without structured
+sparsity); see :data:`DEVICES`. The default efficiency :data:`EFFICIENCY` was calibrated once
+on a single published measurement and validated on others (``docs/validation.md``).
+
+Assumptions (state them when you quote a number): kernels run one at a time, each at the
+roofline of its op; no launch overheads, no fusion beyond what the op list says; gradient
+bytes are fp32 (PyTorch AMP keeps fp32 parameters and gradients).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from ..errors import ProfileError, UnknownNameError
+from .ops import Op
+from .profile import PRECISIONS, Layer, ModelProfile, Tensor
+
+__all__ = ["Device", "DEVICES", "EFFICIENCY", "OPTIMIZER_BYTES", "BYTES_PER_ELEM",
+           "get_device", "op_time", "ops_time", "update_time", "retime"]
+
+#: Bytes per activation element for each precision.
+BYTES_PER_ELEM = MappingProxyType({"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2})
+
+#: Memory traffic per parameter of one optimizer update (fp32 master weights): SGD reads
+#: weight and gradient and writes the weight (3 x 4 B); momentum adds a buffer read and
+#: written (5 x 4 B); Adam/AdamW/LAMB read weight, gradient, two moments and write weight
+#: and two moments (7 x 4 B).
+OPTIMIZER_BYTES = MappingProxyType({"sgd": 12, "momentum": 20, "adam": 28, "adamw": 28,
+                                    "lamb": 28})
+
+#: Achievable fraction of peak FLOP/s and of peak bandwidth (one factor, as Paleo's "platform
+#: percent of peak"). Calibrated on one measurement: BERT-large pre-training, sequence 128,
+#: batch 256, mixed precision on one A100 80GB, 580 sequences/s (NVIDIA DeepLearningExamples,
+#: PyTorch BERT README, pytorch:21.11 container); see docs/validation.md for how and for the
+#: pairs it was checked against.
+EFFICIENCY = 0.57
+
+
+def _positive(x: object, what: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
+        raise ProfileError(f"{what} must be a positive finite number, got {x!r}")
+    return float(x)
+
+
+@dataclass(frozen=True)
+class Device:
+    """One accelerator for the compute model.
+
+    Parameters
+    ----------
+    name : str
+        Short name (``"A100"``).
+    matmul_flops : mapping
+        Peak FLOP/s of matrix operations per precision (``"fp32"``, ``"tf32"``, ``"fp16"``,
+        ``"bf16"``); tensor-core rates where the precision runs on them. A precision the
+        device cannot run is absent.
+    vector_flops : mapping
+        Peak FLOP/s of elementwise / reduction operations per precision (CUDA cores).
+    mem_bw : float
+        Peak memory bandwidth, bytes/s.
+    efficiency : float
+        Achievable fraction of both peaks, in (0, 1].
+    source : str
+        Where the numbers come from.
+
+    Raises
+    ------
+    ProfileError
+        A non-positive rate or bandwidth, an efficiency outside (0, 1], an unknown precision,
+        or a precision with a matrix rate but no vector rate.
+    """
+
+    name: str
+    matmul_flops: Mapping[str, float]
+    vector_flops: Mapping[str, float]
+    mem_bw: float
+    efficiency: float = EFFICIENCY
+    source: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ProfileError(f"device name must be a non-empty string, got {self.name!r}")
+        for what in ("matmul_flops", "vector_flops"):
+            m = getattr(self, what)
+            if not isinstance(m, Mapping) or not m:
+                raise ProfileError(f"device {self.name!r}: {what} must map precisions to FLOP/s")
+            bad = sorted(set(m) - set(PRECISIONS))
+            if bad:
+                raise ProfileError(f"device {self.name!r}: {what}: unknown precision(s) {bad}; "
+                                   f"use {list(PRECISIONS)}")
+            object.__setattr__(self, what, MappingProxyType(
+                {k: _positive(v, f"device {self.name!r}: {what}[{k!r}]") for k, v in m.items()}))
+        missing = sorted(set(self.matmul_flops) - set(self.vector_flops))
+        if missing:
+            raise ProfileError(f"device {self.name!r}: vector_flops lacks {missing}, which "
+                               "matmul_flops has")
+        object.__setattr__(self, "mem_bw", _positive(self.mem_bw, f"device {self.name!r}: "
+                                                                  "mem_bw"))
+        e = _positive(self.efficiency, f"device {self.name!r}: efficiency")
+        if e > 1:
+            raise ProfileError(f"device {self.name!r}: efficiency {e!r} is above 1 (a fraction "
+                               "of peak)")
+        object.__setattr__(self, "efficiency", e)
+
+    @property
+    def precisions(self) -> tuple[str, ...]:
+        """Precisions this device runs."""
+        return tuple(p for p in PRECISIONS if p in self.matmul_flops)
+
+    def check_precision(self, precision: str) -> str:
+        """Return ``precision`` if the device runs it, else raise a ProfileError naming both."""
+        if precision not in self.matmul_flops:
+            raise ProfileError(f"device {self.name} has no {precision!r} rate; it runs "
+                               f"{', '.join(self.precisions)}")
+        return precision
+
+    def with_efficiency(self, efficiency: float) -> Device:
+        """A copy with another efficiency."""
+        return Device(self.name, self.matmul_flops, self.vector_flops, self.mem_bw, efficiency,
+                      self.source)
+
+
+_T = 1e12
+#: Built-in devices, SXM form factor, dense peaks (no structured sparsity).
+#:
+#: * V100 SXM2 32GB -- NVIDIA Tesla V100 datasheet (2018): FP32 15.7 TFLOPS, Tensor (mixed
+#:   precision FP16) 125 TFLOPS, HBM2 900 GB/s; FP16 on CUDA cores 31.4 TFLOPS (Volta
+#:   architecture whitepaper, 2x FP32). No TF32 or BF16.
+#: * A100 SXM4 80GB -- NVIDIA A100 datasheet (2021): FP32 19.5 TFLOPS, TF32 Tensor 156,
+#:   BF16/FP16 Tensor 312 TFLOPS, HBM2e 2,039 GB/s; FP16 78 and BF16 39 TFLOPS on CUDA
+#:   cores (Ampere GA100 whitepaper, table 1).
+#: * A100-40GB -- as A100, HBM2 1,555 GB/s (A100 datasheet).
+#: * RTX3090 -- NVIDIA Ampere GA102 whitepaper, GeForce RTX 3090 column: FP32 35.6 TFLOPS,
+#:   FP16/BF16 Tensor with FP32 accumulate 71 TFLOPS and TF32 Tensor 35.6 TFLOPS (dense),
+#:   FP16/BF16 on CUDA cores 35.6 TFLOPS, GDDR6X 936 GB/s. (PyTorch AMP GEMMs accumulate in
+#:   FP32.)
+#: * H100 SXM5 80GB -- NVIDIA H100 datasheet: FP32 67 TFLOPS, TF32 Tensor 989 and BF16/FP16
+#:   Tensor 1,979 TFLOPS *with sparsity*, i.e. 494.7 and 989.4 dense; HBM3 3.35 TB/s;
+#:   FP16/BF16 on CUDA cores 133.8 TFLOPS (Hopper whitepaper, table 2).
+DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
+    Device("V100", {"fp32": 15.7 * _T, "fp16": 125 * _T},
+           {"fp32": 15.7 * _T, "fp16": 31.4 * _T}, 900e9,
+           source="NVIDIA Tesla V100 datasheet (SXM2); Volta whitepaper"),
+    Device("A100", {"fp32": 19.5 * _T, "tf32": 156 * _T, "fp16": 312 * _T, "bf16": 312 * _T},
+           {"fp32": 19.5 * _T, "tf32": 19.5 * _T, "fp16": 78 * _T, "bf16": 39 * _T}, 2039e9,
+           source="NVIDIA A100 datasheet (SXM4 80GB); Ampere GA100 whitepaper"),
+    Device("A100-40GB", {"fp32": 19.5 * _T, "tf32": 156 * _T, "fp16": 312 * _T,
+                         "bf16": 312 * _T},
+           {"fp32": 19.5 * _T, "tf32": 19.5 * _T, "fp16": 78 * _T, "bf16": 39 * _T}, 1555e9,
+           source="NVIDIA A100 datasheet (SXM4 40GB); Ampere GA100 whitepaper"),
+    Device("RTX3090", {"fp32": 35.6 * _T, "tf32": 35.6 * _T, "fp16": 71 * _T, "bf16": 71 * _T},
+           {"fp32": 35.6 * _T, "tf32": 35.6 * _T, "fp16": 35.6 * _T, "bf16": 35.6 * _T}, 936e9,
+           source="NVIDIA Ampere GA102 whitepaper (GeForce RTX 3090): tensor rates with FP32 "
+                  "accumulate, as PyTorch AMP uses"),
+    Device("H100", {"fp32": 67 * _T, "tf32": 494.7 * _T, "fp16": 989.4 * _T,
+                    "bf16": 989.4 * _T},
+           {"fp32": 67 * _T, "tf32": 67 * _T, "fp16": 133.8 * _T, "bf16": 133.8 * _T}, 3.35e12,
+           source="NVIDIA H100 datasheet (SXM5, dense = half the sparse figures); Hopper "
+                  "whitepaper"),
+)})
+
+
+def get_device(device: str | Device) -> Device:
+    """A :class:`Device` by name (case-insensitive) or itself.
+
+    Raises
+    ------
+    UnknownNameError
+        Unknown name (the message lists the built-in devices).
+    """
+    if isinstance(device, Device):
+        return device
+    if isinstance(device, str):
+        for k, d in DEVICES.items():
+            if k.lower() == device.strip().lower():
+                return d
+    raise UnknownNameError(f"unknown device {device!r}; built-in devices are "
+                           f"{', '.join(DEVICES)} (or pass a sgdnet.workload.compute.Device)")
+
+
+def _precision(precision: object) -> str:
+    if precision not in PRECISIONS:
+        raise ProfileError(f"unknown precision {precision!r}; use one of {list(PRECISIONS)}")
+    return precision  # type: ignore[return-value]
+
+
+def op_time(op: Op, device: str | Device, precision: str, batch_size: int, *,
+            backward: bool = False) -> float:
+    """Roofline time of one op for a batch, seconds (see the module docstring)."""
+    d = get_device(device)
+    p = d.check_precision(_precision(precision))
+    mult = 2.0 if backward else 1.0
+    peak = (d.matmul_flops if op.kind == "matmul" else d.vector_flops)[p]
+    t_flops = mult * batch_size * op.flops / (peak * d.efficiency)
+    t_mem = (mult * (batch_size * op.elems + op.param_elems) * BYTES_PER_ELEM[p]
+             / (d.mem_bw * d.efficiency))
+    return max(t_flops, t_mem)
+
+
+def ops_time(ops: Iterable[Op], device: str | Device, precision: str, batch_size: int
+             ) -> tuple[float, float]:
+    """Forward and backward time of a list of ops run one after the other, seconds."""
+    ops = list(ops)
+    f = math.fsum(op_time(o, device, precision, batch_size) for o in ops)
+    b = math.fsum(op_time(o, device, precision, batch_size, backward=True) for o in ops)
+    return f, b
+
+
+def update_time(n_params: float, device: str | Device, optimizer: str = "adam") -> float:
+    """Memory-bound time of one optimizer update of ``n_params`` parameters, seconds."""
+    d = get_device(device)
+    if optimizer not in OPTIMIZER_BYTES:
+        raise ProfileError(f"unknown optimizer {optimizer!r}; use one of "
+                           f"{list(OPTIMIZER_BYTES)}")
+    return n_params * OPTIMIZER_BYTES[optimizer] / (d.mem_bw * d.efficiency)
+
+
+def _model_time(layers: Iterable[Layer], device: Device, precision: str, batch: int
+                ) -> list[tuple[float, float]]:
+    return [ops_time(la.ops or (), device, precision, batch) for la in layers]
+
+
+def retime(profile: ModelProfile, device: str | Device | None = None,
+           batch_size: int | None = None, precision: str | None = None, *,
+           from_device: str | Device | None = None) -> ModelProfile:
+    """The profile re-timed for another device, batch size and/or precision.
+
+    Every layer's forward and backward time is multiplied by the ratio of its compute-model
+    time on the new (device, precision, batch) to that on the profile's own; so a profile
+    built by the compute model is recomputed, and a measured profile keeps its measured
+    per-layer detail while following the model's ratios. ``loss_s`` follows the ratio of the
+    ops in ``meta["loss_ops"]`` when the profile has them (the transformer builders write
+    them), else of the whole model's time; ``zero_grad_s``, ``optimizer_s`` and the tensors' ``update_s``
+    (memory-bound per-parameter work) follow the ratio of achievable bandwidths. Gradient
+    bytes do not change.
+
+    Parameters
+    ----------
+    profile : ModelProfile
+        Needs ops on every layer (``profile.has_ops``) and a stated ``precision``, unless only
+        ``batch_size`` changes: then a profile without ops is scaled linearly
+        (:meth:`ModelProfile.scaled`).
+    device : str or Device, optional
+        Target device (default: the profile's).
+    batch_size : int, optional
+        Target batch size per worker (default: the profile's).
+    precision : {"fp32", "tf32", "fp16", "bf16"}, optional
+        Target precision (default: the profile's).
+    from_device : str or Device, optional
+        The device the profile's times are for, when ``profile.device`` is not a built-in
+        device name.
+
+    Raises
+    ------
+    ProfileError
+        The profile cannot be re-timed this way (no ops, no precision, unknown reference
+        device), the device lacks the precision, or a bad batch size.
+    UnknownNameError
+        Unknown device name.
+    """
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
+                                   or batch_size < 1):
+        raise ProfileError(f"batch size must be a positive integer, got {batch_size!r}")
+    if device is None and precision is None:
+        if batch_size is None or batch_size == profile.batch_size:
+            return profile
+        if not profile.has_ops or profile.precision is None:
+            return profile.scaled(batch_size=batch_size)
+    if not profile.has_ops:
+        raise ProfileError(f"profile {profile.name!r} has no per-layer ops (FLOPs and bytes), "
+                           "so the compute model cannot re-time it for another device or "
+                           "precision; use a built-in transformer profile, build one with "
+                           "sgdnet.workload.transformers, or scale it with "
+                           "ModelProfile.scaled(speed=...)")
+    if profile.precision is None:
+        raise ProfileError(f"profile {profile.name!r} does not state its precision; re-timing "
+                           "needs it (ModelProfile(..., precision='fp32'))")
+    try:
+        old_dev = get_device(from_device if from_device is not None else profile.device)
+    except UnknownNameError:
+        raise ProfileError(f"profile {profile.name!r} is for device {profile.device!r}, which "
+                           f"is not a built-in device ({', '.join(DEVICES)}); pass "
+                           "from_device=<the Device it was measured on>") from None
+    new_dev = get_device(device) if device is not None else old_dev
+    new_p = _precision(precision) if precision is not None else profile.precision
+    new_dev.check_precision(new_p)
+    b_new = batch_size if batch_size is not None else profile.batch_size
+    old_t = _model_time(profile.layers, old_dev, profile.precision, profile.batch_size)
+    new_t = _model_time(profile.layers, new_dev, new_p, b_new)
+    bw = (old_dev.mem_bw * old_dev.efficiency) / (new_dev.mem_bw * new_dev.efficiency)
+
+    def ratio(new: float, old: float) -> float:
+        return new / old if old > 0 else (b_new / profile.batch_size)
+
+    lays = []
+    for la, (of, ob), (nf, nb) in zip(profile.layers, old_t, new_t):
+        tensors = None if la.tensors is None else tuple(
+            Tensor(t.name, t.nbytes, t.update_s * bw) for t in la.tensors)
+        lays.append(Layer(la.name, la.forward_s * ratio(nf, of), la.backward_s * ratio(nb, ob),
+                          la.grad_bytes, la.cv, tensors, la.ops))
+    loss_ops = profile.meta.get("loss_ops")
+    if loss_ops:
+        ops = [Op.from_obj(o, f"profile {profile.name!r}: meta.loss_ops") for o in loss_ops]
+        tot = ratio(sum(ops_time(ops, new_dev, new_p, b_new)),
+                    sum(ops_time(ops, old_dev, profile.precision, profile.batch_size)))
+    else:
+        tot = ratio(math.fsum(f + b for f, b in new_t), math.fsum(f + b for f, b in old_t))
+    note = (f"re-timed by the compute model from {old_dev.name}/{profile.precision}/batch "
+            f"{profile.batch_size} to {new_dev.name}/{new_p}/batch {b_new}")
+    return profile._copy(layers=lays, batch_size=b_new, device=new_dev.name, precision=new_p,
+                         source=profile.source + ("; " if profile.source else "") + note,
+                         loss_s=profile.loss_s * tot, zero_grad_s=profile.zero_grad_s * bw,
+                         optimizer_s=profile.optimizer_s * bw)

@@ -1,0 +1,53 @@
+"""CLI --device / --batch-size / --precision: the profile is re-timed before predicting."""
+
+import pytest
+
+from sgdnet import models
+from sgdnet.cli import _load_model, build_parser, main
+from sgdnet.workload.compute import retime
+
+
+def _args(*extra):
+    return build_parser().parse_args(["draw", "allreduce", "--out", "x.dot", *extra])
+
+
+def test_device_batch_precision_retime_the_profile_and_fold_step_costs():
+    m = _load_model(_args("--model", "gpt2_medium", "--device", "H100", "--batch-size", "16",
+                          "--precision", "bf16"))
+    want = retime(models.load("gpt2_medium"), device="H100", batch_size=16, precision="bf16")
+    assert (m.device, m.batch_size, m.precision) == ("H100", 16, "bf16")
+    assert m.overhead_s == 0 and m.step_s == pytest.approx(want.step_s)
+    assert m.layers[0].forward_s == pytest.approx(want.layers[0].forward_s + want.update_s)
+
+
+def test_without_options_the_builtin_cnn_is_untouched():
+    assert _load_model(_args("--model", "resnet50")) is models.load("resnet50")
+    m = _load_model(_args("--model", "resnet50", "--batch-size", "64"))
+    assert m == models.load("resnet50").scaled(batch_size=64)
+
+
+def test_device_on_a_profile_without_ops_is_a_usage_error(capsys, tmp_path):
+    rc = main(["draw", "allreduce", "--model", "resnet50", "--device", "A100",
+               "--out", str(tmp_path / "n.dot")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "no per-layer ops" in err and "resnet50" in err
+    rc = main(["draw", "allreduce", "--model", "gpt2_xl", "--device", "V100",
+               "--out", str(tmp_path / "n.dot")])
+    assert rc == 2 and "V100 has no 'bf16'" in capsys.readouterr().err
+    rc = main(["draw", "allreduce", "--model", "gpt2_xl", "--device", "TPU",
+               "--out", str(tmp_path / "n.dot")])
+    assert rc == 2 and "unknown device 'TPU'" in capsys.readouterr().err
+
+
+def test_models_table_step_includes_costs_outside_the_layers(capsys):
+    import json
+
+    assert main(["models", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    bert = rows["bert_large"]
+    p = models.load("bert_large")
+    assert bert["step_s"] == pytest.approx(p.compute_s + p.loss_s + p.update_s)
+    assert bert["step_s"] > bert["forward_s"] + bert["backward_s"]
+    assert bert["precision"] == "fp16" and bert["device"] == "A100"
+    r50 = rows["resnet50"]
+    assert r50["step_s"] == pytest.approx(r50["forward_s"] + r50["backward_s"])
