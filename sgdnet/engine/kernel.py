@@ -207,6 +207,7 @@ N_TF = 4
 # per-transition flag bits (computed once per replication from the compiled arrays)
 F_SELF, F_W1, F_INH, F_GUARD, F_RS, F_MOD, F_PS, F_CNT, F_STEP, F_QRES, F_S1 = 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024
 F_JOIN = 2048
+F_FLOW = 4096  # a transfer: its shared resources are links (discipline flow), its work is bytes
 # a transition with more input arcs than this is a join: its degree test starts at a watched arc
 JOIN_ARCS = 4
 
@@ -516,12 +517,137 @@ def _rerate(r, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate, s_ctime, s
             _e_place(eh, ekt, eks, eh_pos, eh_pos[s], eh_n, s, s_ctime[s], s_seq[s])
 
 
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _flow_update(seeds, nseeds, now, counting, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate,
+                 s_ctime, s_seq, eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used,
+                 r_bw, re_ptr, re_val, fl_cap, load, blast, o_busy,
+                 lmark, fmark, epoch, CL, CF, rc, nu, nrate, fixed):
+    """Max-min fair rates of the flows connected to the links ``seeds[:nseeds]``.
+
+    Only the connected component of links and flows reachable from the seeds (the links whose
+    flow set changed) is recomputed, by progressive filling: the link (or flow cap) with the
+    smallest fair share ``remaining capacity / unfixed flows`` fixes its unfixed flows at that
+    share, which is taken off the other links of their paths, until every flow is fixed. Flows
+    whose rate changed get their remaining bytes brought up to date and their completion moved;
+    each link's busy integral (sum of its flows' rates over its bandwidth) is advanced to ``now``.
+    """
+    epoch[0] += 1
+    ep = epoch[0]
+    nl = 0
+    nf = 0
+    for i in range(nseeds):
+        r = seeds[i]
+        if lmark[r] != ep:
+            lmark[r] = ep
+            CL[nl] = r
+            nl += 1
+    hascap = False
+    i = 0
+    while i < nl:
+        r = CL[i]
+        i += 1
+        rp = r_ps[r]
+        for j in range(ps_n[rp]):
+            s = ps_h[rp, j]
+            if fmark[s] != ep:
+                fmark[s] = ep
+                CF[nf] = s
+                nf += 1
+                fixed[s] = False
+                t = s_trans[s]
+                if fl_cap[t] < np.inf:
+                    hascap = True
+                for k in range(psres_ptr[t], psres_ptr[t + 1]):
+                    r2 = psres_idx[k]
+                    if lmark[r2] != ep:
+                        lmark[r2] = ep
+                        CL[nl] = r2
+                        nl += 1
+    for i in range(nl):
+        r = CL[i]
+        n = used[r]
+        c = r_bw[r]
+        ne = re_ptr[r + 1] - re_ptr[r]
+        if n > 0 and ne > 0:
+            c *= re_val[re_ptr[r] + (n - 1 if n <= ne else ne - 1)]
+        rc[r] = c
+        nu[r] = n
+    left = nf
+    while left > 0:
+        lvl = np.inf
+        arg = -1
+        for i in range(nl):
+            r = CL[i]
+            if nu[r] > 0:
+                x = rc[r] / nu[r]
+                if x < lvl:
+                    lvl = x
+                    arg = r
+        argf = -1
+        if hascap:
+            for i in range(nf):
+                s = CF[i]
+                if not fixed[s] and fl_cap[s_trans[s]] < lvl:
+                    lvl = fl_cap[s_trans[s]]
+                    argf = s
+        if lvl < 0.0:
+            lvl = 0.0
+        if argf >= 0:
+            fixed[argf] = True
+            nrate[argf] = lvl
+            left -= 1
+            t = s_trans[argf]
+            for k in range(psres_ptr[t], psres_ptr[t + 1]):
+                r2 = psres_idx[k]
+                rc[r2] -= lvl
+                nu[r2] -= 1
+        else:
+            rp = r_ps[arg]
+            for j in range(ps_n[rp]):
+                s = ps_h[rp, j]
+                if not fixed[s]:
+                    fixed[s] = True
+                    nrate[s] = lvl
+                    left -= 1
+                    t = s_trans[s]
+                    for k in range(psres_ptr[t], psres_ptr[t + 1]):
+                        r2 = psres_idx[k]
+                        rc[r2] -= lvl
+                        nu[r2] -= 1
+    for i in range(nf):
+        s = CF[i]
+        rate = nrate[s]
+        if rate != s_rate[s]:
+            if s_ctime[s] == now:
+                rem = 0.0
+            else:
+                rem = s_rem[s] - s_rate[s] * (now - s_last[s])
+                if rem < 0.0:
+                    rem = 0.0
+            s_rem[s] = rem
+            s_last[s] = now
+            s_rate[s] = rate
+            s_ctime[s] = now + rem / rate
+            _e_place(eh, ekt, eks, eh_pos, eh_pos[s], eh_n, s, s_ctime[s], s_seq[s])
+    for i in range(nl):
+        r = CL[i]
+        if counting:
+            o_busy[r] += load[r] * (now - blast[r])
+        blast[r] = now
+        rp = r_ps[r]
+        tot = 0.0
+        for j in range(ps_n[rp]):
+            tot += s_rate[ps_h[rp, j]]
+        load[r] = tot / r_bw[r]
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def run_replication(
     m0, dep_ptr, dep_trans,
     in_ptr, in_place, in_w, out_ptr, out_place, out_w, inh_ptr, inh_place, inh_thr,
     r_cap, r_disc, r_ps, r_users, rq_base,
     qres_ptr, qres_idx, psres_ptr, psres_idx,
+    r_bw, re_ptr, re_val, fl_cap,
     servers, pcls, rank, is_step, mod_of, guard,
     d_code, d_par, d_pool,
     g_kind, g_s, g_slow, g_rmax, g_ptr, mem_gate, mem_counter,
@@ -605,6 +731,18 @@ def run_replication(
     s_php = np.zeros((scap, maxps), dtype=np.int64)
     touched = np.zeros(nR, dtype=np.bool_)
     tl = np.zeros(max(nR, 1), dtype=np.int64)
+    # flows (links are shared resources of discipline 3): scratch of _flow_update
+    load = np.zeros(nR, dtype=np.float64)
+    f_lmark = np.zeros(nR, dtype=np.int64)
+    f_fmark = np.zeros(scap, dtype=np.int64)
+    f_epoch = np.zeros(1, dtype=np.int64)
+    f_CL = np.zeros(max(nR, 1), dtype=np.int64)
+    f_CF = np.zeros(scap, dtype=np.int64)
+    f_rc = np.zeros(nR, dtype=np.float64)
+    f_nu = np.zeros(nR, dtype=np.int64)
+    f_rate = np.zeros(scap, dtype=np.float64)
+    f_fixed = np.zeros(scap, dtype=np.bool_)
+    f_seeds = np.zeros(max(nR, 1), dtype=np.int64)
     # gates
     gcnt = np.zeros(nMem, dtype=np.int64)
     grel = np.zeros(nMem, dtype=np.int64)
@@ -668,6 +806,8 @@ def run_replication(
             f |= F_MOD
         if psres_ptr[t + 1] > psres_ptr[t]:
             f |= F_PS
+            if r_disc[psres_idx[psres_ptr[t]]] == 3:
+                f |= F_FLOW
         if qres_ptr[t + 1] > qres_ptr[t]:
             f |= F_QRES
         if cnt_ptr[t + 1] > cnt_ptr[t]:
@@ -1029,11 +1169,12 @@ def run_replication(
                         r = psres_idx[k]
                         rp = r_ps[r]
                         if counting:
-                            b = used[r]
-                            if b > r_cap[r]:
-                                b = r_cap[r]
-                            o_busy[r] += b * (now - blast[r])
-                            blast[r] = now
+                            if not f & F_FLOW:
+                                b = used[r]
+                                if b > r_cap[r]:
+                                    b = r_cap[r]
+                                o_busy[r] += b * (now - blast[r])
+                                blast[r] = now
                             o_wsum[r] += now - rt
                             o_wn[r] += 1
                         used[r] += 1
@@ -1050,15 +1191,32 @@ def run_replication(
                     if hole:
                         hole = False
                         eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
-                    rate = _ps_rate(t, psres_ptr, psres_idx, used, r_cap)
-                    s_rem[s] = dur
-                    s_last[s] = now
-                    s_rate[s] = rate
-                    s_ctime[s] = now + dur / rate
-                    eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, s, s_ctime[s], s_seq[s])
-                    for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
-                        _rerate(psres_idx[k], now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate,
-                                s_ctime, s_seq, eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap)
+                    if f & F_FLOW:
+                        # a new flow: its rate (and its neighbours') from the max-min allocation
+                        s_rem[s] = dur
+                        s_last[s] = now
+                        s_rate[s] = 0.0
+                        s_ctime[s] = np.inf
+                        eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, s, s_ctime[s], s_seq[s])
+                        nsd = 0
+                        for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
+                            f_seeds[nsd] = psres_idx[k]
+                            nsd += 1
+                        _flow_update(f_seeds, nsd, now, counting, ps_h, ps_n, r_ps, s_trans, s_rem,
+                                     s_last, s_rate, s_ctime, s_seq, eh, ekt, eks, eh_n, eh_pos,
+                                     psres_ptr, psres_idx, used, r_bw, re_ptr, re_val, fl_cap, load,
+                                     blast, o_busy, f_lmark, f_fmark, f_epoch, f_CL, f_CF, f_rc, f_nu,
+                                     f_rate, f_fixed)
+                    else:
+                        rate = _ps_rate(t, psres_ptr, psres_idx, used, r_cap)
+                        s_rem[s] = dur
+                        s_last[s] = now
+                        s_rate[s] = rate
+                        s_ctime[s] = now + dur / rate
+                        eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, s, s_ctime[s], s_seq[s])
+                        for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
+                            _rerate(psres_idx[k], now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate,
+                                    s_ctime, s_seq, eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap)
             if src >= 0 and qn[src] > 0:
                 ih_n = _promote(src, ih, ih_n, qh, qn, qhd, r_disc, rq_base, TD, TS, TF, used, r_cap)
             continue
@@ -1166,7 +1324,7 @@ def run_replication(
             for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
                 r = psres_idx[k]
                 rp = r_ps[r]
-                if counting:
+                if counting and not f & F_FLOW:
                     b = used[r]
                     if b > r_cap[r]:
                         b = r_cap[r]
@@ -1290,11 +1448,22 @@ def run_replication(
         if hole and nt_touched > 0:
             hole = False
             eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
+        nsd = 0
         for i in range(nt_touched):
             r = tl[i]
             touched[r] = False
-            _rerate(r, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate, s_ctime, s_seq,
-                    eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap)
+            if r_disc[r] == 3:
+                f_seeds[nsd] = r
+                nsd += 1
+            else:
+                _rerate(r, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate, s_ctime, s_seq,
+                        eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap)
+        if nsd > 0:
+            _flow_update(f_seeds, nsd, now, counting, ps_h, ps_n, r_ps, s_trans, s_rem,
+                         s_last, s_rate, s_ctime, s_seq, eh, ekt, eks, eh_n, eh_pos,
+                         psres_ptr, psres_idx, used, r_bw, re_ptr, re_val, fl_cap, load,
+                         blast, o_busy, f_lmark, f_fmark, f_epoch, f_CL, f_CF, f_rc, f_nu,
+                         f_rate, f_fixed)
 
     # ------------------------------------------------------------- finish
     if hole:
@@ -1315,6 +1484,8 @@ def run_replication(
                 if b > r_cap[r]:
                     b = r_cap[r]
                 o_busy[r] += b * (now - blast[r])
+            elif r_disc[r] == 3:
+                o_busy[r] += load[r] * (now - blast[r])
     prog[0] = nsteps
     o_f[OF_T0] = t0
     o_f[OF_T1] = t1
