@@ -545,7 +545,7 @@ class Net:
                 elif not (isinstance(member, int) and 0 <= member < len(g.counters)):
                     P.append(f"{where}: gate member {member!r} is out of range 0..{len(g.counters) - 1} of gate {gname!r}")
         for r in self.resources:
-            if r not in used_res:
+            if r not in used_res and self.resources[r].discipline != "flow":  # an idle link is fine
                 P.append(f"resource {r!r} is held by no transition; remove it or add it to a transition's resources")
         for g in self.gates.values():
             where = f"gate {g.name!r}"
