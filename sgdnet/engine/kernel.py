@@ -518,18 +518,91 @@ def _rerate(r, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate, s_ctime, s
 
 
 @njit(cache=True, _nrt=False, error_model="numpy")
-def _flow_update(seeds, nseeds, now, counting, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate,
+def _g_less(a, b, s_vf, s_seq):
+    return s_vf[a] < s_vf[b] or (s_vf[a] == s_vf[b] and s_seq[a] < s_seq[b])
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _g_sift(gh, rp, n, i, s_gpos, s_vf, s_seq):
+    """Restore the order of group heap ``rp`` (size ``n``) around position ``i``."""
+    s = gh[rp, i]
+    moved = False
+    while i > 0:
+        p = (i - 1) >> 1
+        q = gh[rp, p]
+        if _g_less(s, q, s_vf, s_seq):
+            gh[rp, i] = q
+            s_gpos[q] = i
+            i = p
+            moved = True
+        else:
+            break
+    if not moved:
+        while True:
+            c = 2 * i + 1
+            if c >= n:
+                break
+            if c + 1 < n and _g_less(gh[rp, c + 1], gh[rp, c], s_vf, s_seq):
+                c += 1
+            q = gh[rp, c]
+            if _g_less(q, s, s_vf, s_seq):
+                gh[rp, i] = q
+                s_gpos[q] = i
+                i = c
+            else:
+                break
+    gh[rp, i] = s
+    s_gpos[s] = i
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _g_remove(gh, rp, gn, s, s_gpos, s_vf, s_seq):
+    """Take flow ``s`` out of the group heap ``rp``."""
+    i = s_gpos[s]
+    n = gn[rp] - 1
+    gn[rp] = n
+    if i != n:
+        gh[rp, i] = gh[rp, n]
+        s_gpos[gh[rp, i]] = i
+        _g_sift(gh, rp, n, i, s_gpos, s_vf, s_seq)
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _e_remove(eh, ekt, eks, pos, n, s):
+    """Take slot ``s`` out of the completion heap; return the new size."""
+    _e_place(eh, ekt, eks, pos, pos[s], n, s, -np.inf, -1)
+    return _e_pop(eh, ekt, eks, pos, n)
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _flow_rem(s, now, s_grp, s_vf, g_V, g_rate, g_tau, s_rem, s_rate, s_last):
+    """Bytes flow ``s`` still has to move at ``now``."""
+    g = s_grp[s]
+    if g >= 0:
+        rem = s_vf[s] - (g_V[g] + g_rate[g] * (now - g_tau[g]))
+    else:
+        rem = s_rem[s] - s_rate[s] * (now - s_last[s])
+    return rem if rem > 0.0 else 0.0
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _flow_update(seeds, nseeds, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate,
                  s_ctime, s_seq, eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used,
-                 r_bw, re_ptr, re_val, fl_cap, load, blast, o_busy,
-                 lmark, fmark, epoch, CL, CF, rc, nu, nrate, fixed):
-    """Max-min fair rates of the flows connected to the links ``seeds[:nseeds]``.
+                 r_bw, re_ptr, re_val, fl_cap, g_rate, g_V, g_tau, g_head, gh, gn, s_gpos, s_grp,
+                 s_vf, s_inh, lmark, fmark, epoch, CL, CF, rc, nu, nrate, fixed, f_lvl, f_bott):
+    """Max-min fair rates of the flows connected to the links ``seeds[:nseeds]``; returns eh_n.
 
     Only the connected component of links and flows reachable from the seeds (the links whose
     flow set changed) is recomputed, by progressive filling: the link (or flow cap) with the
     smallest fair share ``remaining capacity / unfixed flows`` fixes its unfixed flows at that
-    share, which is taken off the other links of their paths, until every flow is fixed. Flows
-    whose rate changed get their remaining bytes brought up to date and their completion moved;
-    each link's busy integral (sum of its flows' rates over its bandwidth) is advanced to ``now``.
+    share, which is taken off the other links of their paths, until every flow is fixed.
+
+    The flows a link fixes (its *group*) all move at the same rate, so a group keeps a virtual
+    clock ``V`` (bytes moved by each member since an origin) and a heap of its members by virtual
+    finish ``V at arrival + bytes``: only the head is in the completion heap. A flow whose
+    bottleneck did not change is not touched at all (its group's clock just changes slope); a
+    flow that changes group moves its remaining bytes to the new clock; a capped flow is on its
+    own (``s_grp == -1``) with remaining bytes and a rate, as a ps firing.
     """
     epoch[0] += 1
     ep = epoch[0]
@@ -565,6 +638,10 @@ def _flow_update(seeds, nseeds, now, counting, ps_h, ps_n, r_ps, s_trans, s_rem,
                         nl += 1
     for i in range(nl):
         r = CL[i]
+        # every clock of the component to now, at the old rates
+        g_V[r] += g_rate[r] * (now - g_tau[r])
+        g_tau[r] = now
+        f_lvl[r] = -1.0
         n = used[r]
         c = r_bw[r]
         ne = re_ptr[r + 1] - re_ptr[r]
@@ -572,6 +649,7 @@ def _flow_update(seeds, nseeds, now, counting, ps_h, ps_n, r_ps, s_trans, s_rem,
             c *= re_val[re_ptr[r] + (n - 1 if n <= ne else ne - 1)]
         rc[r] = c
         nu[r] = n
+    # progressive filling
     left = nf
     while left > 0:
         lvl = np.inf
@@ -590,11 +668,10 @@ def _flow_update(seeds, nseeds, now, counting, ps_h, ps_n, r_ps, s_trans, s_rem,
                 if not fixed[s] and fl_cap[s_trans[s]] < lvl:
                     lvl = fl_cap[s_trans[s]]
                     argf = s
-        if lvl < 0.0:
-            lvl = 0.0
         if argf >= 0:
             fixed[argf] = True
             nrate[argf] = lvl
+            f_bott[argf] = -1
             left -= 1
             t = s_trans[argf]
             for k in range(psres_ptr[t], psres_ptr[t + 1]):
@@ -602,43 +679,102 @@ def _flow_update(seeds, nseeds, now, counting, ps_h, ps_n, r_ps, s_trans, s_rem,
                 rc[r2] -= lvl
                 nu[r2] -= 1
         else:
+            f_lvl[arg] = lvl
             rp = r_ps[arg]
             for j in range(ps_n[rp]):
                 s = ps_h[rp, j]
                 if not fixed[s]:
                     fixed[s] = True
                     nrate[s] = lvl
+                    f_bott[s] = arg
                     left -= 1
                     t = s_trans[s]
                     for k in range(psres_ptr[t], psres_ptr[t + 1]):
                         r2 = psres_idx[k]
                         rc[r2] -= lvl
                         nu[r2] -= 1
+    # flows whose bottleneck changed move (their remaining bytes) to their new group
     for i in range(nf):
         s = CF[i]
-        rate = nrate[s]
-        if rate != s_rate[s]:
-            if s_ctime[s] == now:
-                rem = 0.0
-            else:
-                rem = s_rem[s] - s_rate[s] * (now - s_last[s])
-                if rem < 0.0:
-                    rem = 0.0
+        g = s_grp[s]
+        g2 = f_bott[s]
+        if g == g2 and g >= 0:
+            continue
+        if g >= 0:
+            rem = s_vf[s] - g_V[g]
+        elif g == -1:
+            rem = 0.0 if s_ctime[s] == now else s_rem[s] - s_rate[s] * (now - s_last[s])
+        else:  # a new flow
+            rem = s_rem[s]
+        if rem < 0.0:
+            rem = 0.0
+        if g >= 0:
+            _g_remove(gh, r_ps[g], gn, s, s_gpos, s_vf, s_seq)
+            if g_head[g] == s:
+                g_head[g] = -1
+                eh_n = _e_remove(eh, ekt, eks, eh_pos, eh_n, s)
+                s_inh[s] = False
+        if g2 >= 0:
+            if s_inh[s]:  # an individual flow joins a group: only heads are in the heap
+                eh_n = _e_remove(eh, ekt, eks, eh_pos, eh_n, s)
+                s_inh[s] = False
+            s_vf[s] = g_V[g2] + rem
+            rp = r_ps[g2]
+            gh[rp, gn[rp]] = s
+            s_gpos[s] = gn[rp]
+            gn[rp] += 1
+            _g_sift(gh, rp, gn[rp], gn[rp] - 1, s_gpos, s_vf, s_seq)
+        elif g == -1 and nrate[s] == s_rate[s]:
+            pass
+        else:
             s_rem[s] = rem
             s_last[s] = now
-            s_rate[s] = rate
-            s_ctime[s] = now + rem / rate
-            _e_place(eh, ekt, eks, eh_pos, eh_pos[s], eh_n, s, s_ctime[s], s_seq[s])
+            s_rate[s] = nrate[s]
+            s_ctime[s] = now + rem / nrate[s]
+            if s_inh[s]:
+                _e_place(eh, ekt, eks, eh_pos, eh_pos[s], eh_n, s, s_ctime[s], s_seq[s])
+            else:
+                eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, s, s_ctime[s], s_seq[s])
+                s_inh[s] = True
+        s_grp[s] = g2
+    # each group's rate, and its head in the completion heap
     for i in range(nl):
         r = CL[i]
-        if counting:
-            o_busy[r] += load[r] * (now - blast[r])
-        blast[r] = now
         rp = r_ps[r]
-        tot = 0.0
-        for j in range(ps_n[rp]):
-            tot += s_rate[ps_h[rp, j]]
-        load[r] = tot / r_bw[r]
+        if gn[rp] == 0:
+            g_rate[r] = 0.0
+            continue
+        rate = f_lvl[r]
+        h = gh[rp, 0]
+        rem = s_vf[h] - g_V[r]
+        if rem < 0.0:
+            rem = 0.0
+        tc = now + rem / rate
+        g_rate[r] = rate
+        old = g_head[r]
+        if old != h:
+            if old >= 0:
+                eh_n = _e_remove(eh, ekt, eks, eh_pos, eh_n, old)
+                s_inh[old] = False
+            s_ctime[h] = tc
+            eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, h, tc, s_seq[h])
+            s_inh[h] = True
+            g_head[r] = h
+        elif tc != s_ctime[h]:
+            s_ctime[h] = tc
+            _e_place(eh, ekt, eks, eh_pos, eh_pos[h], eh_n, h, tc, s_seq[h])
+    return eh_n
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _queued_busy(s, now, t0, s_trans, s_start, qres_ptr, qres_idx, o_busy):
+    """Add the busy time firing ``s``, still running at the end, gave its queued resources."""
+    t = s_trans[s]
+    st0 = s_start[s]
+    if st0 < t0:
+        st0 = t0
+    for k in range(qres_ptr[t], qres_ptr[t + 1]):
+        o_busy[qres_idx[k]] += now - st0
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -731,8 +867,18 @@ def run_replication(
     s_php = np.zeros((scap, maxps), dtype=np.int64)
     touched = np.zeros(nR, dtype=np.bool_)
     tl = np.zeros(max(nR, 1), dtype=np.int64)
-    # flows (links are shared resources of discipline 3): scratch of _flow_update
-    load = np.zeros(nR, dtype=np.float64)
+    # flows (links are shared resources of discipline 3): groups (per bottleneck link) and scratch
+    g_rate = np.zeros(nR, dtype=np.float64)
+    g_V = np.zeros(nR, dtype=np.float64)
+    g_tau = np.zeros(nR, dtype=np.float64)
+    g_head = np.full(nR, -1, dtype=np.int64)
+    gh = np.zeros((max(nps, 1), hcap), dtype=np.int64)
+    gn = np.zeros(max(nps, 1), dtype=np.int64)
+    s_gpos = np.zeros(scap, dtype=np.int64)
+    s_grp = np.full(scap, -1, dtype=np.int64)
+    s_vf = np.zeros(scap, dtype=np.float64)
+    s_inh = np.zeros(scap, dtype=np.bool_)
+    s_w0 = np.zeros(scap, dtype=np.float64)  # bytes of the flow counted in its links' busy time
     f_lmark = np.zeros(nR, dtype=np.int64)
     f_fmark = np.zeros(scap, dtype=np.int64)
     f_epoch = np.zeros(1, dtype=np.int64)
@@ -742,6 +888,8 @@ def run_replication(
     f_nu = np.zeros(nR, dtype=np.int64)
     f_rate = np.zeros(scap, dtype=np.float64)
     f_fixed = np.zeros(scap, dtype=np.bool_)
+    f_lvl = np.zeros(nR, dtype=np.float64)
+    f_bott = np.zeros(scap, dtype=np.int64)
     f_seeds = np.zeros(max(nR, 1), dtype=np.int64)
     # gates
     gcnt = np.zeros(nMem, dtype=np.int64)
@@ -1197,16 +1345,19 @@ def run_replication(
                         s_last[s] = now
                         s_rate[s] = 0.0
                         s_ctime[s] = np.inf
-                        eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, s, s_ctime[s], s_seq[s])
+                        s_grp[s] = -2
+                        s_inh[s] = False
+                        s_w0[s] = dur
                         nsd = 0
                         for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
                             f_seeds[nsd] = psres_idx[k]
                             nsd += 1
-                        _flow_update(f_seeds, nsd, now, counting, ps_h, ps_n, r_ps, s_trans, s_rem,
-                                     s_last, s_rate, s_ctime, s_seq, eh, ekt, eks, eh_n, eh_pos,
-                                     psres_ptr, psres_idx, used, r_bw, re_ptr, re_val, fl_cap, load,
-                                     blast, o_busy, f_lmark, f_fmark, f_epoch, f_CL, f_CF, f_rc, f_nu,
-                                     f_rate, f_fixed)
+                        eh_n = _flow_update(f_seeds, nsd, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last,
+                                            s_rate, s_ctime, s_seq, eh, ekt, eks, eh_n, eh_pos,
+                                            psres_ptr, psres_idx, used, r_bw, re_ptr, re_val, fl_cap,
+                                            g_rate, g_V, g_tau, g_head, gh, gn, s_gpos, s_grp, s_vf,
+                                            s_inh, f_lmark, f_fmark, f_epoch, f_CL, f_CF, f_rc, f_nu,
+                                            f_rate, f_fixed, f_lvl, f_bott)
                     else:
                         rate = _ps_rate(t, psres_ptr, psres_idx, used, r_cap)
                         s_rem[s] = dur
@@ -1320,6 +1471,30 @@ def run_replication(
                 used[r] -= 1
                 if qn[r] > 0:
                     ih_n = _promote(r, ih, ih_n, qh, qn, qhd, r_disc, rq_base, TD, TS, TF, used, r_cap)
+            if f & F_FLOW:
+                if counting:
+                    for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
+                        r = psres_idx[k]
+                        o_busy[r] += s_w0[s] / r_bw[r]
+                g = s_grp[s]
+                if g >= 0:
+                    # the head of its group: the next member finishing at the very same virtual
+                    # time (a tie) completes in this batch too, after s (larger start sequence)
+                    rp = r_ps[g]
+                    vf = s_vf[s]
+                    _g_remove(gh, rp, gn, s, s_gpos, s_vf, s_seq)
+                    g_head[g] = -1
+                    if gn[rp] > 0 and s_vf[gh[rp, 0]] == vf:
+                        h = gh[rp, 0]
+                        if hole:
+                            hole = False
+                            eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
+                        s_ctime[h] = now
+                        eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, h, now, s_seq[h])
+                        s_inh[h] = True
+                        g_head[g] = h
+                s_grp[s] = -1
+                s_inh[s] = False
             j = 0
             for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
                 r = psres_idx[k]
@@ -1439,6 +1614,12 @@ def run_replication(
                     t0 = now
                     for r in range(nR):
                         blast[r] = now
+                        if r_disc[r] == 3:
+                            rp = r_ps[r]
+                            for j in range(ps_n[rp]):
+                                s2 = ps_h[rp, j]
+                                s_w0[s2] = _flow_rem(s2, now, s_grp, s_vf, g_V, g_rate, g_tau, s_rem,
+                                                     s_rate, s_last)
                 if nsteps == target_steps:
                     t1 = now
                     stop = True
@@ -1459,25 +1640,27 @@ def run_replication(
                 _rerate(r, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate, s_ctime, s_seq,
                         eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap)
         if nsd > 0:
-            _flow_update(f_seeds, nsd, now, counting, ps_h, ps_n, r_ps, s_trans, s_rem,
-                         s_last, s_rate, s_ctime, s_seq, eh, ekt, eks, eh_n, eh_pos,
-                         psres_ptr, psres_idx, used, r_bw, re_ptr, re_val, fl_cap, load,
-                         blast, o_busy, f_lmark, f_fmark, f_epoch, f_CL, f_CF, f_rc, f_nu,
-                         f_rate, f_fixed)
+            eh_n = _flow_update(f_seeds, nsd, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last,
+                                s_rate, s_ctime, s_seq, eh, ekt, eks, eh_n, eh_pos,
+                                psres_ptr, psres_idx, used, r_bw, re_ptr, re_val, fl_cap,
+                                g_rate, g_V, g_tau, g_head, gh, gn, s_gpos, s_grp, s_vf,
+                                s_inh, f_lmark, f_fmark, f_epoch, f_CL, f_CF, f_rc, f_nu,
+                                f_rate, f_fixed, f_lvl, f_bott)
 
     # ------------------------------------------------------------- finish
     if hole:
         eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
     if status == ST_OK:
-        # firings still running at t1: queued resources by firing, ps ones by integration
+        # firings still running at t1: queued resources by firing, ps ones by integration;
+        # flows waiting behind their group's head are not in the completion heap
         for i in range(eh_n):
-            s = eh[i]
-            t = s_trans[s]
-            st0 = s_start[s]
-            if st0 < t0:
-                st0 = t0
-            for k in range(qres_ptr[t], qres_ptr[t + 1]):
-                o_busy[qres_idx[k]] += now - st0
+            _queued_busy(eh[i], now, t0, s_trans, s_start, qres_ptr, qres_idx, o_busy)
+        for r in range(nR):
+            if r_disc[r] == 3:
+                for j in range(gn[r_ps[r]]):
+                    s = gh[r_ps[r], j]
+                    if not s_inh[s]:
+                        _queued_busy(s, now, t0, s_trans, s_start, qres_ptr, qres_idx, o_busy)
         for r in range(nR):
             if r_disc[r] == 2:
                 b = used[r]
@@ -1485,7 +1668,13 @@ def run_replication(
                     b = r_cap[r]
                 o_busy[r] += b * (now - blast[r])
             elif r_disc[r] == 3:
-                o_busy[r] += load[r] * (now - blast[r])
+                # a link's busy time is the bytes it carried over its bandwidth: add what the
+                # flows still on it moved since the window opened (or since they started)
+                rp = r_ps[r]
+                for j in range(ps_n[rp]):
+                    s = ps_h[rp, j]
+                    o_busy[r] += (s_w0[s] - _flow_rem(s, now, s_grp, s_vf, g_V, g_rate, g_tau, s_rem,
+                                                      s_rate, s_last)) / r_bw[r]
     prog[0] = nsteps
     o_f[OF_T0] = t0
     o_f[OF_T1] = t1
