@@ -586,187 +586,6 @@ def _flow_rem(s, now, s_grp, s_vf, g_V, g_rate, g_tau, s_rem, s_rate, s_last):
 
 
 @njit(cache=True, _nrt=False, error_model="numpy")
-def _flow_update(seeds, nseeds, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate,
-                 s_ctime, s_seq, eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used,
-                 r_bw, re_ptr, re_val, fl_cap, g_rate, g_V, g_tau, g_head, gh, gn, s_gpos, s_grp,
-                 s_vf, s_inh, lmark, fmark, epoch, CL, CF, rc, nu, nrate, fixed, f_lvl, f_bott):
-    """Max-min fair rates of the flows connected to the links ``seeds[:nseeds]``; returns eh_n.
-
-    Only the connected component of links and flows reachable from the seeds (the links whose
-    flow set changed) is recomputed, by progressive filling: the link (or flow cap) with the
-    smallest fair share ``remaining capacity / unfixed flows`` fixes its unfixed flows at that
-    share, which is taken off the other links of their paths, until every flow is fixed.
-
-    The flows a link fixes (its *group*) all move at the same rate, so a group keeps a virtual
-    clock ``V`` (bytes moved by each member since an origin) and a heap of its members by virtual
-    finish ``V at arrival + bytes``: only the head is in the completion heap. A flow whose
-    bottleneck did not change is not touched at all (its group's clock just changes slope); a
-    flow that changes group moves its remaining bytes to the new clock; a capped flow is on its
-    own (``s_grp == -1``) with remaining bytes and a rate, as a ps firing.
-    """
-    epoch[0] += 1
-    ep = epoch[0]
-    nl = 0
-    nf = 0
-    for i in range(nseeds):
-        r = seeds[i]
-        if lmark[r] != ep:
-            lmark[r] = ep
-            CL[nl] = r
-            nl += 1
-    hascap = False
-    i = 0
-    while i < nl:
-        r = CL[i]
-        i += 1
-        rp = r_ps[r]
-        for j in range(ps_n[rp]):
-            s = ps_h[rp, j]
-            if fmark[s] != ep:
-                fmark[s] = ep
-                CF[nf] = s
-                nf += 1
-                fixed[s] = False
-                t = s_trans[s]
-                if fl_cap[t] < np.inf:
-                    hascap = True
-                for k in range(psres_ptr[t], psres_ptr[t + 1]):
-                    r2 = psres_idx[k]
-                    if lmark[r2] != ep:
-                        lmark[r2] = ep
-                        CL[nl] = r2
-                        nl += 1
-    for i in range(nl):
-        r = CL[i]
-        # every clock of the component to now, at the old rates
-        g_V[r] += g_rate[r] * (now - g_tau[r])
-        g_tau[r] = now
-        f_lvl[r] = -1.0
-        n = used[r]
-        c = r_bw[r]
-        ne = re_ptr[r + 1] - re_ptr[r]
-        if n > 0 and ne > 0:
-            c *= re_val[re_ptr[r] + (n - 1 if n <= ne else ne - 1)]
-        rc[r] = c
-        nu[r] = n
-    # progressive filling
-    left = nf
-    while left > 0:
-        lvl = np.inf
-        arg = -1
-        for i in range(nl):
-            r = CL[i]
-            if nu[r] > 0:
-                x = rc[r] / nu[r]
-                if x < lvl:
-                    lvl = x
-                    arg = r
-        argf = -1
-        if hascap:
-            for i in range(nf):
-                s = CF[i]
-                if not fixed[s] and fl_cap[s_trans[s]] < lvl:
-                    lvl = fl_cap[s_trans[s]]
-                    argf = s
-        if argf >= 0:
-            fixed[argf] = True
-            nrate[argf] = lvl
-            f_bott[argf] = -1
-            left -= 1
-            t = s_trans[argf]
-            for k in range(psres_ptr[t], psres_ptr[t + 1]):
-                r2 = psres_idx[k]
-                rc[r2] -= lvl
-                nu[r2] -= 1
-        else:
-            f_lvl[arg] = lvl
-            rp = r_ps[arg]
-            for j in range(ps_n[rp]):
-                s = ps_h[rp, j]
-                if not fixed[s]:
-                    fixed[s] = True
-                    nrate[s] = lvl
-                    f_bott[s] = arg
-                    left -= 1
-                    t = s_trans[s]
-                    for k in range(psres_ptr[t], psres_ptr[t + 1]):
-                        r2 = psres_idx[k]
-                        rc[r2] -= lvl
-                        nu[r2] -= 1
-    # flows whose bottleneck changed move (their remaining bytes) to their new group
-    for i in range(nf):
-        s = CF[i]
-        g = s_grp[s]
-        g2 = f_bott[s]
-        if g == g2 and g >= 0:
-            continue
-        if g >= 0:
-            rem = s_vf[s] - g_V[g]
-        elif g == -1:
-            rem = 0.0 if s_ctime[s] == now else s_rem[s] - s_rate[s] * (now - s_last[s])
-        else:  # a new flow
-            rem = s_rem[s]
-        if rem < 0.0:
-            rem = 0.0
-        if g >= 0:
-            _g_remove(gh, r_ps[g], gn, s, s_gpos, s_vf, s_seq)
-            if g_head[g] == s:
-                g_head[g] = -1
-                eh_n = _e_remove(eh, ekt, eks, eh_pos, eh_n, s)
-                s_inh[s] = False
-        if g2 >= 0:
-            if s_inh[s]:  # an individual flow joins a group: only heads are in the heap
-                eh_n = _e_remove(eh, ekt, eks, eh_pos, eh_n, s)
-                s_inh[s] = False
-            s_vf[s] = g_V[g2] + rem
-            rp = r_ps[g2]
-            gh[rp, gn[rp]] = s
-            s_gpos[s] = gn[rp]
-            gn[rp] += 1
-            _g_sift(gh, rp, gn[rp], gn[rp] - 1, s_gpos, s_vf, s_seq)
-        elif g == -1 and nrate[s] == s_rate[s]:
-            pass
-        else:
-            s_rem[s] = rem
-            s_last[s] = now
-            s_rate[s] = nrate[s]
-            s_ctime[s] = now + rem / nrate[s]
-            if s_inh[s]:
-                _e_place(eh, ekt, eks, eh_pos, eh_pos[s], eh_n, s, s_ctime[s], s_seq[s])
-            else:
-                eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, s, s_ctime[s], s_seq[s])
-                s_inh[s] = True
-        s_grp[s] = g2
-    # each group's rate, and its head in the completion heap
-    for i in range(nl):
-        r = CL[i]
-        rp = r_ps[r]
-        if gn[rp] == 0:
-            g_rate[r] = 0.0
-            continue
-        rate = f_lvl[r]
-        h = gh[rp, 0]
-        rem = s_vf[h] - g_V[r]
-        if rem < 0.0:
-            rem = 0.0
-        tc = now + rem / rate
-        g_rate[r] = rate
-        old = g_head[r]
-        if old != h:
-            if old >= 0:
-                eh_n = _e_remove(eh, ekt, eks, eh_pos, eh_n, old)
-                s_inh[old] = False
-            s_ctime[h] = tc
-            eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, h, tc, s_seq[h])
-            s_inh[h] = True
-            g_head[r] = h
-        elif tc != s_ctime[h]:
-            s_ctime[h] = tc
-            _e_place(eh, ekt, eks, eh_pos, eh_pos[h], eh_n, h, tc, s_seq[h])
-    return eh_n
-
-
-@njit(cache=True, _nrt=False, error_model="numpy")
 def _queued_busy(s, now, t0, s_trans, s_start, qres_ptr, qres_idx, o_busy):
     """Add the busy time firing ``s``, still running at the end, gave its queued resources."""
     t = s_trans[s]
@@ -890,6 +709,8 @@ def run_replication(
     f_fixed = np.zeros(scap, dtype=np.bool_)
     f_lvl = np.zeros(nR, dtype=np.float64)
     f_bott = np.zeros(scap, dtype=np.int64)
+    f_pend = np.zeros(nR, dtype=np.bool_)  # links in f_seeds[:nsd], waiting for the next allocation
+    nsd = 0
     f_seeds = np.zeros(max(nR, 1), dtype=np.int64)
     # gates
     gcnt = np.zeros(nMem, dtype=np.int64)
@@ -1336,11 +1157,10 @@ def run_replication(
                         j += 1
                     if status == ST_GROW:
                         break
-                    if hole:
-                        hole = False
-                        eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
                     if f & F_FLOW:
-                        # a new flow: its rate (and its neighbours') from the max-min allocation
+                        # a new flow: it gets its rate (and its neighbours' new rates) from the
+                        # max-min allocation played before time advances (section C), once for
+                        # all the flows that start and end at this instant
                         s_rem[s] = dur
                         s_last[s] = now
                         s_rate[s] = 0.0
@@ -1348,17 +1168,16 @@ def run_replication(
                         s_grp[s] = -2
                         s_inh[s] = False
                         s_w0[s] = dur
-                        nsd = 0
                         for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
-                            f_seeds[nsd] = psres_idx[k]
-                            nsd += 1
-                        eh_n = _flow_update(f_seeds, nsd, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last,
-                                            s_rate, s_ctime, s_seq, eh, ekt, eks, eh_n, eh_pos,
-                                            psres_ptr, psres_idx, used, r_bw, re_ptr, re_val, fl_cap,
-                                            g_rate, g_V, g_tau, g_head, gh, gn, s_gpos, s_grp, s_vf,
-                                            s_inh, f_lmark, f_fmark, f_epoch, f_CL, f_CF, f_rc, f_nu,
-                                            f_rate, f_fixed, f_lvl, f_bott)
+                            r = psres_idx[k]
+                            if not f_pend[r]:
+                                f_pend[r] = True
+                                f_seeds[nsd] = r
+                                nsd += 1
                     else:
+                        if hole:
+                            hole = False
+                            eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
                         rate = _ps_rate(t, psres_ptr, psres_idx, used, r_cap)
                         s_rem[s] = dur
                         s_last[s] = now
@@ -1376,6 +1195,182 @@ def run_replication(
         if hole:
             hole = False
             eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
+        if nsd > 0:
+            # FLOWS: the max-min fair rates of the flows connected to the links whose flow set
+            # changed at this instant (f_seeds). Only that connected component of links and flows
+            # is recomputed, by progressive filling: the link (or flow cap) with the smallest fair
+            # share ``remaining capacity / unfixed flows`` fixes its unfixed flows at that share,
+            # which is taken off the other links of their paths, until every flow is fixed.
+            # The flows a link fixes (its group) all move at the same rate, so a group keeps a
+            # virtual clock g_V (bytes moved by each member since an origin) and a heap of its
+            # members by virtual finish (g_V at arrival + bytes): only the head is in the
+            # completion heap. A flow whose bottleneck did not change is not touched at all (its
+            # group's clock just changes slope); a flow that changes group moves its remaining
+            # bytes to the new clock; a capped flow is on its own (s_grp == -1) with remaining
+            # bytes and a rate, as a ps firing. Written inline: a call would pay a reference-count
+            # increment and decrement for each of its ~45 array arguments.
+            f_epoch[0] += 1
+            fu_ep = f_epoch[0]
+            fu_nl = 0
+            fu_nf = 0
+            for i in range(nsd):
+                r = f_seeds[i]
+                if f_lmark[r] != fu_ep:
+                    f_lmark[r] = fu_ep
+                    f_CL[fu_nl] = r
+                    fu_nl += 1
+            fu_cap = False
+            i = 0
+            while i < fu_nl:
+                r = f_CL[i]
+                i += 1
+                rp = r_ps[r]
+                for j in range(ps_n[rp]):
+                    s = ps_h[rp, j]
+                    if f_fmark[s] != fu_ep:
+                        f_fmark[s] = fu_ep
+                        f_CF[fu_nf] = s
+                        fu_nf += 1
+                        f_fixed[s] = False
+                        t = s_trans[s]
+                        if fl_cap[t] < np.inf:
+                            fu_cap = True
+                        for k in range(psres_ptr[t], psres_ptr[t + 1]):
+                            r2 = psres_idx[k]
+                            if f_lmark[r2] != fu_ep:
+                                f_lmark[r2] = fu_ep
+                                f_CL[fu_nl] = r2
+                                fu_nl += 1
+            for i in range(fu_nl):
+                r = f_CL[i]
+                # every clock of the component to now, at the old rates
+                g_V[r] += g_rate[r] * (now - g_tau[r])
+                g_tau[r] = now
+                f_lvl[r] = -1.0
+                fu_n = used[r]
+                fu_c = r_bw[r]
+                fu_ne = re_ptr[r + 1] - re_ptr[r]
+                if fu_n > 0 and fu_ne > 0:
+                    fu_c *= re_val[re_ptr[r] + (fu_n - 1 if fu_n <= fu_ne else fu_ne - 1)]
+                f_rc[r] = fu_c
+                f_nu[r] = fu_n
+            # progressive filling
+            fu_left = fu_nf
+            while fu_left > 0:
+                fu_lvl = np.inf
+                fu_arg = -1
+                for i in range(fu_nl):
+                    r = f_CL[i]
+                    if f_nu[r] > 0:
+                        fu_x = f_rc[r] / f_nu[r]
+                        if fu_x < fu_lvl:
+                            fu_lvl = fu_x
+                            fu_arg = r
+                fu_argf = -1
+                if fu_cap:
+                    for i in range(fu_nf):
+                        s = f_CF[i]
+                        if not f_fixed[s] and fl_cap[s_trans[s]] < fu_lvl:
+                            fu_lvl = fl_cap[s_trans[s]]
+                            fu_argf = s
+                if fu_argf >= 0:
+                    f_fixed[fu_argf] = True
+                    f_rate[fu_argf] = fu_lvl
+                    f_bott[fu_argf] = -1
+                    fu_left -= 1
+                    t = s_trans[fu_argf]
+                    for k in range(psres_ptr[t], psres_ptr[t + 1]):
+                        r2 = psres_idx[k]
+                        f_rc[r2] -= fu_lvl
+                        f_nu[r2] -= 1
+                else:
+                    f_lvl[fu_arg] = fu_lvl
+                    rp = r_ps[fu_arg]
+                    for j in range(ps_n[rp]):
+                        s = ps_h[rp, j]
+                        if not f_fixed[s]:
+                            f_fixed[s] = True
+                            f_rate[s] = fu_lvl
+                            f_bott[s] = fu_arg
+                            fu_left -= 1
+                            t = s_trans[s]
+                            for k in range(psres_ptr[t], psres_ptr[t + 1]):
+                                r2 = psres_idx[k]
+                                f_rc[r2] -= fu_lvl
+                                f_nu[r2] -= 1
+            # flows whose bottleneck changed move (their remaining bytes) to their new group
+            for i in range(fu_nf):
+                s = f_CF[i]
+                fu_g = s_grp[s]
+                fu_g2 = f_bott[s]
+                if fu_g == fu_g2 and fu_g >= 0:
+                    continue
+                if fu_g >= 0:
+                    fu_rem = s_vf[s] - g_V[fu_g]
+                elif fu_g == -1:
+                    fu_rem = 0.0 if s_ctime[s] == now else s_rem[s] - s_rate[s] * (now - s_last[s])
+                else:  # a new flow
+                    fu_rem = s_rem[s]
+                if fu_rem < 0.0:
+                    fu_rem = 0.0
+                if fu_g >= 0:
+                    _g_remove(gh, r_ps[fu_g], gn, s, s_gpos, s_vf, s_seq)
+                    if g_head[fu_g] == s:
+                        g_head[fu_g] = -1
+                        eh_n = _e_remove(eh, ekt, eks, eh_pos, eh_n, s)
+                        s_inh[s] = False
+                if fu_g2 >= 0:
+                    if s_inh[s]:  # an individual flow joins a group: only heads are in the heap
+                        eh_n = _e_remove(eh, ekt, eks, eh_pos, eh_n, s)
+                        s_inh[s] = False
+                    s_vf[s] = g_V[fu_g2] + fu_rem
+                    rp = r_ps[fu_g2]
+                    gh[rp, gn[rp]] = s
+                    s_gpos[s] = gn[rp]
+                    gn[rp] += 1
+                    _g_sift(gh, rp, gn[rp], gn[rp] - 1, s_gpos, s_vf, s_seq)
+                elif fu_g == -1 and f_rate[s] == s_rate[s]:
+                    pass
+                else:
+                    s_rem[s] = fu_rem
+                    s_last[s] = now
+                    s_rate[s] = f_rate[s]
+                    s_ctime[s] = now + fu_rem / f_rate[s]
+                    if s_inh[s]:
+                        _e_place(eh, ekt, eks, eh_pos, eh_pos[s], eh_n, s, s_ctime[s], s_seq[s])
+                    else:
+                        eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, s, s_ctime[s], s_seq[s])
+                        s_inh[s] = True
+                s_grp[s] = fu_g2
+            # each group's rate, and its head in the completion heap
+            for i in range(fu_nl):
+                r = f_CL[i]
+                rp = r_ps[r]
+                if gn[rp] == 0:
+                    g_rate[r] = 0.0
+                    continue
+                fu_rate = f_lvl[r]
+                fu_h = gh[rp, 0]
+                fu_rem = s_vf[fu_h] - g_V[r]
+                if fu_rem < 0.0:
+                    fu_rem = 0.0
+                fu_tc = now + fu_rem / fu_rate
+                g_rate[r] = fu_rate
+                fu_old = g_head[r]
+                if fu_old != fu_h:
+                    if fu_old >= 0:
+                        eh_n = _e_remove(eh, ekt, eks, eh_pos, eh_n, fu_old)
+                        s_inh[fu_old] = False
+                    s_ctime[fu_h] = fu_tc
+                    eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, fu_h, fu_tc, s_seq[fu_h])
+                    s_inh[fu_h] = True
+                    g_head[r] = fu_h
+                elif fu_tc != s_ctime[fu_h]:
+                    s_ctime[fu_h] = fu_tc
+                    _e_place(eh, ekt, eks, eh_pos, eh_pos[fu_h], eh_n, fu_h, fu_tc, s_seq[fu_h])
+            for i in range(nsd):
+                f_pend[f_seeds[i]] = False
+            nsd = 0
         if eh_n == 0:
             status = ST_DEADLOCK
             break
@@ -1629,23 +1624,17 @@ def run_replication(
         if hole and nt_touched > 0:
             hole = False
             eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
-        nsd = 0
         for i in range(nt_touched):
             r = tl[i]
             touched[r] = False
             if r_disc[r] == 3:
-                f_seeds[nsd] = r
-                nsd += 1
+                if not f_pend[r]:
+                    f_pend[r] = True
+                    f_seeds[nsd] = r
+                    nsd += 1
             else:
                 _rerate(r, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate, s_ctime, s_seq,
                         eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap)
-        if nsd > 0:
-            eh_n = _flow_update(f_seeds, nsd, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last,
-                                s_rate, s_ctime, s_seq, eh, ekt, eks, eh_n, eh_pos,
-                                psres_ptr, psres_idx, used, r_bw, re_ptr, re_val, fl_cap,
-                                g_rate, g_V, g_tau, g_head, gh, gn, s_gpos, s_grp, s_vf,
-                                s_inh, f_lmark, f_fmark, f_epoch, f_CL, f_CF, f_rc, f_nu,
-                                f_rate, f_fixed, f_lvl, f_bott)
 
     # ------------------------------------------------------------- finish
     if hole:
