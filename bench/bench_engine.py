@@ -59,6 +59,9 @@ class BenchParams:
     cv: float = 0.3  # for lognormal
 
 
+WORKER_BW, PS_BW = 1.25e9, 5.0e9  # bytes/s: 10 Gbps workers, 40 Gbps PS
+
+
 def bench_params(n_workers: int, n_layers: int = 20, seed: int = 0, dist: str = "lognormal",
                  cv: float = 0.3) -> BenchParams:
     """Draw the layer table of the bench model (deterministic in ``seed``)."""
@@ -68,8 +71,7 @@ def bench_params(n_workers: int, n_layers: int = 20, seed: int = 0, dist: str = 
     fwd = rng.uniform(0.5e-3, 2.0e-3, n_layers)  # seconds
     bwd = 2.0 * fwd
     grad = rng.uniform(0.1e6, 4.0e6, n_layers)  # bytes
-    worker_bw, ps_bw = 1.25e9, 5.0e9  # 10 Gbps workers, 40 Gbps PS
-    t_w, t_ps = grad / worker_bw, grad / ps_bw
+    t_w, t_ps = grad / WORKER_BW, grad / PS_BW
     update = 2e-10 * grad + 20e-6  # 0.2 ms per MB + 20 us per layer
     f = lambda a: tuple(float(x) for x in a)  # noqa: E731
     return BenchParams(n_workers, n_layers, f(fwd), f(bwd), f(t_w), f(t_ps), f(update), f(t_ps),
@@ -86,8 +88,8 @@ def _dist(p: BenchParams, mean: float):
 
 
 def build_bench_net(n_workers: int, n_layers: int = 20, seed: int = 0, dist: str = "lognormal",
-                    cv: float = 0.3):
-    """The bench model as an sgdnet Net, with ``6 N L + L`` transitions.
+                    cv: float = 0.3, network: str = "fifo"):
+    """The bench model as an sgdnet Net, with ``6 N L + L`` transitions (``4 N L + L`` on flows).
 
     Parameters
     ----------
@@ -97,20 +99,28 @@ def build_bench_net(n_workers: int, n_layers: int = 20, seed: int = 0, dist: str
         Seed of the layer table (:func:`bench_params`), not of the simulation.
     dist, cv : str, float
         ``"lognormal"`` (coefficient of variation ``cv``) or ``"exp"`` durations.
+    network : {"fifo", "flows"}
+        ``"fifo"``: every link a FIFO resource, a push (pull) two stages, one per link (the model
+        SimPy plays). ``"flows"``: links are :meth:`~sgdnet.net.Net.link`\ s and a push (pull) is
+        one transfer over both links, on the worker's connection to (from) the PS, its bytes
+        with the same law; the max-min sharing of the PS links replaces the FIFO queues.
     """
     from sgdnet.net import Net
 
+    if network not in ("fifo", "flows"):
+        raise ValueError(f"network={network!r}: use 'fifo' or 'flows'")
     p = bench_params(n_workers, n_layers, seed, dist, cv)
     N, L = n_workers, n_layers
-    net = Net(f"bench-ps-{N}x{L}")
+    net = Net(f"bench-ps-{N}x{L}" + ("-flows" if network == "flows" else ""))
     net.meta["bench_params"] = p
-    net.resource("ps_down", kind="nic_down", host="ps")
-    net.resource("ps_up", kind="nic_up", host="ps")
+    link = net.link if network == "flows" else (lambda name, bw, **tags: net.resource(name, **tags))
+    link("ps_down", PS_BW, kind="nic_down", host="ps")
+    link("ps_up", PS_BW, kind="nic_up", host="ps")
     net.resource("ps_cpu", kind="ps_cpu", host="ps")
     for w in range(N):
         net.resource(f"gpu{w}", kind="gpu", host=f"worker{w}")
-        net.resource(f"up{w}", kind="nic_up", host=f"worker{w}")
-        net.resource(f"down{w}", kind="nic_down", host=f"worker{w}")
+        link(f"up{w}", WORKER_BW, kind="nic_up", host=f"worker{w}")
+        link(f"down{w}", WORKER_BW, kind="nic_down", host=f"worker{w}")
         net.place(f"w{w}.ready", 1, worker=w)  # backward of the previous step is over
         for ly in range(L):
             net.place(f"w{w}.params{ly}", 1, worker=w)  # layer l's parameters are current
@@ -136,6 +146,12 @@ def build_bench_net(n_workers: int, n_layers: int = 20, seed: int = 0, dist: str
             net.transition(f"w{w}.bwd{ly}", _dist(p, p.bwd[ly]), inputs={src: 1},
                            outputs={nxt: 1, f"w{w}.grad{ly}": 1}, resources=[gpu],
                            tags={**tag, "kind": "compute"})
+            if network == "flows":
+                net.transfer(f"w{w}.push{ly}", _dist(p, p.push_up[ly] * WORKER_BW),
+                             [f"up{w}", "ps_down"], inputs={f"w{w}.grad{ly}": 1},
+                             outputs={f"w{w}.arrived{ly}": 1}, connection=f"w{w}->ps",
+                             tags={**tag, "kind": "comm"})
+                continue
             net.transition(f"w{w}.push_up{ly}", _dist(p, p.push_up[ly]), inputs={f"w{w}.grad{ly}": 1},
                            outputs={f"w{w}.sent{ly}": 1}, resources=[f"up{w}"], servers=math.inf,
                            tags={**tag, "kind": "comm"})
@@ -150,6 +166,11 @@ def build_bench_net(n_workers: int, n_layers: int = 20, seed: int = 0, dist: str
     for w in range(N):
         for ly in reversed(range(L)):
             tag = {"worker": w, "layer": ly, "kind": "comm"}
+            if network == "flows":
+                net.transfer(f"w{w}.pull{ly}", _dist(p, p.pull_up[ly] * PS_BW), ["ps_up", f"down{w}"],
+                             inputs={f"w{w}.updated{ly}": 1}, outputs={f"w{w}.params{ly}": 1},
+                             connection=f"ps->w{w}", tags=tag)
+                continue
             net.transition(f"w{w}.pull_up{ly}", _dist(p, p.pull_up[ly]),
                            inputs={f"w{w}.updated{ly}": 1}, outputs={f"w{w}.inflight{ly}": 1},
                            resources=["ps_up"], servers=math.inf, tags=tag)

@@ -69,6 +69,20 @@ def check_ptnet_structure(text: str) -> dict:
     return {"places": places, "transitions": transitions, "arcs": arcs}
 
 
+def flow_net() -> Net:
+    """Two hosts exchanging over links with latency, an incast curve, a connection and a cap."""
+    net = Net("flows")
+    net.link("h0.up", "10Gbps", latency="20us", host="h0", kind="nic_up")
+    net.link("h1.down", "10Gbps", efficiency=[1.0, 0.9, 0.8], host="h1", kind="nic_down")
+    net.resource("h0.gpu", host="h0", kind="gpu")
+    ready, grad = net.place("ready", tokens=2), net.place("grad")
+    net.transition("compute", "2ms", inputs={ready: 1}, outputs={grad: 1}, resources=["h0.gpu"],
+                   tags={"step": True, "worker": 0})
+    net.transfer("push", "4MB", ["h0.up", "h1.down"], inputs={grad: 1}, outputs={ready: 1},
+                 connection="h0->h1", cap="8Gbps")
+    return net.validate()
+
+
 def same_net(a: Net, b: Net) -> None:
     assert a.name == b.name
     for table in ("places", "resources", "transitions", "gates", "modulators"):
@@ -82,7 +96,7 @@ def same_net(a: Net, b: Net) -> None:
     assert a.meta == b.meta
 
 
-@pytest.mark.parametrize("make", [ps_net, exotic_net])
+@pytest.mark.parametrize("make", [ps_net, exotic_net, flow_net])
 def test_round_trip_is_lossless(make, tmp_path):
     net = make()
     path = tmp_path / "net.pnml"
@@ -92,7 +106,7 @@ def test_round_trip_is_lossless(make, tmp_path):
     same_net(net, from_pnml(text))
 
 
-@pytest.mark.parametrize("make", [ps_net, exotic_net])
+@pytest.mark.parametrize("make", [ps_net, exotic_net, flow_net])
 def test_structure_is_a_standard_ptnet(make):
     net = make()
     s = check_ptnet_structure(to_pnml(net))
@@ -201,7 +215,7 @@ def _same_result(a: Net, b: Net, **kw) -> None:
         np.testing.assert_array_equal(ra.trace, rb.trace)
 
 
-@pytest.mark.parametrize("make", [ps_net, exotic_net])
+@pytest.mark.parametrize("make", [ps_net, exotic_net, flow_net])
 def test_round_trip_simulates_identically(make):
     net = make()
     _same_result(net, from_pnml(to_pnml(net)), steps=40, warmup=5, replications=2, trace=True)

@@ -207,6 +207,7 @@ N_TF = 4
 # per-transition flag bits (computed once per replication from the compiled arrays)
 F_SELF, F_W1, F_INH, F_GUARD, F_RS, F_MOD, F_PS, F_CNT, F_STEP, F_QRES, F_S1 = 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024
 F_JOIN = 2048
+F_FLOW = 4096  # a transfer: its shared resources are links (discipline flow), its work is bytes
 # a transition with more input arcs than this is a join: its degree test starts at a watched arc
 JOIN_ARCS = 4
 
@@ -516,12 +517,92 @@ def _rerate(r, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate, s_ctime, s
             _e_place(eh, ekt, eks, eh_pos, eh_pos[s], eh_n, s, s_ctime[s], s_seq[s])
 
 
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _g_less(a, b, s_vf, s_seq):
+    return s_vf[a] < s_vf[b] or (s_vf[a] == s_vf[b] and s_seq[a] < s_seq[b])
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _g_sift(gh, rp, n, i, s_gpos, s_vf, s_seq):
+    """Restore the order of group heap ``rp`` (size ``n``) around position ``i``."""
+    s = gh[rp, i]
+    moved = False
+    while i > 0:
+        p = (i - 1) >> 1
+        q = gh[rp, p]
+        if _g_less(s, q, s_vf, s_seq):
+            gh[rp, i] = q
+            s_gpos[q] = i
+            i = p
+            moved = True
+        else:
+            break
+    if not moved:
+        while True:
+            c = 2 * i + 1
+            if c >= n:
+                break
+            if c + 1 < n and _g_less(gh[rp, c + 1], gh[rp, c], s_vf, s_seq):
+                c += 1
+            q = gh[rp, c]
+            if _g_less(q, s, s_vf, s_seq):
+                gh[rp, i] = q
+                s_gpos[q] = i
+                i = c
+            else:
+                break
+    gh[rp, i] = s
+    s_gpos[s] = i
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _g_remove(gh, rp, gn, s, s_gpos, s_vf, s_seq):
+    """Take flow ``s`` out of the group heap ``rp``."""
+    i = s_gpos[s]
+    n = gn[rp] - 1
+    gn[rp] = n
+    if i != n:
+        gh[rp, i] = gh[rp, n]
+        s_gpos[gh[rp, i]] = i
+        _g_sift(gh, rp, n, i, s_gpos, s_vf, s_seq)
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _e_remove(eh, ekt, eks, pos, n, s):
+    """Take slot ``s`` out of the completion heap; return the new size."""
+    _e_place(eh, ekt, eks, pos, pos[s], n, s, -np.inf, -1)
+    return _e_pop(eh, ekt, eks, pos, n)
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _flow_rem(s, now, s_grp, s_vf, g_V, g_rate, g_tau, s_rem, s_rate, s_last):
+    """Bytes flow ``s`` still has to move at ``now``."""
+    g = s_grp[s]
+    if g >= 0:
+        rem = s_vf[s] - (g_V[g] + g_rate[g] * (now - g_tau[g]))
+    else:
+        rem = s_rem[s] - s_rate[s] * (now - s_last[s])
+    return rem if rem > 0.0 else 0.0
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _queued_busy(s, now, t0, s_trans, s_start, qres_ptr, qres_idx, o_busy):
+    """Add the busy time firing ``s``, still running at the end, gave its queued resources."""
+    t = s_trans[s]
+    st0 = s_start[s]
+    if st0 < t0:
+        st0 = t0
+    for k in range(qres_ptr[t], qres_ptr[t + 1]):
+        o_busy[qres_idx[k]] += now - st0
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def run_replication(
     m0, dep_ptr, dep_trans,
     in_ptr, in_place, in_w, out_ptr, out_place, out_w, inh_ptr, inh_place, inh_thr,
     r_cap, r_disc, r_ps, r_users, rq_base,
     qres_ptr, qres_idx, psres_ptr, psres_idx,
+    r_bw, re_ptr, re_val, fl_cap,
     servers, pcls, rank, is_step, mod_of, guard,
     d_code, d_par, d_pool,
     g_kind, g_s, g_slow, g_rmax, g_ptr, mem_gate, mem_counter,
@@ -605,6 +686,32 @@ def run_replication(
     s_php = np.zeros((scap, maxps), dtype=np.int64)
     touched = np.zeros(nR, dtype=np.bool_)
     tl = np.zeros(max(nR, 1), dtype=np.int64)
+    # flows (links are shared resources of discipline 3): groups (per bottleneck link) and scratch
+    g_rate = np.zeros(nR, dtype=np.float64)
+    g_V = np.zeros(nR, dtype=np.float64)
+    g_tau = np.zeros(nR, dtype=np.float64)
+    g_head = np.full(nR, -1, dtype=np.int64)
+    gh = np.zeros((max(nps, 1), hcap), dtype=np.int64)
+    gn = np.zeros(max(nps, 1), dtype=np.int64)
+    s_gpos = np.zeros(scap, dtype=np.int64)
+    s_grp = np.full(scap, -1, dtype=np.int64)
+    s_vf = np.zeros(scap, dtype=np.float64)
+    s_inh = np.zeros(scap, dtype=np.bool_)
+    s_w0 = np.zeros(scap, dtype=np.float64)  # bytes of the flow counted in its links' busy time
+    f_lmark = np.zeros(nR, dtype=np.int64)
+    f_fmark = np.zeros(scap, dtype=np.int64)
+    f_epoch = np.zeros(1, dtype=np.int64)
+    f_CL = np.zeros(max(nR, 1), dtype=np.int64)
+    f_CF = np.zeros(scap, dtype=np.int64)
+    f_rc = np.zeros(nR, dtype=np.float64)
+    f_nu = np.zeros(nR, dtype=np.int64)
+    f_rate = np.zeros(scap, dtype=np.float64)
+    f_fixed = np.zeros(scap, dtype=np.bool_)
+    f_lvl = np.zeros(nR, dtype=np.float64)
+    f_bott = np.zeros(scap, dtype=np.int64)
+    f_pend = np.zeros(nR, dtype=np.bool_)  # links in f_seeds[:nsd], waiting for the next allocation
+    nsd = 0
+    f_seeds = np.zeros(max(nR, 1), dtype=np.int64)
     # gates
     gcnt = np.zeros(nMem, dtype=np.int64)
     grel = np.zeros(nMem, dtype=np.int64)
@@ -668,6 +775,8 @@ def run_replication(
             f |= F_MOD
         if psres_ptr[t + 1] > psres_ptr[t]:
             f |= F_PS
+            if r_disc[psres_idx[psres_ptr[t]]] == 3:
+                f |= F_FLOW
         if qres_ptr[t + 1] > qres_ptr[t]:
             f |= F_QRES
         if cnt_ptr[t + 1] > cnt_ptr[t]:
@@ -1029,11 +1138,12 @@ def run_replication(
                         r = psres_idx[k]
                         rp = r_ps[r]
                         if counting:
-                            b = used[r]
-                            if b > r_cap[r]:
-                                b = r_cap[r]
-                            o_busy[r] += b * (now - blast[r])
-                            blast[r] = now
+                            if not f & F_FLOW:
+                                b = used[r]
+                                if b > r_cap[r]:
+                                    b = r_cap[r]
+                                o_busy[r] += b * (now - blast[r])
+                                blast[r] = now
                             o_wsum[r] += now - rt
                             o_wn[r] += 1
                         used[r] += 1
@@ -1047,18 +1157,36 @@ def run_replication(
                         j += 1
                     if status == ST_GROW:
                         break
-                    if hole:
-                        hole = False
-                        eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
-                    rate = _ps_rate(t, psres_ptr, psres_idx, used, r_cap)
-                    s_rem[s] = dur
-                    s_last[s] = now
-                    s_rate[s] = rate
-                    s_ctime[s] = now + dur / rate
-                    eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, s, s_ctime[s], s_seq[s])
-                    for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
-                        _rerate(psres_idx[k], now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate,
-                                s_ctime, s_seq, eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap)
+                    if f & F_FLOW:
+                        # a new flow: it gets its rate (and its neighbours' new rates) from the
+                        # max-min allocation played before time advances (section C), once for
+                        # all the flows that start and end at this instant
+                        s_rem[s] = dur
+                        s_last[s] = now
+                        s_rate[s] = 0.0
+                        s_ctime[s] = np.inf
+                        s_grp[s] = -2
+                        s_inh[s] = False
+                        s_w0[s] = dur
+                        for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
+                            r = psres_idx[k]
+                            if not f_pend[r]:
+                                f_pend[r] = True
+                                f_seeds[nsd] = r
+                                nsd += 1
+                    else:
+                        if hole:
+                            hole = False
+                            eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
+                        rate = _ps_rate(t, psres_ptr, psres_idx, used, r_cap)
+                        s_rem[s] = dur
+                        s_last[s] = now
+                        s_rate[s] = rate
+                        s_ctime[s] = now + dur / rate
+                        eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, s, s_ctime[s], s_seq[s])
+                        for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
+                            _rerate(psres_idx[k], now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate,
+                                    s_ctime, s_seq, eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap)
             if src >= 0 and qn[src] > 0:
                 ih_n = _promote(src, ih, ih_n, qh, qn, qhd, r_disc, rq_base, TD, TS, TF, used, r_cap)
             continue
@@ -1067,6 +1195,182 @@ def run_replication(
         if hole:
             hole = False
             eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
+        if nsd > 0:
+            # FLOWS: the max-min fair rates of the flows connected to the links whose flow set
+            # changed at this instant (f_seeds). Only that connected component of links and flows
+            # is recomputed, by progressive filling: the link (or flow cap) with the smallest fair
+            # share ``remaining capacity / unfixed flows`` fixes its unfixed flows at that share,
+            # which is taken off the other links of their paths, until every flow is fixed.
+            # The flows a link fixes (its group) all move at the same rate, so a group keeps a
+            # virtual clock g_V (bytes moved by each member since an origin) and a heap of its
+            # members by virtual finish (g_V at arrival + bytes): only the head is in the
+            # completion heap. A flow whose bottleneck did not change is not touched at all (its
+            # group's clock just changes slope); a flow that changes group moves its remaining
+            # bytes to the new clock; a capped flow is on its own (s_grp == -1) with remaining
+            # bytes and a rate, as a ps firing. Written inline: a call would pay a reference-count
+            # increment and decrement for each of its ~45 array arguments.
+            f_epoch[0] += 1
+            fu_ep = f_epoch[0]
+            fu_nl = 0
+            fu_nf = 0
+            for i in range(nsd):
+                r = f_seeds[i]
+                if f_lmark[r] != fu_ep:
+                    f_lmark[r] = fu_ep
+                    f_CL[fu_nl] = r
+                    fu_nl += 1
+            fu_cap = False
+            i = 0
+            while i < fu_nl:
+                r = f_CL[i]
+                i += 1
+                rp = r_ps[r]
+                for j in range(ps_n[rp]):
+                    s = ps_h[rp, j]
+                    if f_fmark[s] != fu_ep:
+                        f_fmark[s] = fu_ep
+                        f_CF[fu_nf] = s
+                        fu_nf += 1
+                        f_fixed[s] = False
+                        t = s_trans[s]
+                        if fl_cap[t] < np.inf:
+                            fu_cap = True
+                        for k in range(psres_ptr[t], psres_ptr[t + 1]):
+                            r2 = psres_idx[k]
+                            if f_lmark[r2] != fu_ep:
+                                f_lmark[r2] = fu_ep
+                                f_CL[fu_nl] = r2
+                                fu_nl += 1
+            for i in range(fu_nl):
+                r = f_CL[i]
+                # every clock of the component to now, at the old rates
+                g_V[r] += g_rate[r] * (now - g_tau[r])
+                g_tau[r] = now
+                f_lvl[r] = -1.0
+                fu_n = used[r]
+                fu_c = r_bw[r]
+                fu_ne = re_ptr[r + 1] - re_ptr[r]
+                if fu_n > 0 and fu_ne > 0:
+                    fu_c *= re_val[re_ptr[r] + (fu_n - 1 if fu_n <= fu_ne else fu_ne - 1)]
+                f_rc[r] = fu_c
+                f_nu[r] = fu_n
+            # progressive filling
+            fu_left = fu_nf
+            while fu_left > 0:
+                fu_lvl = np.inf
+                fu_arg = -1
+                for i in range(fu_nl):
+                    r = f_CL[i]
+                    if f_nu[r] > 0:
+                        fu_x = f_rc[r] / f_nu[r]
+                        if fu_x < fu_lvl:
+                            fu_lvl = fu_x
+                            fu_arg = r
+                fu_argf = -1
+                if fu_cap:
+                    for i in range(fu_nf):
+                        s = f_CF[i]
+                        if not f_fixed[s] and fl_cap[s_trans[s]] < fu_lvl:
+                            fu_lvl = fl_cap[s_trans[s]]
+                            fu_argf = s
+                if fu_argf >= 0:
+                    f_fixed[fu_argf] = True
+                    f_rate[fu_argf] = fu_lvl
+                    f_bott[fu_argf] = -1
+                    fu_left -= 1
+                    t = s_trans[fu_argf]
+                    for k in range(psres_ptr[t], psres_ptr[t + 1]):
+                        r2 = psres_idx[k]
+                        f_rc[r2] -= fu_lvl
+                        f_nu[r2] -= 1
+                else:
+                    f_lvl[fu_arg] = fu_lvl
+                    rp = r_ps[fu_arg]
+                    for j in range(ps_n[rp]):
+                        s = ps_h[rp, j]
+                        if not f_fixed[s]:
+                            f_fixed[s] = True
+                            f_rate[s] = fu_lvl
+                            f_bott[s] = fu_arg
+                            fu_left -= 1
+                            t = s_trans[s]
+                            for k in range(psres_ptr[t], psres_ptr[t + 1]):
+                                r2 = psres_idx[k]
+                                f_rc[r2] -= fu_lvl
+                                f_nu[r2] -= 1
+            # flows whose bottleneck changed move (their remaining bytes) to their new group
+            for i in range(fu_nf):
+                s = f_CF[i]
+                fu_g = s_grp[s]
+                fu_g2 = f_bott[s]
+                if fu_g == fu_g2 and fu_g >= 0:
+                    continue
+                if fu_g >= 0:
+                    fu_rem = s_vf[s] - g_V[fu_g]
+                elif fu_g == -1:
+                    fu_rem = 0.0 if s_ctime[s] == now else s_rem[s] - s_rate[s] * (now - s_last[s])
+                else:  # a new flow
+                    fu_rem = s_rem[s]
+                if fu_rem < 0.0:
+                    fu_rem = 0.0
+                if fu_g >= 0:
+                    _g_remove(gh, r_ps[fu_g], gn, s, s_gpos, s_vf, s_seq)
+                    if g_head[fu_g] == s:
+                        g_head[fu_g] = -1
+                        eh_n = _e_remove(eh, ekt, eks, eh_pos, eh_n, s)
+                        s_inh[s] = False
+                if fu_g2 >= 0:
+                    if s_inh[s]:  # an individual flow joins a group: only heads are in the heap
+                        eh_n = _e_remove(eh, ekt, eks, eh_pos, eh_n, s)
+                        s_inh[s] = False
+                    s_vf[s] = g_V[fu_g2] + fu_rem
+                    rp = r_ps[fu_g2]
+                    gh[rp, gn[rp]] = s
+                    s_gpos[s] = gn[rp]
+                    gn[rp] += 1
+                    _g_sift(gh, rp, gn[rp], gn[rp] - 1, s_gpos, s_vf, s_seq)
+                elif fu_g == -1 and f_rate[s] == s_rate[s]:
+                    pass
+                else:
+                    s_rem[s] = fu_rem
+                    s_last[s] = now
+                    s_rate[s] = f_rate[s]
+                    s_ctime[s] = now + fu_rem / f_rate[s]
+                    if s_inh[s]:
+                        _e_place(eh, ekt, eks, eh_pos, eh_pos[s], eh_n, s, s_ctime[s], s_seq[s])
+                    else:
+                        eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, s, s_ctime[s], s_seq[s])
+                        s_inh[s] = True
+                s_grp[s] = fu_g2
+            # each group's rate, and its head in the completion heap
+            for i in range(fu_nl):
+                r = f_CL[i]
+                rp = r_ps[r]
+                if gn[rp] == 0:
+                    g_rate[r] = 0.0
+                    continue
+                fu_rate = f_lvl[r]
+                fu_h = gh[rp, 0]
+                fu_rem = s_vf[fu_h] - g_V[r]
+                if fu_rem < 0.0:
+                    fu_rem = 0.0
+                fu_tc = now + fu_rem / fu_rate
+                g_rate[r] = fu_rate
+                fu_old = g_head[r]
+                if fu_old != fu_h:
+                    if fu_old >= 0:
+                        eh_n = _e_remove(eh, ekt, eks, eh_pos, eh_n, fu_old)
+                        s_inh[fu_old] = False
+                    s_ctime[fu_h] = fu_tc
+                    eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, fu_h, fu_tc, s_seq[fu_h])
+                    s_inh[fu_h] = True
+                    g_head[r] = fu_h
+                elif fu_tc != s_ctime[fu_h]:
+                    s_ctime[fu_h] = fu_tc
+                    _e_place(eh, ekt, eks, eh_pos, eh_pos[fu_h], eh_n, fu_h, fu_tc, s_seq[fu_h])
+            for i in range(nsd):
+                f_pend[f_seeds[i]] = False
+            nsd = 0
         if eh_n == 0:
             status = ST_DEADLOCK
             break
@@ -1162,11 +1466,35 @@ def run_replication(
                 used[r] -= 1
                 if qn[r] > 0:
                     ih_n = _promote(r, ih, ih_n, qh, qn, qhd, r_disc, rq_base, TD, TS, TF, used, r_cap)
+            if f & F_FLOW:
+                if counting:
+                    for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
+                        r = psres_idx[k]
+                        o_busy[r] += s_w0[s] / r_bw[r]
+                g = s_grp[s]
+                if g >= 0:
+                    # the head of its group: the next member finishing at the very same virtual
+                    # time (a tie) completes in this batch too, after s (larger start sequence)
+                    rp = r_ps[g]
+                    vf = s_vf[s]
+                    _g_remove(gh, rp, gn, s, s_gpos, s_vf, s_seq)
+                    g_head[g] = -1
+                    if gn[rp] > 0 and s_vf[gh[rp, 0]] == vf:
+                        h = gh[rp, 0]
+                        if hole:
+                            hole = False
+                            eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
+                        s_ctime[h] = now
+                        eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, h, now, s_seq[h])
+                        s_inh[h] = True
+                        g_head[g] = h
+                s_grp[s] = -1
+                s_inh[s] = False
             j = 0
             for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
                 r = psres_idx[k]
                 rp = r_ps[r]
-                if counting:
+                if counting and not f & F_FLOW:
                     b = used[r]
                     if b > r_cap[r]:
                         b = r_cap[r]
@@ -1281,6 +1609,12 @@ def run_replication(
                     t0 = now
                     for r in range(nR):
                         blast[r] = now
+                        if r_disc[r] == 3:
+                            rp = r_ps[r]
+                            for j in range(ps_n[rp]):
+                                s2 = ps_h[rp, j]
+                                s_w0[s2] = _flow_rem(s2, now, s_grp, s_vf, g_V, g_rate, g_tau, s_rem,
+                                                     s_rate, s_last)
                 if nsteps == target_steps:
                     t1 = now
                     stop = True
@@ -1293,28 +1627,43 @@ def run_replication(
         for i in range(nt_touched):
             r = tl[i]
             touched[r] = False
-            _rerate(r, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate, s_ctime, s_seq,
-                    eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap)
+            if r_disc[r] == 3:
+                if not f_pend[r]:
+                    f_pend[r] = True
+                    f_seeds[nsd] = r
+                    nsd += 1
+            else:
+                _rerate(r, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate, s_ctime, s_seq,
+                        eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap)
 
     # ------------------------------------------------------------- finish
     if hole:
         eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
     if status == ST_OK:
-        # firings still running at t1: queued resources by firing, ps ones by integration
+        # firings still running at t1: queued resources by firing, ps ones by integration;
+        # flows waiting behind their group's head are not in the completion heap
         for i in range(eh_n):
-            s = eh[i]
-            t = s_trans[s]
-            st0 = s_start[s]
-            if st0 < t0:
-                st0 = t0
-            for k in range(qres_ptr[t], qres_ptr[t + 1]):
-                o_busy[qres_idx[k]] += now - st0
+            _queued_busy(eh[i], now, t0, s_trans, s_start, qres_ptr, qres_idx, o_busy)
+        for r in range(nR):
+            if r_disc[r] == 3:
+                for j in range(gn[r_ps[r]]):
+                    s = gh[r_ps[r], j]
+                    if not s_inh[s]:
+                        _queued_busy(s, now, t0, s_trans, s_start, qres_ptr, qres_idx, o_busy)
         for r in range(nR):
             if r_disc[r] == 2:
                 b = used[r]
                 if b > r_cap[r]:
                     b = r_cap[r]
                 o_busy[r] += b * (now - blast[r])
+            elif r_disc[r] == 3:
+                # a link's busy time is the bytes it carried over its bandwidth: add what the
+                # flows still on it moved since the window opened (or since they started)
+                rp = r_ps[r]
+                for j in range(ps_n[rp]):
+                    s = ps_h[rp, j]
+                    o_busy[r] += (s_w0[s] - _flow_rem(s, now, s_grp, s_vf, g_V, g_rate, g_tau, s_rem,
+                                                      s_rate, s_last)) / r_bw[r]
     prog[0] = nsteps
     o_f[OF_T0] = t0
     o_f[OF_T1] = t1

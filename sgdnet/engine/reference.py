@@ -32,6 +32,15 @@ Processor sharing
     holder set of a ``ps`` resource changes. Busy server-seconds of a ``ps`` resource are
     ``min(n_holders, capacity)`` integrated over time.
 
+Flows (links, discipline ``flow``)
+    A transition holding links is a transfer: its sampled "duration" is its work in bytes. The
+    active transfers' rates are the max-min fair allocation over all links (progressive filling
+    from scratch over every active transfer, each link's capacity ``bandwidth * efficiency(n)``
+    with ``n`` the transfers crossing it, each transfer also bounded by its ``flow_cap``),
+    recomputed whenever a transfer starts or ends. A link's busy level is the sum of its
+    transfers' rates divided by its bandwidth. Links never queue; a transfer's other resources
+    (its connection) are queued resources as usual.
+
 Accounting window
     Completions are a sequence ordered by (time, start order). Counting is on from time 0 when
     ``warmup == 0``, else from just after the ``warmup``-th step completion (``t0`` its time);
@@ -149,8 +158,11 @@ class _Model:
         self.outputs = [[(pidx[p], w) for p, w in t.outputs.items()] for t in self.trans]
         self.inhib = [[(pidx[p], h) for p, h in t.inhibitors.items()] for t in self.trans]
         self.res = [[ridx[r] for r in t.resources] for t in self.trans]
-        self.queued_res = [[r for r in rs if self.disc[r] != "ps"] for rs in self.res]
+        self.queued_res = [[r for r in rs if self.disc[r] not in ("ps", "flow")] for rs in self.res]
         self.ps_res = [[r for r in rs if self.disc[r] == "ps"] for rs in self.res]
+        self.links = [[r for r in rs if self.disc[r] == "flow"] for rs in self.res]
+        self.link_of = [net.resources[r] for r in self.rnames]
+        self.flow_cap = [t.flow_cap for t in self.trans]
         self.servers = [t.servers for t in self.trans]
         self.is_step = [t.is_step for t in self.trans]
         for t in self.trans:
@@ -210,7 +222,8 @@ class _Replication:
         self.cand: set[int] = set()  # transitions with a pending request
         self.used = [0] * nr  # servers in use (queued resources) / holders (ps resources)
         self.heap: list[tuple[float, int, _Firing]] = []  # non-ps firings by (end, seq)
-        self.psf: list[_Firing] = []  # firings holding a ps resource
+        self.psf: list[_Firing] = []  # firings holding a ps resource or links (transfers)
+        self.load = [0.0] * nr  # links: sum of their transfers' rates / bandwidth
         self.seq = 0
         # gate state
         self.count = [[0] * len(g.counters) for g in M.gates]
@@ -300,8 +313,11 @@ class _Replication:
         self.dirty.clear()
 
     def level(self, r: int) -> int:
-        """Busy servers of resource ``r`` (``min(holders, capacity)`` for ``ps``)."""
-        return self.used[r] if self.M.disc[r] != "ps" else min(self.used[r], self.M.cap[r])
+        """Busy servers of resource ``r`` (``min(holders, capacity)`` for ``ps``, the load of a link)."""
+        d = self.M.disc[r]
+        if d == "flow":
+            return self.load[r]
+        return self.used[r] if d != "ps" else min(self.used[r], self.M.cap[r])
 
     def use(self, r: int, delta: int) -> None:
         """Change the holders of ``r``, integrating its busy level up to now first."""
@@ -356,7 +372,7 @@ class _Replication:
                 self.advance_markov(mi)
             dur *= self.modval[mi]
         self.seq += 1
-        if M.ps_res[i]:
+        if M.ps_res[i] or M.links[i]:
             f = _Firing(self.seq, i, now, math.inf, dur, True)
             f.rate = 0.0  # forces the end to be computed below
             self.psf.append(f)
@@ -377,11 +393,51 @@ class _Replication:
     def rerate(self) -> None:
         """Recompute the rate (and projected end) of every ps firing after a holder change."""
         M, now = self.M, self.now
+        flows = []
         for f in self.psf:
+            if M.links[f.t]:
+                flows.append(f)
+                continue
             rate = min(min(1.0, M.cap[r] / self.used[r]) for r in M.ps_res[f.t])
             if rate != f.rate:
                 f.rate = rate
                 f.end = now + f.work / rate
+        rates = self.max_min(flows)
+        for f in flows:
+            if rates[f.seq] != f.rate:
+                f.rate = rates[f.seq]
+                f.end = now + f.work / f.rate
+        links = {r for f in flows for r in M.links[f.t]} | {
+            r for r, d in enumerate(M.disc) if d == "flow" and self.load[r]}
+        for r in sorted(links):
+            self.use(r, 0)  # integrate the old load up to now
+            self.load[r] = sum(f.rate for f in flows if r in M.links[f.t]) / M.link_of[r].bandwidth
+
+    def max_min(self, flows: list) -> dict:
+        """Max-min fair rates (bytes/s) of the transfers ``flows``, by progressive filling."""
+        M = self.M
+        rate: dict[int, float] = {}
+        on = {}
+        for f in flows:
+            for r in M.links[f.t]:
+                on.setdefault(r, []).append(f)
+        cap = {r: M.link_of[r].effective_bandwidth(len(fs)) for r, fs in on.items()}
+        unfixed = list(flows)
+        while unfixed:
+            level, bottleneck = math.inf, None
+            for r in sorted(on):
+                free = [f for f in on[r] if f.seq not in rate]
+                if free:
+                    share = (cap[r] - sum(rate[f.seq] for f in on[r] if f.seq in rate)) / len(free)
+                    if share < level:
+                        level, bottleneck = share, free
+            for f in unfixed:
+                if M.flow_cap[f.t] < level:
+                    level, bottleneck = M.flow_cap[f.t], [f]
+            for f in bottleneck:
+                rate[f.seq] = max(level, 0.0)
+            unfixed = [f for f in unfixed if f.seq not in rate]
+        return rate
 
     def advance_ps(self, t: float) -> None:
         """Bring every ps firing's remaining work to time ``t``."""

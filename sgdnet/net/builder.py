@@ -17,7 +17,7 @@ from ..errors import NetError
 
 __all__ = ["Net", "Place", "Resource", "Transition", "Gate", "Modulator", "DISCIPLINES", "GATE_KINDS"]
 
-DISCIPLINES = ("fifo", "priority", "ps")
+DISCIPLINES = ("fifo", "priority", "ps", "flow")
 GATE_KINDS = ("lag", "dynamic_lag")
 MODULATOR_KINDS = ("iid", "markov")
 
@@ -36,15 +36,29 @@ class Resource:
     """A server pool held by transitions while they run.
 
     ``discipline``: ``fifo`` (by request time; ties by priority then declaration order),
-    ``priority`` (lowest transition priority first, FIFO among equals) or ``ps`` (processor
-    sharing: all holders progress at rate ``min(1, capacity / n_holders)``; never queues).
+    ``priority`` (lowest transition priority first, FIFO among equals), ``ps`` (processor
+    sharing: all holders progress at rate ``min(1, capacity / n_holders)``; never queues) or
+    ``flow`` (a network link, made by :meth:`Net.link`: its holders are flows whose rates, in
+    bytes/s, are the max-min fair allocation over every link of their paths; never queues).
     ``tags`` such as ``host="worker3"``, ``kind="nic_up"`` drive lanes, traces and reports.
+
+    Links only: ``bandwidth`` (bytes/s), ``latency`` (seconds, added once per transfer that
+    crosses the link) and ``efficiency`` (goodput factors by number of concurrent flows:
+    ``efficiency[n - 1]`` with ``n`` flows, the last value for more; empty means 1).
     """
 
     name: str
     capacity: int = 1
     discipline: str = "fifo"
     tags: dict[str, Any] = field(default_factory=dict)
+    bandwidth: float | None = None
+    latency: float = 0.0
+    efficiency: tuple[float, ...] = ()
+
+    def effective_bandwidth(self, n: int) -> float:
+        """A link's capacity (bytes/s) while ``n >= 1`` flows cross it."""
+        e = self.efficiency[min(n, len(self.efficiency)) - 1] if self.efficiency else 1.0
+        return float(self.bandwidth) * e
 
 
 @dataclass(eq=False)
@@ -61,6 +75,7 @@ class Transition:
     tags : dict, e.g. ``worker=3, kind="compute", layer=17, step=True``
     modulator : name of a modulator whose current value multiplies sampled durations
     gate : ``(gate name, member index)``: the transition is guarded by that gate member
+    flow_cap : a transfer's rate cap, bytes/s (``math.inf``: none); see :meth:`Net.transfer`
     """
 
     name: str
@@ -74,6 +89,7 @@ class Transition:
     tags: dict[str, Any] = field(default_factory=dict)
     modulator: str | None = None
     gate: tuple[str, int] | None = None
+    flow_cap: float = math.inf
 
     @property
     def is_step(self) -> bool:
@@ -195,6 +211,148 @@ class Net:
         r = Resource(name, capacity, discipline, dict(tags))
         self.resources[name] = r
         return r
+
+    def link(self, name: str, bandwidth, latency=0.0, efficiency=None, **tags) -> Resource:
+        """Add a network link: a ``flow`` resource whose holders share ``bandwidth`` max-min fairly.
+
+        Parameters
+        ----------
+        name : str
+            Unique resource name.
+        bandwidth : float or str
+            Capacity in bytes/s (``"10Gbps"``, ``"1.25GB/s"`` or a number of bytes/s), > 0.
+        latency : float or str
+            Seconds added once to every transfer whose path crosses the link (>= 0).
+        efficiency : float, sequence of float or None
+            Goodput factor in ``(0, 1]``: one value for any number of flows, or a sequence whose
+            ``n-1``-th entry applies while ``n`` flows cross the link (the last one beyond; e.g.
+            an incast curve measured by ``sgdnet calibrate``). ``None`` is 1.
+        **tags
+            Tags (``host``, ``kind``...), as for :meth:`resource`.
+
+        Returns
+        -------
+        Resource
+            The link (``discipline="flow"``).
+        """
+        from ..units import bandwidth as _bw
+        from ..units import seconds as _s
+
+        self._fresh(name, self.resources, "resource")
+        bw = _bw(bandwidth, what=f"link {name!r} bandwidth")
+        lat = _s(latency, what=f"link {name!r} latency")
+        if efficiency is None:
+            eff: tuple = ()
+        elif isinstance(efficiency, (int, float)) and not isinstance(efficiency, bool):
+            eff = (float(efficiency),)
+        else:
+            try:
+                eff = tuple(float(e) for e in efficiency)
+            except (TypeError, ValueError):
+                raise NetError(f"link {name!r}: efficiency={efficiency!r} must be a number or a "
+                               "sequence of numbers in (0, 1]", self.name) from None
+        r = Resource(name, 1, "flow", dict(tags), bw, lat, eff)
+        self.resources[name] = r
+        return r
+
+    def transfer(
+        self,
+        name: str,
+        nbytes,
+        path: Iterable,
+        *,
+        inputs=None,
+        outputs=None,
+        link_outputs=None,
+        connection: str | None = None,
+        cap=None,
+        resources: Iterable | None = None,
+        servers: float = 1,
+        priority: int = 0,
+        tags: Mapping[str, Any] | None = None,
+        modulator=None,
+    ) -> list[str]:
+        """Add a transfer of ``nbytes`` over the links of ``path``; return its transition names.
+
+        The transfer is a flow: while its bytes are on the wire its rate is its max-min fair share
+        over every link of ``path`` among all active flows (at most ``cap`` bytes/s), recomputed
+        whenever a flow starts or ends. Transfers with the same ``connection`` key go one at a
+        time in request order, as messages of one TCP connection do; distinct connections share.
+        When the path's latency (the sum of its links' latencies) is > 0, the data arrives that
+        long after its last byte left: a second transition ``name + ".lat"`` (a pure delay)
+        produces ``outputs``; the connection is free again as soon as the bytes are through.
+
+        Parameters
+        ----------
+        name : str
+            Name of the transfer transition.
+        nbytes : float, str or Distribution
+            Bytes to move (``"25MB"`` or a number), or a distribution of bytes (per-message noise
+            multiplies the bytes' work, not the latency).
+        path : sequence of links (names or :class:`Resource` of discipline ``flow``)
+            The links crossed, e.g. ``[uplink_of_a, downlink_of_b]``.
+        inputs, outputs : arcs as for :meth:`transition`
+            ``outputs`` are produced when the data has arrived (after the latency).
+        link_outputs : arcs, optional
+            Produced as soon as the bytes are through (before the latency).
+        connection : str, optional
+            Connection key; a fifo resource ``"conn:" + key`` of one server is created on first
+            use and held by the transfer. ``None``: the transfer orders with nothing.
+        cap : float or str, optional
+            Rate cap of this flow, bytes/s.
+        resources : optional
+            Further (queued) resources held while the bytes are on the wire.
+        servers, priority, tags, modulator
+            As for :meth:`transition`; ``tags`` default to ``kind="comm"``.
+
+        Returns
+        -------
+        list of str
+            ``[name]`` or ``[name, name + ".lat"]``.
+        """
+        from ..dists import Distribution as _D
+        from ..units import bandwidth as _bw
+        from ..units import nbytes as _nb
+
+        links = [_name_of(r, f"transfer {name!r} path") for r in
+                 ([path] if isinstance(path, (str, Resource)) else path)]
+        if not links:
+            raise NetError(f"transfer {name!r}: path is empty; give the links it crosses", self.name)
+        for ln in links:
+            r = self.resources.get(ln)
+            if r is None or r.discipline != "flow":
+                raise NetError(f"transfer {name!r}: path element {ln!r} is not a link; declare it "
+                               "with net.link(name, bandwidth)", self.name)
+        work = nbytes if isinstance(nbytes, _D) else _nb(nbytes, what=f"transfer {name!r} nbytes")
+        fcap = math.inf if cap is None else _bw(cap, what=f"transfer {name!r} cap")
+        extra = [] if resources is None else [
+            _name_of(r, f"transfer {name!r} resource")
+            for r in ([resources] if isinstance(resources, (str, Resource)) else resources)]
+        if connection is not None:
+            cname = f"conn:{connection}"
+            if cname not in self.resources:
+                self.resource(cname, 1, "fifo", kind="connection", connection=str(connection))
+            extra.append(cname)
+        tg = {"kind": "comm", **(tags or {})}
+        latency = sum(self.resources[ln].latency for ln in links)
+        lout = _arcs(link_outputs, f"transfer {name!r} link_outputs")
+        outs = _arcs(outputs, f"transfer {name!r} outputs")
+        if latency > 0:
+            wire = self.place(f"{name}.wire")
+            t = self.transition(name, work, inputs=inputs, outputs={**lout, wire.name: 1},
+                                resources=[*links, *extra], servers=servers, priority=priority,
+                                tags={**tg, "stage": "link"}, modulator=modulator)
+            t.flow_cap = fcap
+            self.transition(f"{name}.lat", latency, inputs={wire.name: 1}, outputs=outs,
+                            servers=math.inf, tags={**tg, "stage": "latency"})
+            return [name, f"{name}.lat"]
+        if set(lout) & set(outs):
+            raise NetError(f"transfer {name!r}: a place is in both outputs and link_outputs", self.name)
+        t = self.transition(name, work, inputs=inputs, outputs={**lout, **outs},
+                            resources=[*links, *extra], servers=servers, priority=priority,
+                            tags={**tg, "stage": "link"}, modulator=modulator)
+        t.flow_cap = fcap
+        return [name]
 
     def transition(
         self,
@@ -334,6 +492,19 @@ class Net:
                 P.append(f"resource {r.name!r}: capacity={r.capacity!r} must be an integer >= 1")
             if r.discipline not in DISCIPLINES:
                 P.append(f"resource {r.name!r}: discipline={r.discipline!r} is unknown; use one of {list(DISCIPLINES)}")
+            if r.discipline == "flow":
+                bw = r.bandwidth
+                if isinstance(bw, bool) or not isinstance(bw, (int, float)) or not (math.isfinite(bw) and bw > 0):
+                    P.append(f"link {r.name!r}: bandwidth={bw!r} must be a finite number of bytes/s > 0")
+                if isinstance(r.latency, bool) or not isinstance(r.latency, (int, float)) or not (
+                        math.isfinite(r.latency) and r.latency >= 0):
+                    P.append(f"link {r.name!r}: latency={r.latency!r} must be a finite number of seconds >= 0")
+                if r.capacity != 1:
+                    P.append(f"link {r.name!r}: capacity={r.capacity!r}; a link's capacity is its bandwidth, leave capacity at 1")
+                for e in r.efficiency:
+                    if not (isinstance(e, (int, float)) and 0 < e <= 1):
+                        P.append(f"link {r.name!r}: efficiency {e!r} must be in (0, 1]")
+                        break
         for t in self.transitions.values():
             where = f"transition {t.name!r}"
             for kind, arcs in (("input", t.inputs), ("output", t.outputs), ("inhibitor", t.inhibitors)):
@@ -351,6 +522,14 @@ class Net:
                 used_res.add(r)
             if len(set(t.resources)) != len(t.resources):
                 P.append(f"{where}: resources {list(t.resources)} list one twice")
+            discs = {self.resources[r].discipline for r in t.resources if r in self.resources}
+            if "flow" in discs and "ps" in discs:
+                P.append(f"{where} holds both links and ps resources; a transfer's rate comes from its links only")
+            if not (isinstance(t.flow_cap, (int, float)) and not isinstance(t.flow_cap, bool) and t.flow_cap > 0
+                    and not math.isnan(t.flow_cap)):
+                P.append(f"{where}: flow_cap={t.flow_cap!r} must be a number of bytes/s > 0 (or math.inf)")
+            elif t.flow_cap != math.inf and "flow" not in discs:
+                P.append(f"{where}: flow_cap={t.flow_cap!r} is set but it holds no link; only transfers have a rate cap")
             s = t.servers
             if not (s == math.inf or (isinstance(s, int) and not isinstance(s, bool) and s >= 1)):
                 P.append(f"{where}: servers={s!r} must be an integer >= 1 or math.inf")
@@ -366,7 +545,7 @@ class Net:
                 elif not (isinstance(member, int) and 0 <= member < len(g.counters)):
                     P.append(f"{where}: gate member {member!r} is out of range 0..{len(g.counters) - 1} of gate {gname!r}")
         for r in self.resources:
-            if r not in used_res:
+            if r not in used_res and self.resources[r].discipline != "flow":  # an idle link is fine
                 P.append(f"resource {r!r} is held by no transition; remove it or add it to a transition's resources")
         for g in self.gates.values():
             where = f"gate {g.name!r}"

@@ -8,10 +8,14 @@ Layout (structure of arrays; ``T`` transitions, ``P`` places, ``R`` resources, `
   reads it (consumers and inhibited transitions, deduplicated);
 - arcs per transition: ``in_ptr/in_place/in_w``, ``out_ptr/out_place/out_w``,
   ``inh_ptr/inh_place/inh_thr``;
-- resources: ``r_cap`` (R,), ``r_disc`` (R,) (0 fifo, 1 priority, 2 ps), ``r_ps`` (R,) index among
-  ps resources or -1; per transition ``qres_ptr/qres_idx`` (queued, i.e. fifo/priority, resources)
-  and ``psres_ptr/psres_idx`` (ps resources); ``r_users`` (R,) number of transitions holding r;
-  ``rq_base`` (R+1,) offsets of each resource's waiting queue in one shared array;
+- resources: ``r_cap`` (R,), ``r_disc`` (R,) (0 fifo, 1 priority, 2 ps, 3 flow), ``r_ps`` (R,)
+  index among shared (ps and flow) resources or -1; per transition ``qres_ptr/qres_idx`` (queued,
+  i.e. fifo/priority, resources) and ``psres_ptr/psres_idx`` (shared resources: ps resources, or
+  the links of a transfer's path); ``r_users`` (R,) number of transitions holding r; ``rq_base``
+  (R+1,) offsets of each resource's waiting queue in one shared array;
+- links: ``r_bw`` (R,) bandwidth in bytes/s (0 for other resources), ``re_ptr/re_val`` the
+  efficiency factors by number of flows (CSR; empty means 1); per transition ``fl_cap`` (T,) the
+  rate cap of a transfer in bytes/s (``inf`` when none);
 - transitions: ``servers`` (T,) (``math.inf`` encoded as :data:`INF_SERVERS`), ``priority``,
   ``prio_class`` (the priority if t holds a priority resource else 0), ``rank`` (position of t in
   the (priority, declaration index) order), ``is_step`` (0/1), ``worker`` (tag or -1),
@@ -46,7 +50,8 @@ from .builder import Net
 __all__ = ["CompiledNet", "compile_net", "INF_SERVERS", "DISC_CODES"]
 
 INF_SERVERS = 1 << 62
-DISC_CODES = {"fifo": 0, "priority": 1, "ps": 2}
+DISC_CODES = {"fifo": 0, "priority": 1, "ps": 2, "flow": 3}
+_SHARED = ("ps", "flow")  # disciplines whose holders share a rate instead of queueing
 _GATE_CODES = {"lag": 0, "dynamic_lag": 1}
 _MOD_CODES = {"iid": 0, "markov": 1}
 
@@ -59,6 +64,7 @@ KERNEL_FIELDS = (
     "in_ptr", "in_place", "in_w", "out_ptr", "out_place", "out_w", "inh_ptr", "inh_place", "inh_thr",
     "r_cap", "r_disc", "r_ps", "r_users", "rq_base",
     "qres_ptr", "qres_idx", "psres_ptr", "psres_idx",
+    "r_bw", "re_ptr", "re_val", "fl_cap",
     "servers", "prio_class", "rank", "is_step", "mod_of", "guard",
     "d_code", "d_par", "d_pool",
     "g_kind", "g_s", "g_slow", "g_rmax", "g_ptr", "mem_gate", "mem_counter",
@@ -87,11 +93,12 @@ def structural_key(net: Net) -> str:
     """A hash of everything the compiled form and the results depend on."""
     parts: list[Any] = [net.name]
     parts.append([(p.name, p.tokens, repr(p.tags)) for p in net.places.values()])
-    parts.append([(r.name, r.capacity, r.discipline, repr(r.tags)) for r in net.resources.values()])
+    parts.append([(r.name, r.capacity, r.discipline, repr(r.tags), r.bandwidth, r.latency, r.efficiency)
+                  for r in net.resources.values()])
     parts.append([
         (t.name, _dist_key(t.duration), tuple(t.inputs.items()), tuple(t.outputs.items()),
          tuple(t.inhibitors.items()), t.resources, repr(t.servers), t.priority, repr(t.tags),
-         t.modulator, t.gate)
+         t.modulator, t.gate, repr(t.flow_cap))
         for t in net.transitions.values()
     ])
     parts.append([(g.name, g.kind, g.counters, g.s, g.s_lower, g.r_max) for g in net.gates.values()])
@@ -165,7 +172,7 @@ class CompiledNet:
 
         self.r_cap = np.array(self.resource_capacity, dtype=_I)
         self.r_disc = np.array([DISC_CODES[r.discipline] for r in Rs], dtype=_I)
-        ps_list = [i for i, r in enumerate(Rs) if r.discipline == "ps"]
+        ps_list = [i for i, r in enumerate(Rs) if r.discipline in _SHARED]
         self.r_ps = np.full(len(Rs), -1, dtype=_I)
         for k, i in enumerate(ps_list):
             self.r_ps[i] = k
@@ -177,9 +184,14 @@ class CompiledNet:
         self.rq_base = np.zeros(len(Rs) + 1, dtype=_I)
         self.rq_base[1:] = np.cumsum(users)
         self.qres_ptr, self.qres_idx = _csr(
-            [[ridx[r] for r in t.resources if net.resources[r].discipline != "ps"] for t in T])
+            [[ridx[r] for r in t.resources if net.resources[r].discipline not in _SHARED] for t in T])
         self.psres_ptr, self.psres_idx = _csr(
-            [[ridx[r] for r in t.resources if net.resources[r].discipline == "ps"] for t in T])
+            [[ridx[r] for r in t.resources if net.resources[r].discipline in _SHARED] for t in T])
+        self.r_bw = np.array([float(r.bandwidth) if r.discipline == "flow" else 0.0 for r in Rs], dtype=_F)
+        effs = [list(r.efficiency) if r.discipline == "flow" else [] for r in Rs]
+        self.re_ptr, _ = _csr([[0] * len(e) for e in effs])
+        self.re_val = np.array([e for lst in effs for e in lst], dtype=_F)
+        self.fl_cap = np.array([float(t.flow_cap) for t in T], dtype=_F)
 
         self.servers = np.array([INF_SERVERS if t.servers == math.inf else int(t.servers) for t in T], dtype=_I)
         self.priority = np.array([t.priority for t in T], dtype=_I)

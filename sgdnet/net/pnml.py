@@ -3,7 +3,8 @@
 :func:`to_pnml` writes a standard place/transition net (``ptnet`` type): one ``<page>`` with
 ``<place>`` (``<name>``, ``<initialMarking>``), ``<transition>`` (``<name>``) and ``<arc>``
 (``<inscription>`` = weight) elements, so any PNML tool reads the structure. Everything a P/T
-net cannot say — durations, servers, priority, tags, resources, inhibitor arcs, gates,
+net cannot say — durations, servers, priority, tags, resources (links with their bandwidth,
+latency and efficiency), transfers' rate caps, inhibitor arcs, gates,
 modulators, ``net.meta`` — goes into ``<toolspecific tool="sgdnet" version="1">`` blocks whose
 children hold JSON text. :func:`from_pnml` reads both back, so
 ``from_pnml(to_pnml(net))`` is the same net (same declaration order, same arcs, same
@@ -199,7 +200,9 @@ def to_pnml(net: Net, path: str | os.PathLike | None = None) -> str:
     _label(enet, "name", net.name)
     _tool(enet, {
         "resources": [
-            {"name": r.name, "capacity": r.capacity, "discipline": r.discipline, "tags": r.tags}
+            {"name": r.name, "capacity": r.capacity, "discipline": r.discipline, "tags": r.tags,
+             **({"bandwidth": r.bandwidth, "latency": r.latency, "efficiency": list(r.efficiency)}
+                if r.discipline == "flow" else {})}
             for r in net.resources.values()
         ],
         "gates": [
@@ -236,6 +239,7 @@ def to_pnml(net: Net, path: str | os.PathLike | None = None) -> str:
             "tags": t.tags,
             "modulator": t.modulator,
             "gate": None if t.gate is None else list(t.gate),
+            **({} if t.flow_cap == math.inf else {"flow_cap": t.flow_cap}),
         })
         for p, w in t.inputs.items():
             arcs.append((pid.get(p, p), tid[t.name], w))
@@ -429,7 +433,11 @@ def from_pnml(source, *, default_duration: float = 1.0, validate: bool = True, n
 
     for r in nt.get("resources", []):
         try:
-            net.resource(r["name"], r["capacity"], r["discipline"], **r.get("tags", {}))
+            if r.get("discipline") == "flow":
+                net.link(r["name"], r["bandwidth"], r.get("latency", 0.0), r.get("efficiency") or None,
+                         **r.get("tags", {}))
+            else:
+                net.resource(r["name"], r["capacity"], r["discipline"], **r.get("tags", {}))
         except (KeyError, TypeError) as ex:
             raise R.err(f"sgdnet resource entry {r!r} is incomplete ({ex})", enet) from None
 
@@ -472,6 +480,8 @@ def from_pnml(source, *, default_duration: float = 1.0, validate: bool = True, n
                 servers=servers, priority=tt.get("priority", 0), tags=tt.get("tags") or None,
                 modulator=tt.get("modulator"), gate=None if gate is None else tuple(gate),
             )
+            if "flow_cap" in tt:
+                net.transitions[tname].flow_cap = tt["flow_cap"]
         except (DistributionError, NetError) as ex:
             raise R.err(str(ex), elem) from None
 
