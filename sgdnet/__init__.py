@@ -20,6 +20,7 @@ from .dists import (
 from .engine import simulate
 from .errors import (
     AnalysisError,
+    CalibrationError,
     ClusterError,
     DeadlockError,
     DistributionError,
@@ -29,6 +30,7 @@ from .errors import (
     SgdnetError,
     SimulationError,
     StudyError,
+    TestbedError,
     UnitError,
     UnknownNameError,
     VariantError,
@@ -66,6 +68,8 @@ __all__ = [
     "UnknownNameError",
     "VariantError",
     "StudyError",
+    "TestbedError",
+    "CalibrationError",
     "Study",
     "variants",
     "predict",
