@@ -40,7 +40,7 @@ from .net.compiled import compile_net
 from .results import Estimate, Result
 from .study import Study
 from .variants import Prediction, predict, scaling
-from .workload import Cluster, Layer, ModelProfile
+from .workload import Cluster, ClusterFile, Layer, ModelProfile, load_cluster_file
 from .workload.stragglers import MarkovSlowdown, StepSlowdown
 
 __version__ = "0.1.0"
@@ -53,6 +53,8 @@ __all__ = [
     "ModelProfile",
     "Layer",
     "Cluster",
+    "ClusterFile",
+    "load_cluster_file",
     "StepSlowdown",
     "MarkovSlowdown",
     "SgdnetError",

@@ -161,7 +161,10 @@ def test_build_cluster_file_recovers_link_incast_and_costs():
     assert cf.ps == pytest.approx({"update_s_per_byte": 3e-10, "update_s_per_tensor": 4e-6},
                                   rel=1e-6)
     assert cf.local_step_s == {"tb-mlp": 2.5e-3}
-    assert cf.workers == 3 and cf.ps_hosts == 1 and cf.comm_uses_compute is True
+    assert cf.workers == 3 and cf.ps_hosts == 1
+    # (2 + 3) ns/B x 12.5 MB/s = 6% of the link time: the CPU is not the bottleneck
+    assert cf.comm_uses_compute is False
+    assert any("comm_uses_compute: false" in n and "busy 6." in n for n in cf.notes)
     assert prof is None
     c = cf.to_cluster()
     assert (c.bandwidth, c.latency) == (pytest.approx(BW, rel=1e-3), pytest.approx(ALPHA, rel=1e-2))
@@ -179,3 +182,12 @@ def test_calibration_jobs_cover_every_measurement():
     assert calibration_jobs(3)[0]["pairs"] == [[1, 0], [0, 1], [1, 2]]
     with pytest.raises(CalibrationError, match="at least 2 hosts"):
         calibration_jobs(1)
+
+
+def test_comm_uses_compute_is_decided_by_cpu_cost_times_bandwidth_unless_given():
+    slow, _ = build_cluster_file(_synthetic_ranks())
+    fast, _ = build_cluster_file(_synthetic_ranks(bw=125e6))  # 62% of the link time
+    assert (slow.comm_uses_compute, fast.comm_uses_compute) == (False, True)
+    forced, _ = build_cluster_file(_synthetic_ranks(), comm_uses_compute=True)
+    assert forced.comm_uses_compute is True
+    assert not any("comm_uses_compute" in n for n in forced.notes)

@@ -40,7 +40,8 @@ from ..errors import CalibrationError
 from ..workload.cluster_file import ClusterFile, Link
 from .fit import fit_incast, fit_linear, fit_link
 
-__all__ = ["calibration_jobs", "build_cluster_file", "calibrate_testbed", "SWEEP_SIZES"]
+__all__ = ["calibration_jobs", "build_cluster_file", "calibrate_testbed", "SWEEP_SIZES",
+           "decide_comm_uses_compute", "CPU_BOUND_COMM"]
 
 #: Message sizes of the point-to-point sweep, bytes.
 SWEEP_SIZES = (4, 1024, 8192, 32768, 65536, 131072, 262144, 524288, 1048576, 2097152)
@@ -83,8 +84,22 @@ def _job(ranks: list[dict], kind: str, key: str, jid: str | None = None) -> list
     return found
 
 
+#: ``comm_uses_compute`` is set when the measured CPU time of sending plus receiving a byte,
+#: times the link bandwidth, reaches this fraction: the CPU is then busy for most of a transfer.
+CPU_BOUND_COMM = 0.5
+
+
+def decide_comm_uses_compute(cpu: dict[str, float], bandwidth: float) -> tuple[bool, str]:
+    """``comm_uses_compute`` from measured costs: ``True`` when the CPU time of sending plus
+    receiving a byte, times the bandwidth, reaches :data:`CPU_BOUND_COMM`; with the reason."""
+    busy = (cpu.get("send_s_per_byte", 0.0) + cpu.get("recv_s_per_byte", 0.0)) * bandwidth
+    flag = busy >= CPU_BOUND_COMM
+    return flag, (f"comm_uses_compute: {str(flag).lower()} (send + receive CPU keeps a host "
+                  f"busy {busy:.1%} of a transfer's link time; threshold {CPU_BOUND_COMM:.0%})")
+
+
 def build_cluster_file(ranks: list[dict], *, name: str = "calibrated",
-                       comm_uses_compute: bool = True, workers: int | None = None,
+                       comm_uses_compute: bool | None = None, workers: int | None = None,
                        extra_notes: Sequence[str] = ()) -> tuple[ClusterFile, dict | None]:
     """Turn the ranks' records of :func:`calibration_jobs` into a cluster file.
 
@@ -92,8 +107,13 @@ def build_cluster_file(ranks: list[dict], *, name: str = "calibrated",
     ----------
     ranks : list of dict
         Every rank's record (``rank*.json``), any order.
-    comm_uses_compute : bool
-        Written into the file: ``True`` for CPU collectives (gloo), ``False`` for NCCL on GPUs.
+    comm_uses_compute : bool, optional
+        Written into the file. ``None`` (default) decides from the measurements: ``True`` when
+        ``(send + receive CPU per byte) x bandwidth >= CPU_BOUND_COMM`` -- the host's CPU is
+        busy for most of a transfer's link time (gloo on a fast link, loopback), so
+        communication cannot hide behind computation -- else ``False`` (a slow link: the CPU
+        works a small fraction of the link time); the decision and its numbers go in the notes.
+        Pass ``False`` for NCCL on GPUs.
     workers : int, optional
         Default worker count written into the file (default: world - 1).
 
@@ -163,6 +183,9 @@ def build_cluster_file(ranks: list[dict], *, name: str = "calibrated",
         meas_costs = {"reduce_s": dict(rs), "update_s": dict(us),
                       "reduce_fit_max_rel_residual": fr.max_rel_residual,
                       "update_fit_max_rel_residual": fu.max_rel_residual}
+    if comm_uses_compute is None:
+        comm_uses_compute, why = decide_comm_uses_compute(cpu, bw)
+        notes.append(why)
     prof = _job(ranks, "profile", "profile")
     world = max(len(ranks), 2)
     in_table = incast.get("in", {}).get("table")
@@ -189,11 +212,13 @@ def calibrate_testbed(*, workers: int = 4, rate: str | float = "100Mbit/s",
                       burst: str | float = "64KB", delay: str | float = 0.0,
                       model: str = "tb-mlp", batch: int = 32, out: str | Path | None = None,
                       profile_out: str | Path | None = None, timeout_s: float = 600.0,
+                      comm_uses_compute: bool | None = None,
+                      records_out: str | Path | None = None,
                       log: Callable[[str], None] = print, **job_kw: Any) -> ClusterFile:
     """Calibrate the emulated cluster (``workers`` + 1 hosts, every link at ``rate``).
 
-    Writes the cluster file to ``out`` and the single-worker profile to ``profile_out`` when
-    given; returns the cluster file. The file's ``measurements`` also record the link shaping
+    Writes the cluster file to ``out``, the single-worker profile to ``profile_out`` and every
+    rank's raw record (a JSON list) to ``records_out`` when given; returns the cluster file. The file's ``measurements`` also record the link shaping
     asked for (``tbf_rate_Bps``, ``tbf_burst_B``) next to what was measured.
     """
     from .. import units
@@ -212,9 +237,15 @@ def calibrate_testbed(*, workers: int = 4, rate: str | float = "100Mbit/s",
         qd = cl.qdisc_stats()
     from .runner import summarize_job
 
+    if records_out is not None:  # the raw records: a later derivation can start from them
+        import json
+
+        Path(records_out).write_text(json.dumps(res["ranks"]))
+        log(f"raw records -> {records_out} (sgdnet calibrate --from-records reads a directory "
+            "of rank*.json; this file holds the same list)")
     quiet_rows = [summarize_job(res["ranks"], i) for i in range(len(jobs))]
     cf, prof = build_cluster_file(res["ranks"], name=f"testbed-{bps * 8 / 1e6:g}mbit",
-                                  workers=workers)
+                                  workers=workers, comm_uses_compute=comm_uses_compute)
     meas = dict(cf.measurements)
     meas.update({"tbf_rate_Bps": bps, "tbf_burst_B": burst_b, "delay_s": delay,
                  "quiet": [{k: r[k] for k in ("id", "wall_s", "own_cores", "other_cores",

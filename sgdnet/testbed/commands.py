@@ -95,6 +95,7 @@ def add_parsers(sub: Any) -> None:
                     "Cluster.from_file() and --cluster read.")
     p.add_argument("--out", type=Path, help="cluster file to write (.yaml)")
     p.add_argument("--profile-out", type=Path, help="also write the single-worker profile (.json)")
+    p.add_argument("--records-out", type=Path, help="also write every host's raw records (.json)")
     p.add_argument("--workers", type=_pos_int, default=4,
                    help="worker hosts (plus one PS host) of the emulated cluster (default 4)")
     p.add_argument("--rate", default="100Mbit/s", help="emulated link rate (default 100Mbit/s)")
@@ -102,8 +103,11 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--delay", default="0", help="emulated one-way delay (needs netem)")
     p.add_argument("--model", default="tb-mlp", help="testbed model (default tb-mlp)")
     p.add_argument("--batch", type=_pos_int, default=32, help="samples per step (default 32)")
+    p.add_argument("--comm-uses-compute", choices=("auto", "true", "false"), default="auto",
+                   help="what to write into the file: 'auto' (default) decides from the "
+                        "measured CPU cost per byte x bandwidth (>= 50%%: true)")
     p.add_argument("--nccl-gpu", action="store_true",
-                   help="write comm_uses_compute: false (NCCL on GPUs; default true for gloo/CPU)")
+                   help="NCCL on GPUs: same as --comm-uses-compute false")
     g = p.add_argument_group("a real cluster (no emulation)")
     g.add_argument("--write-spec", type=Path, metavar="SPEC",
                    help="write the job spec to run 'python -m sgdnet.testbed.worker SPEC RANK' "
@@ -151,7 +155,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     """``sgdnet calibrate``: on the emulated cluster, or spec/records for a real one."""
     from .calibrate import build_cluster_file, calibrate_testbed, calibration_jobs
 
-    cuc = not args.nccl_gpu
+    cuc = {"auto": None, "true": True, "false": False}[args.comm_uses_compute]
+    if args.nccl_gpu:
+        cuc = False
     if args.write_spec is not None:
         if not args.master or not args.world:
             raise TestbedError("--write-spec needs --master ADDR and --world N (hosts, rank 0 "
@@ -182,10 +188,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     else:
         cf = calibrate_testbed(workers=args.workers, rate=args.rate, burst=args.burst,
                                delay=args.delay, model=args.model, batch=args.batch,
-                               out=args.out, profile_out=args.profile_out)
-        if not cuc:
-            cf = cf.replace(comm_uses_compute=False)
-            cf.save(args.out)
+                               out=args.out, profile_out=args.profile_out,
+                               comm_uses_compute=cuc, records_out=args.records_out)
     lk = cf.link
     print(f"{cf.name}: bandwidth {lk.bandwidth * 8 / 1e6:.1f} Mbit/s, latency "
           f"{lk.latency * 1e6:.0f} us, burst {lk.burst / 1e3:.1f} kB, incast "

@@ -281,10 +281,11 @@ def _train(job: dict, rank: int, world: int, groups: dict) -> dict:
 
 
 def _ddp_buckets(net: Any) -> list[int] | None:
-    """Bytes of DDP's buckets, from its logging data (None if this torch does not say)."""
+    """Bytes of DDP's buckets after its rebuild (the first iterations use a 1 MiB first
+    bucket), from its logging data (None if this torch does not say)."""
     try:
         data = net._get_ddp_logging_data()
-        sizes = data.get("bucket_sizes")
+        sizes = data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes")
         if isinstance(sizes, str):
             return [int(s) for s in sizes.split(",") if s.strip()]
         return list(sizes) if sizes else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .cluster import PLACEMENTS, Cluster
+from .cluster_file import ClusterFile, Link, load_cluster_file
 from .network import (
     allgather_time,
     allreduce_time,
@@ -22,6 +23,9 @@ __all__ = [
     "SCHEMA_VERSION",
     "Cluster",
     "PLACEMENTS",
+    "ClusterFile",
+    "Link",
+    "load_cluster_file",
     "transfer_time",
     "ring_allreduce_time",
     "tree_allreduce_time",
