@@ -78,6 +78,7 @@ def test_summarize_job_rates_from_step_end_stamps_warmup_excluded():
     row = summarize_job(ranks, 0, warmup=1, threshold_cores=0.5)
     assert row["worker_steps_per_s"] == pytest.approx([2.0, 4.0])
     assert row["steps_per_s"] == pytest.approx(6.0)
+    assert row["worker_stamps_s"] == [w1, w2]  # kept (relative to the job's start, here 0)
     # machine busy 6 CPU-s in 4 s, ours 3 CPU-s: others used 0.75 cores -> noisy
     assert row["other_cores"] == pytest.approx(0.75) and row["noisy"] is True
     with pytest.raises(TestbedError, match="warm-up"):
@@ -91,6 +92,17 @@ def test_summarize_runs_median_min_max_per_cell():
     assert (row["median"], row["min"], row["max"], row["n"], row["noisy"]) == (2.0, 1.0, 3.0, 3, 1)
     (quiet_only,) = summarize_runs(runs, include_noisy=False)
     assert (quiet_only["median"], quiet_only["n"]) == (2.5, 2)
+
+
+def test_bad_campaign_arguments_fail_before_any_set_up():
+    from sgdnet.testbed.runner import run_campaign
+
+    for kw, match in (({"model": "resnet"}, "unknown testbed model"),
+                      ({"schemes": ["allgather"]}, "unknown scheme"),
+                      ({"warmup": 0}, "warmup >= 1"),
+                      ({"rates": ["fast"]}, "rate")):
+        with pytest.raises(SgdnetError, match=match):
+            run_campaign(**kw, log=lambda s: None)
 
 
 def test_bad_arguments_are_testbed_errors():

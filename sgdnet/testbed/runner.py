@@ -143,14 +143,16 @@ def summarize_job(ranks: list[dict], index: int, warmup: int = 1, threshold_core
     jobs = [r["jobs"][index] for r in ranks]
     j0 = jobs[0]
     out: dict[str, Any] = {"id": j0.get("id"), "kind": j0["kind"]}
-    rates = []
+    rates, stamps = [], []
     for j in jobs:
         st = j.get("stamps")
         if st:
             rates.append(_rate(st, warmup))
+            stamps.append([round(t - j0["t0"], 6) for t in st])
     if j0["kind"] == "train":
         out["worker_steps_per_s"] = rates
         out["steps_per_s"] = float(sum(rates))
+        out["worker_stamps_s"] = stamps  # step ends, seconds after the job's start barrier
     wall = j0["t1"] - j0["t0"]
     own = sum(j["cpu1"] - j["cpu0"] for j in jobs)
     oc = quiet.other_cores(j0["stat0"][0], j0["stat1"][0], own, wall)
@@ -183,6 +185,10 @@ def run_campaign(*, model: str = "tb-mlp", batch: int = 32, workers: Sequence[in
         ``{"meta": {...}, "runs": [one row per (repeat, rate, workers, scheme)],
         "launches": [per-launch wall time, load average, heaviest other processes]}``.
     """
+    from .models import MODELS
+
+    if model not in MODELS:
+        raise TestbedError(f"unknown testbed model {model!r}; use one of {sorted(MODELS)}")
     for s in schemes:
         if s not in SCHEMES:
             raise TestbedError(f"unknown scheme {s!r}; use some of {list(SCHEMES)}")
