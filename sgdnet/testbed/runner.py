@@ -49,8 +49,7 @@ def rotate(seq: Sequence[Any], k: int) -> list[Any]:
 
 
 def launch(cluster: EmulatedCluster, world: int, jobs: list[dict], *, timeout_s: float = 300.0,
-           threads: int = 1, port: int = 29500, log: Callable[[str], None] | None = None
-           ) -> dict[str, Any]:
+           threads: int = 1, port: int = 29500) -> dict[str, Any]:
     """Run ``jobs`` on hosts ``0..world-1`` of ``cluster``; every rank's record.
 
     Returns

@@ -58,9 +58,9 @@ def _flat_params(layer: Any) -> Any:
 
 
 def _load_flat(layer: Any, flat: Any) -> None:
-    off = 0
     import torch
 
+    off = 0
     with torch.no_grad():
         for p in layer.parameters(recurse=False):
             n = p.numel()
