@@ -101,7 +101,7 @@ def build_bench_net(n_workers: int, n_layers: int = 20, seed: int = 0, dist: str
         ``"lognormal"`` (coefficient of variation ``cv``) or ``"exp"`` durations.
     network : {"fifo", "flows"}
         ``"fifo"``: every link a FIFO resource, a push (pull) two stages, one per link (the model
-        SimPy plays). ``"flows"``: links are :meth:`~sgdnet.net.Net.link`\ s and a push (pull) is
+        SimPy plays). ``"flows"``: links are made by :meth:`~sgdnet.net.Net.link` and a push (pull) is
         one transfer over both links, on the worker's connection to (from) the PS, its bytes
         with the same law; the max-min sharing of the PS links replaces the FIFO queues.
     """

@@ -21,6 +21,7 @@ from .dists import (
 from .engine import simulate
 from .errors import (
     AnalysisError,
+    CalibrationError,
     ClusterError,
     DeadlockError,
     DistributionError,
@@ -30,6 +31,7 @@ from .errors import (
     SgdnetError,
     SimulationError,
     StudyError,
+    TestbedError,
     UnitError,
     UnknownNameError,
     VariantError,
@@ -39,7 +41,16 @@ from .net.compiled import compile_net
 from .prediction import Prediction, ScalingPoint, WorkerFigures, predict, scaling
 from .results import Estimate, Result
 from .study import Study
-from .workload import Cluster, Device, Layer, ModelProfile, Tensor, retime
+from .workload import (
+    Cluster,
+    ClusterFile,
+    Device,
+    Layer,
+    ModelProfile,
+    Tensor,
+    load_cluster_file,
+    retime,
+)
 from .workload.stragglers import MarkovSlowdown, StepSlowdown
 
 __all__ = [
@@ -53,6 +64,8 @@ __all__ = [
     "Device",
     "retime",
     "Cluster",
+    "ClusterFile",
+    "load_cluster_file",
     "StepSlowdown",
     "MarkovSlowdown",
     "SgdnetError",
@@ -68,6 +81,8 @@ __all__ = [
     "UnknownNameError",
     "VariantError",
     "StudyError",
+    "TestbedError",
+    "CalibrationError",
     "Study",
     "variants",
     "predict",

@@ -1,4 +1,4 @@
-"""The ``sgdnet`` command: predict, study, draw, trace, models.
+"""The ``sgdnet`` command: predict, study, draw, trace, models, testbed, calibrate.
 
 ::
 
@@ -49,7 +49,7 @@ PREDICT_REPLICATIONS = 8
 TRACE_STEPS = 10
 TRACE_WARMUP = 5
 
-_COMMANDS = ("predict", "study", "draw", "trace", "models")
+_COMMANDS = ("predict", "study", "draw", "trace", "models", "testbed", "calibrate")
 _DRAW_SUFFIXES = (".png", ".svg", ".pdf", ".dot", ".gv", ".pnml", ".xml")
 _FIG_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg")
 
@@ -186,6 +186,9 @@ def _add_workload(p: argparse.ArgumentParser, *, variant: bool, workers_many: bo
                    help="per-host NIC bandwidth each way, e.g. 10Gbps, 25Gbit/s, 1.25GB/s "
                         "(default: 10Gbps)")
     g.add_argument("--latency", default="50us", help="one-way message latency (default: 50us)")
+    g.add_argument("--cluster", type=Path, default=None, metavar="FILE",
+                   help="a cluster file (YAML, e.g. from 'sgdnet calibrate'): its link, PS and "
+                        "update figures replace --bandwidth/--latency/--ps-shards/--ps-placement")
     g.add_argument("--ps-shards", type=_positive_int, default=1, metavar="K",
                    help="parameter-server shards (default: 1)")
     g.add_argument("--ps-placement", choices=("dedicated", "colocated"), default="dedicated",
@@ -292,6 +295,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "forward/backward time per step and gradient size.")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_models)
+
+    from .testbed.commands import add_parsers as _add_testbed_parsers
+
+    _add_testbed_parsers(sub)  # sgdnet testbed, sgdnet calibrate
     return top
 
 
@@ -307,6 +314,11 @@ def _cluster(args: argparse.Namespace, workers: int):
     if args.speeds is not None and len(args.speeds) != workers:
         raise _UsageError(f"--speeds has {len(args.speeds)} factors but the "
                           f"cluster has {workers} workers; give one per worker")
+    if getattr(args, "cluster", None) is not None:
+        extra = {"comm_uses_compute": True} if args.comm_uses_compute else {}
+        return Cluster.from_file(args.cluster, workers, speeds=args.speeds,
+                                 compute_cv=args.compute_cv, comm_cv=args.comm_cv,
+                                 straggler=straggler, **extra)
     return Cluster(workers=workers, bandwidth=args.bandwidth, latency=args.latency,
                    ps_shards=args.ps_shards, ps_placement=args.ps_placement,
                    speeds=args.speeds, compute_cv=args.compute_cv, comm_cv=args.comm_cv,
@@ -409,8 +421,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
                           "options": options, "rows": rows}, indent=2))
         return 0
     opts = "".join(f", {k}={v}" for k, v in options.items())
+    net_desc = (f"cluster file {args.cluster}" if getattr(args, "cluster", None) is not None
+                else f"{args.bandwidth} NICs, latency {args.latency}")
     print(f"{args.variant} | {model.name} (batch {model.batch_size} per worker) | "
-          f"{args.bandwidth} NICs, latency {args.latency} | {args.granularity}-grained{opts}")
+          f"{net_desc} | {args.granularity}-grained{opts}")
     print(f"{args.steps} steps after {args.warmup} warm-up, {args.replications} replications, "
           f"seed {args.seed}; mean ± 95% CI half-width across replications")
     print()

@@ -20,6 +20,8 @@ __all__ = [
     "UnknownNameError",
     "VariantError",
     "StudyError",
+    "TestbedError",
+    "CalibrationError",
 ]
 
 
@@ -114,3 +116,15 @@ class VariantError(SgdnetError, ValueError):
 
 class StudyError(SgdnetError, ValueError):
     """A batch study configuration is invalid."""
+
+
+class TestbedError(SgdnetError, RuntimeError):
+    """The emulated-cluster testbed or a calibration run could not be set up or failed (not
+    root, ``ip``/``tc`` missing, a training process died); the message says what and why."""
+
+    __test__ = False  # not a pytest test class despite its name
+
+
+class CalibrationError(SgdnetError, ValueError):
+    """Calibration measurements that no fit can be made from (too few sizes, non-positive
+    times, a time that does not grow with size)."""

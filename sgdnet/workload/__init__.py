@@ -4,6 +4,7 @@ closed-form network costs."""
 from __future__ import annotations
 
 from .cluster import PLACEMENTS, Cluster
+from .cluster_file import ClusterFile, Link, load_cluster_file
 from .compute import DEVICES, Device, get_device, retime
 from .network import (
     allgather_time,
@@ -33,6 +34,9 @@ __all__ = [
     "retime",
     "Cluster",
     "PLACEMENTS",
+    "ClusterFile",
+    "Link",
+    "load_cluster_file",
     "transfer_time",
     "ring_allreduce_time",
     "tree_allreduce_time",

@@ -319,3 +319,14 @@ class Cluster:
         if d.get("speeds") is not None:
             d["speeds"] = tuple(d["speeds"])
         return cls(**d)
+
+    @classmethod
+    def from_file(cls, path: Any, workers: int | None = None, **overrides: Any) -> Cluster:
+        """A cluster from a cluster file (YAML, written by ``sgdnet calibrate``); see
+        :mod:`sgdnet.workload.cluster_file` for the format and what is mapped.
+
+        ``workers`` overrides the file's; ``overrides`` are Cluster fields applied last.
+        """
+        from .cluster_file import load_cluster_file
+
+        return load_cluster_file(path).to_cluster(workers, **overrides)

@@ -1,0 +1,22 @@
+"""An emulated cluster on one Linux machine, real training on it, and calibration.
+
+* :mod:`.netns` -- network namespaces behind a bridge, links shaped with ``tc tbf`` both ways,
+  guaranteed teardown (:class:`EmulatedCluster`).
+* :mod:`.worker` -- the per-host training program (``torch.distributed``, gloo): sync PS, async
+  PS, ring all-reduce per layer, DDP with buckets; plus the calibration jobs of :mod:`.bench`.
+* :mod:`.runner` -- launches, interleaved campaigns, step rates from step-end timestamps.
+* :mod:`.quiet` -- the quiet gate (other tenants' CPU during each job).
+* :mod:`.fit` -- pure fitting of the calibration (link alpha/beta/burst, incast curve, costs).
+* :mod:`.calibrate` -- calibration runs -> a cluster file (:mod:`sgdnet.workload.cluster_file`).
+
+Needs Linux, root and iproute2 for the emulated cluster, and torch for the training processes
+(``pip install sgdnet[testbed]``); the fitting and the cluster files need neither.
+"""
+
+from __future__ import annotations
+
+from .fit import IncastFit, LinearFit, LinkFit, fit_incast, fit_linear, fit_link
+from .netns import EmulatedCluster, can_create_namespaces
+
+__all__ = ["EmulatedCluster", "can_create_namespaces", "LinkFit", "IncastFit", "LinearFit",
+           "fit_link", "fit_incast", "fit_linear"]

@@ -1,0 +1,236 @@
+"""Pure fitting functions of the calibration: measurements in, model parameters out.
+
+No torch, no I/O: each function takes the measured numbers and returns the fitted parameters and
+how well they fit, so the tests can feed synthetic measurements with known parameters.
+
+* :func:`fit_link` -- one link from a point-to-point size sweep: ``t(S) = alpha + S / B``
+  (``burst=False``) or, for a token-bucket-shaped link measured after idle gaps,
+  ``t(S) = alpha + max(0, S - b) / B`` (the first ``b`` bytes pass at line rate).
+* :func:`fit_incast` -- goodput efficiency vs number of concurrent flows into one link, as a
+  table and as the one-parameter curve ``e(k) = e(1) / (1 + c (k - 1))``.
+* :func:`fit_linear` -- a cost ``c0 + c1 x`` (per-tensor + per-byte PS update, CPU per byte).
+
+A fitted intercept that comes out negative (noise on a tiny latency) is clamped to 0 and the
+returned ``notes`` say so; it is not an error.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import CalibrationError as FitError
+
+__all__ = ["LinkFit", "IncastFit", "LinearFit", "fit_link", "fit_incast", "fit_linear"]
+
+
+def _arrays(x: Sequence[float], y: Sequence[float], what: str, min_distinct: int = 2
+            ) -> tuple[np.ndarray, np.ndarray]:
+    xa = np.asarray(x, dtype=float)
+    ya = np.asarray(y, dtype=float)
+    if xa.ndim != 1 or xa.shape != ya.shape:
+        raise FitError(f"{what}: need two 1-D sequences of equal length, got shapes "
+                       f"{xa.shape} and {ya.shape}")
+    if len(np.unique(xa)) < min_distinct:
+        raise FitError(f"{what}: need at least {min_distinct} distinct sizes, got "
+                       f"{sorted(set(xa.tolist()))}")
+    if not (np.all(np.isfinite(xa)) and np.all(xa >= 0)):
+        raise FitError(f"{what}: sizes must be finite and >= 0, got {xa.tolist()}")
+    if not (np.all(np.isfinite(ya)) and np.all(ya > 0)):
+        raise FitError(f"{what}: times must be finite and > 0, got {ya.tolist()}")
+    return xa, ya
+
+
+def _wls(cols: list[np.ndarray], y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float]:
+    a = np.stack(cols, axis=1) * w[:, None]
+    coef, *_ = np.linalg.lstsq(a, y * w, rcond=None)
+    r = (a @ coef - y * w)
+    return coef, float(r @ r)
+
+
+@dataclass(frozen=True)
+class LinkFit:
+    """A fitted link: ``t(S) = alpha + max(0, S - burst) / bandwidth``."""
+
+    alpha: float
+    bandwidth: float
+    burst: float
+    max_rel_residual: float
+    notes: tuple[str, ...] = ()
+
+    def time(self, nbytes: float) -> float:
+        """Predicted one-way time of ``nbytes`` (after an idle period), seconds."""
+        return self.alpha + max(0.0, nbytes - self.burst) / self.bandwidth
+
+
+def fit_link(sizes: Sequence[float], times: Sequence[float], *, burst: bool = True,
+             bandwidth: float | None = None) -> LinkFit:
+    """Fit a link's latency, bandwidth and token-bucket burst to one-way message times.
+
+    Least squares on relative residuals (weights ``1/t``), so small messages fix ``alpha``
+    and large ones ``B``. With ``burst=True`` the burst ``b`` is found by a grid search
+    (geometric, then refined around the best value) and ``alpha``, ``1/B`` by linear least
+    squares for each candidate ``b``; ``b = 0`` is always a candidate.
+
+    Parameters
+    ----------
+    sizes, times : sequence of float
+        Message sizes (bytes) and measured one-way times (seconds, > 0), e.g. medians per size.
+    burst : bool
+        Fit a token-bucket burst (``True``) or the plain ``alpha + S / B`` (``False``).
+    bandwidth : float, optional
+        A bandwidth measured otherwise (e.g. from back-to-back streams, bytes/s); only
+        ``alpha`` (and the burst) are then fitted.
+
+    Returns
+    -------
+    LinkFit
+        ``alpha`` clamped at 0 (with a note) when the fit gives a negative intercept.
+
+    Raises
+    ------
+    FitError
+        Fewer than 2 distinct sizes (3 with ``burst``), non-positive times, a time that does
+        not grow with size.
+    """
+    s, t = _arrays(sizes, times, "fit_link", 3 if burst else 2)
+    if bandwidth is not None and not (math.isfinite(bandwidth) and bandwidth > 0):
+        raise FitError(f"fit_link: bandwidth={bandwidth!r} must be a finite number > 0")
+    w = 1.0 / t
+    ones = np.ones_like(s)
+
+    def solve(b: float) -> tuple[float, float, float]:
+        x = np.maximum(s - b, 0.0)
+        if bandwidth is None:
+            (c0, c1), sse = _wls([ones, x], t, w)
+        else:
+            c1 = 1.0 / bandwidth
+            (c0,), sse = _wls([ones], t - c1 * x, w)
+        return float(c0), float(c1), sse
+
+    if burst:
+        lo, hi = max(float(np.min(s[s > 0])) if np.any(s > 0) else 1.0, 1.0) / 4, float(np.max(s))
+        grid = np.concatenate([[0.0], np.geomspace(lo, hi, 300)])
+        best = min(grid, key=lambda b: solve(float(b))[2])
+        if best > 0:  # refine between the neighbouring grid points
+            i = int(np.searchsorted(grid, best))
+            a_, b_ = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+            fine = np.linspace(a_, b_, 201)
+            best = min(fine, key=lambda b: solve(float(b))[2])
+        b = float(best)
+    else:
+        b = 0.0
+    c0, c1, _ = solve(b)
+    if not c1 > 0:
+        raise FitError(f"fit_link: time does not grow with size (slope {c1:g} s/B); check the "
+                       "measurements (sizes too close together, or the link is not the "
+                       "bottleneck)")
+    notes: list[str] = []
+    if c0 < 0:
+        notes.append(f"fitted alpha was negative ({c0 * 1e6:.1f} us), clamped to 0")
+        c0 = 0.0
+    fit = LinkFit(c0, 1.0 / c1, b, 0.0, tuple(notes))
+    pred = np.array([fit.time(x) for x in s])
+    return LinkFit(c0, 1.0 / c1, b, float(np.max(np.abs(pred - t) / t)), tuple(notes))
+
+
+@dataclass(frozen=True)
+class IncastFit:
+    """Goodput efficiency vs concurrent flows: a table and the curve ``e1 / (1 + c (k-1))``."""
+
+    table: dict[int, float]
+    c: float
+    e1: float
+    notes: tuple[str, ...] = field(default=())
+
+    def efficiency(self, k: int) -> float:
+        """The fitted curve at ``k`` flows."""
+        return self.e1 / (1.0 + self.c * (k - 1))
+
+
+def fit_incast(flows: Sequence[int], goodput: Sequence[float], bandwidth: float) -> IncastFit:
+    """Incast curve from k-to-1 measurements.
+
+    Parameters
+    ----------
+    flows : sequence of int
+        Number of senders ``k`` (>= 1) of each measurement; repeats allowed (they are averaged).
+    goodput : sequence of float
+        Aggregate goodput into the receiver's link with ``k`` senders, bytes/s.
+    bandwidth : float
+        The link's bandwidth (bytes/s) the efficiencies are relative to.
+
+    Returns
+    -------
+    IncastFit
+        ``table[k]`` = mean goodput / bandwidth; ``e1`` the efficiency at one flow (the
+        measured one, or the curve's intercept when ``k = 1`` was not measured) and ``c >= 0``
+        by least squares on ``e1 / e(k) - 1 = c (k - 1)`` (clamped at 0 with a note if the
+        goodput grows with ``k``).
+    """
+    k = np.asarray(flows, dtype=float)
+    g = np.asarray(goodput, dtype=float)
+    if k.ndim != 1 or k.shape != g.shape or len(k) == 0:
+        raise FitError("fit_incast: need equal-length, non-empty flows and goodput")
+    if not (np.all(k >= 1) and np.all(k == np.round(k))):
+        raise FitError(f"fit_incast: flows must be integers >= 1, got {k.tolist()}")
+    if not (np.all(np.isfinite(g)) and np.all(g > 0)):
+        raise FitError(f"fit_incast: goodputs must be finite and > 0, got {g.tolist()}")
+    if not (math.isfinite(bandwidth) and bandwidth > 0):
+        raise FitError(f"fit_incast: bandwidth={bandwidth!r} must be a finite number > 0")
+    table = {int(kk): float(np.mean(g[k == kk]) / bandwidth) for kk in sorted(set(k.tolist()))}
+    ks = np.array(list(table), dtype=float)
+    es = np.array(list(table.values()))
+    notes: list[str] = []
+    if 1 in table:
+        e1 = table[1]
+    elif len(ks) >= 2:  # extrapolate 1/e linearly to k = 1
+        slope, icpt = np.polyfit(ks - 1, 1.0 / es, 1)
+        e1 = 1.0 / icpt if icpt > 0 else float(es[0])
+    else:
+        e1 = float(es[0])
+    m = ks > 1
+    if np.any(m):
+        y = e1 / es[m] - 1.0
+        x = ks[m] - 1.0
+        c = float(x @ y / (x @ x))
+        if c < 0:
+            notes.append(f"goodput grows with the number of flows (c = {c:.3g}); clamped c to 0")
+            c = 0.0
+    else:
+        c = 0.0
+        notes.append("only one flow count measured: no incast slope")
+    return IncastFit(table, c, float(e1), tuple(notes))
+
+
+@dataclass(frozen=True)
+class LinearFit:
+    """``y = intercept + slope * x``."""
+
+    intercept: float
+    slope: float
+    max_rel_residual: float
+    notes: tuple[str, ...] = ()
+
+
+def fit_linear(x: Sequence[float], y: Sequence[float], what: str = "cost") -> LinearFit:
+    """A per-item + per-byte cost ``y = c0 + c1 x`` by least squares on relative residuals.
+
+    ``c0 < 0`` is clamped to 0 (noted); ``c1 < 0`` is clamped to 0 (noted) too, e.g. a CPU
+    cost per byte lost in the noise.
+    """
+    xa, ya = _arrays(x, y, f"fit_linear({what})")
+    (c0, c1), _ = _wls([np.ones_like(xa), xa], ya, 1.0 / ya)
+    notes = []
+    if c1 < 0:
+        notes.append(f"{what}: fitted slope was negative ({c1:.3g}), clamped to 0")
+        c1 = 0.0
+        c0 = float(np.median(ya))
+    if c0 < 0:
+        notes.append(f"{what}: fitted intercept was negative ({c0:.3g}), clamped to 0")
+        c0 = 0.0
+    pred = c0 + c1 * xa
+    return LinearFit(float(c0), float(c1), float(np.max(np.abs(pred - ya) / ya)), tuple(notes))

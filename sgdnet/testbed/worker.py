@@ -1,0 +1,366 @@
+"""The per-host program of the testbed: one process per host, ``torch.distributed`` with gloo.
+
+Run by the runner inside a host's network namespace (or by hand on any cluster, one process per
+host)::
+
+    python -m sgdnet.testbed.worker SPEC.json RANK
+
+``SPEC.json`` holds the group (``world``, ``master`` address, ``port``, ``ifname``) and a list of
+jobs that every rank runs in order, each between two barriers of the whole group; rank ``r``
+writes ``{out_dir}/rank{r}.json``. Rank 0 is the parameter-server host; ranks ``1..world-1`` are
+the workers. Jobs:
+
+``train``
+    ``scheme`` is one of
+
+    * ``sync-ps``: each layer's gradient is sent to the PS from its gradient hook (wait-free
+      backprop); the PS averages a layer once every worker's copy arrived, applies it and sends
+      the layer back to every worker; a worker's forward of a layer waits for that layer.
+    * ``async-ps``: the PS applies each worker's layer on arrival (one thread per worker) and
+      returns it to that worker only.
+    * ``ring``: an asynchronous ``all_reduce`` (gloo's ring) per layer, started from the layer's
+      gradient hook; the optimizer step waits for all of them.
+    * ``ddp``: ``DistributedDataParallel(bucket_cap_mb=...)``.
+
+    Every worker records the ``perf_counter`` time at the end of each step (step-end
+    timestamps; CLOCK_MONOTONIC, common to all processes of the machine).
+``p2p``, ``incast``, ``costs``, ``profile``
+    Calibration measurements (see :mod:`sgdnet.testbed.bench`).
+
+Every job also records each rank's process CPU time (all threads) at its two barriers, and rank 0
+reads ``/proc/stat`` there, for the quiet gate.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main", "TAG_PULL"]
+
+#: Tag offset of parameter pulls (pushes use the layer index as tag).
+TAG_PULL = 1000
+
+
+def _flat_params(layer: Any) -> Any:
+    import torch
+
+    return torch.cat([p.detach().reshape(-1) for p in layer.parameters(recurse=False)])
+
+
+def _load_flat(layer: Any, flat: Any) -> None:
+    import torch
+
+    off = 0
+    with torch.no_grad():
+        for p in layer.parameters(recurse=False):
+            n = p.numel()
+            p.copy_(flat[off:off + n].view_as(p))
+            off += n
+
+
+def ps_apply(param: Any, grad_sum: Any, count: int, lr: float) -> None:
+    """The PS update of one layer: ``param -= lr * grad_sum / count`` (in place).
+
+    The calibration times this very function for the per-tensor and per-byte update cost.
+    """
+    param.add_(grad_sum, alpha=-lr / count)
+
+
+# --------------------------------------------------------------------------- PS schemes
+class _PSClient:
+    """Worker side of sync/async PS: push a layer from its gradient hook, pull before forward."""
+
+    def __init__(self, model: Any, ps: int):
+        from .models import param_layers
+
+        self.ps = ps
+        self.layers = param_layers(model)
+        self.params = [list(m.parameters(recurse=False)) for m in self.layers]
+        self.left = [len(p) for p in self.params]
+        self.pulls: list[Any] = [None] * len(self.layers)
+        self.sends: list[Any] = [None] * len(self.layers)
+        self.handles = []
+        for i, (m, ps_) in enumerate(zip(self.layers, self.params)):
+            for p in ps_:
+                self.handles.append(p.register_post_accumulate_grad_hook(partial(self._ready, i)))
+            self.handles.append(m.register_forward_pre_hook(partial(self._before, i)))
+
+    def _ready(self, i: int, _p: Any) -> None:
+        import torch
+        import torch.distributed as dist
+
+        self.left[i] -= 1
+        if self.left[i]:
+            return
+        self.left[i] = len(self.params[i])
+        flat = torch.cat([q.grad.reshape(-1) for q in self.params[i]])
+        if self.sends[i] is not None:
+            self.sends[i][0].wait()
+        self.sends[i] = (dist.isend(flat, self.ps, tag=i), flat)
+        buf = torch.empty_like(flat)
+        self.pulls[i] = (dist.irecv(buf, self.ps, tag=TAG_PULL + i), buf)
+
+    def _before(self, i: int, _m: Any, _inp: Any) -> None:
+        pp = self.pulls[i]
+        if pp is not None:
+            pp[0].wait()
+            _load_flat(self.layers[i], pp[1])
+            self.pulls[i] = None
+
+    def finish(self) -> None:
+        for i in range(len(self.layers)):
+            self._before(i, None, None)
+            if self.sends[i] is not None:
+                self.sends[i][0].wait()
+                self.sends[i] = None
+        for h in self.handles:
+            h.remove()
+
+
+def _ps_server(model: Any, workers: list[int], steps: int, lr: float, sync: bool) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from .models import param_layers
+
+    flats = [_flat_params(m).clone() for m in param_layers(model)]
+    L = len(flats)
+
+    def post(w: int, i: int) -> tuple[Any, Any]:
+        buf = torch.empty_like(flats[i])
+        return dist.irecv(buf, w, tag=i), buf
+
+    if sync:
+        pend = {(w, i): deque([post(w, i)]) for w in workers for i in range(L)}
+        sends: list[list[Any]] = [[] for _ in range(L)]
+        for step in range(steps):
+            for i in reversed(range(L)):
+                acc = None
+                for w in workers:
+                    work, buf = pend[(w, i)].popleft()
+                    work.wait()
+                    if step + 1 < steps:
+                        pend[(w, i)].append(post(w, i))
+                    acc = buf if acc is None else acc.add_(buf)
+                for s in sends[i]:  # the previous round's pulls of this layer are through
+                    s.wait()
+                ps_apply(flats[i], acc, len(workers), lr)
+                sends[i] = [dist.isend(flats[i], w, tag=TAG_PULL + i) for w in workers]
+        for ss in sends:
+            for s in ss:
+                s.wait()
+        return
+
+    lock = threading.Lock()
+    errors: list[str] = []
+
+    def serve(w: int) -> None:
+        try:
+            nxt = {i: post(w, i) for i in range(L)}
+            out: list[Any] = [None] * L
+            for step in range(steps):
+                for i in reversed(range(L)):
+                    work, buf = nxt[i]
+                    work.wait()
+                    if step + 1 < steps:
+                        nxt[i] = post(w, i)
+                    with lock:
+                        ps_apply(flats[i], buf, 1, lr)
+                        snap = flats[i].clone()
+                    if out[i] is not None:
+                        out[i][0].wait()
+                    out[i] = (dist.isend(snap, w, tag=TAG_PULL + i), snap)
+            for o in out:
+                if o is not None:
+                    o[0].wait()
+        except BaseException:  # noqa: BLE001 - re-raised by the main thread
+            errors.append(traceback.format_exc())
+
+    threads = [threading.Thread(target=serve, args=(w,), daemon=True) for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError("async PS thread failed:\n" + errors[0])
+
+
+# --------------------------------------------------------------------------- train job
+def _train(job: dict, rank: int, world: int, groups: dict) -> dict:
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+
+    from .models import build, param_layers
+
+    scheme = job["scheme"]
+    steps, warmup = int(job["steps"]), int(job["warmup"])
+    total = steps + warmup
+    lr = float(job.get("lr", 0.01))
+    model, x, y = build(job["model"], int(job["batch"]), seed=int(job.get("seed", 0)))
+    workers = list(range(1, world))
+    out: dict[str, Any] = {"scheme": scheme}
+    if scheme in ("sync-ps", "async-ps"):
+        if rank == 0:
+            _ps_server(model, workers, total, lr, sync=scheme == "sync-ps")
+            return out
+        client = _PSClient(model, 0)
+        stamps = []
+        for _ in range(total):
+            for p in model.parameters():
+                p.grad = None
+            F.cross_entropy(model(x), y).backward()
+            stamps.append(time.perf_counter())
+        client.finish()
+        out["stamps"] = stamps
+        return out
+    if rank == 0:
+        return out  # the PS host idles during all-reduce schemes
+    wg = groups["workers"]
+    n = len(workers)
+    if scheme == "ddp":
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        net = DDP(model, process_group=wg, bucket_cap_mb=float(job["bucket_cap_mb"]))
+        opt = torch.optim.SGD(net.parameters(), lr=lr)
+        stamps = []
+        for _ in range(total):
+            opt.zero_grad(set_to_none=True)
+            F.cross_entropy(net(x), y).backward()
+            opt.step()
+            stamps.append(time.perf_counter())
+        out["stamps"] = stamps
+        out["buckets"] = _ddp_buckets(net)
+        return out
+    if scheme != "ring":
+        raise ValueError(f"unknown scheme {scheme!r}; use sync-ps, async-ps, ring or ddp")
+    layers = param_layers(model)
+    params = [list(m.parameters(recurse=False)) for m in layers]
+    left = [len(p) for p in params]
+    inflight: list[tuple[int, Any, Any]] = []
+
+    def ready(i: int, _p: Any) -> None:
+        left[i] -= 1
+        if left[i]:
+            return
+        left[i] = len(params[i])
+        flat = torch.cat([q.grad.reshape(-1) for q in params[i]])
+        inflight.append((i, dist.all_reduce(flat, group=wg, async_op=True), flat))
+
+    hooks = [p.register_post_accumulate_grad_hook(partial(ready, i))
+             for i, ps_ in enumerate(params) for p in ps_]
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    stamps = []
+    for _ in range(total):
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(model(x), y).backward()
+        for i, work, flat in inflight:
+            work.wait()
+            off = 0
+            for q in params[i]:
+                k = q.numel()
+                q.grad.copy_(flat[off:off + k].view_as(q)).div_(n)
+                off += k
+        inflight.clear()
+        opt.step()
+        stamps.append(time.perf_counter())
+    for h in hooks:
+        h.remove()
+    out["stamps"] = stamps
+    return out
+
+
+def _ddp_buckets(net: Any) -> list[int] | None:
+    """Bytes of DDP's buckets after its rebuild (the first iterations use a 1 MiB first
+    bucket), from its logging data (None if this torch does not say)."""
+    try:
+        data = net._get_ddp_logging_data()
+        sizes = data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes")
+        if isinstance(sizes, str):
+            return [int(s) for s in sizes.split(",") if s.strip()]
+        return list(sizes) if sizes else None
+    except Exception:  # noqa: BLE001 - diagnostics only
+        return None
+
+
+# --------------------------------------------------------------------------- main
+def _stat_busy() -> tuple[float, float]:
+    from .quiet import cpu_jiffies
+
+    return cpu_jiffies()
+
+
+def run(spec: dict, rank: int) -> dict:
+    """Join the group described by ``spec``, run its jobs in order, return this rank's record."""
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(int(spec.get("threads", 1)))
+    torch.set_num_interop_threads(1)
+    world = int(spec["world"])
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://{spec['master']}:{int(spec['port'])}", rank=rank,
+        world_size=world, timeout=datetime.timedelta(seconds=float(spec.get("timeout_s", 120))))
+    rec: dict[str, Any] = {"rank": rank, "world": world, "pid": os.getpid(), "jobs": []}
+    try:
+        groups = {"workers": dist.new_group(list(range(1, world)))}
+        for job in spec["jobs"]:
+            dist.barrier()
+            jr: dict[str, Any] = {"id": job.get("id"), "kind": job["kind"]}
+            jr["cpu0"] = time.process_time()
+            jr["t0"] = time.perf_counter()
+            if rank == 0:
+                jr["stat0"] = _stat_busy()
+                jr["loadavg0"] = open("/proc/loadavg").read().split()[:3]
+            if job["kind"] == "train":
+                jr.update(_train(job, rank, world, groups))
+            else:
+                from . import bench
+
+                jr.update(bench.run_job(job, rank, world, groups))
+            dist.barrier()
+            jr["t1"] = time.perf_counter()
+            jr["cpu1"] = time.process_time()
+            if rank == 0:
+                jr["stat1"] = _stat_busy()
+                jr["loadavg1"] = open("/proc/loadavg").read().split()[:3]
+            rec["jobs"].append(jr)
+    finally:
+        dist.destroy_process_group()
+    return rec
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m sgdnet.testbed.worker SPEC.json RANK``; writes ``out_dir/rank{RANK}.json``."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        print("usage: python -m sgdnet.testbed.worker SPEC.json RANK", file=sys.stderr)
+        return 2
+    spec = json.loads(Path(argv[0]).read_text())
+    rank = int(argv[1])
+    out = Path(spec["out_dir"]) / f"rank{rank}.json"
+    if spec.get("ifname"):
+        os.environ["GLOO_SOCKET_IFNAME"] = spec["ifname"]
+    try:
+        rec = run(spec, rank)
+    except BaseException:  # noqa: BLE001 - the runner reads the error file
+        (Path(spec["out_dir"]) / f"rank{rank}.error").write_text(traceback.format_exc())
+        return 1
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(rec))
+    tmp.rename(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,423 @@
+"""Cluster files (YAML): what a real cluster measures, in the form sgdnet reads.
+
+``sgdnet calibrate`` writes one; ``Cluster.from_file(path)`` and ``sgdnet predict --cluster FILE``
+read it. The file carries more than today's :class:`~sgdnet.workload.Cluster` uses, so that the
+network model of flows (max-min sharing over link paths, per-byte CPU cost, incast) can be fed
+from the same calibration once it exists::
+
+    sgdnet_cluster: 1                  # schema version
+    name: testbed-100mbit
+    workers: 4                         # hosts that train (optional; --workers overrides)
+    ps_hosts: 1                        # dedicated parameter-server hosts (0: none)
+    ps_placement: dedicated            # or colocated
+    comm_uses_compute: true            # CPU collectives (gloo): a transfer holds the receiver's CPU
+    link:                              # every host's link, each direction, unless overridden
+      bandwidth: 100Mbit/s             # bytes/s or a string with a unit (sustained goodput)
+      latency: 150us                   # one-way, per message
+      burst: 64KB                      # token-bucket depth (0: none)
+      incast: {1: 1.0, 2: 0.98, 4: 0.95}   # goodput efficiency vs concurrent flows into a link
+      table: [[1024, 1.6e-4], [1048576, 0.084]]   # optional measured size -> one-way seconds
+    hosts:                             # optional per-host overrides: ps0, worker0, worker1, ...
+      ps0: {uplink: {bandwidth: 200Mbit/s}, downlink: {bandwidth: 200Mbit/s}}
+    cpu:                               # CPU time per byte on the host doing it
+      send_s_per_byte: 1.1e-9
+      recv_s_per_byte: 1.6e-9
+      reduce_s_per_byte: 2.5e-10
+    ps:
+      update_s_per_byte: 3.0e-10
+      update_s_per_tensor: 2.0e-5
+    local_step_s: {tb-mlp: 0.0021}     # one local SGD step (forward, backward, optimizer), by model
+    notes: ["alpha fitted negative (-3us), clamped to 0"]
+    measurements: {...}                # the raw calibration data, free-form
+
+Every quantity accepts a number in SI units or a string with a unit (:mod:`sgdnet.units`);
+:meth:`ClusterFile.to_dict` writes SI floats, so ``load(save(x)) == x``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import units
+from ..errors import ClusterError, UnitError
+from . import _quantity as _q
+
+__all__ = ["SCHEMA", "Link", "ClusterFile", "load_cluster_file"]
+
+#: Schema version written in the ``sgdnet_cluster`` key.
+SCHEMA = 1
+
+_TOP = ("sgdnet_cluster", "name", "workers", "ps_hosts", "ps_placement", "comm_uses_compute",
+        "link", "hosts", "cpu", "ps", "local_step_s", "notes", "measurements")
+_LINK = ("bandwidth", "latency", "burst", "incast", "table")
+_CPU = ("send_s_per_byte", "recv_s_per_byte", "reduce_s_per_byte")
+_PS = ("update_s_per_byte", "update_s_per_tensor")
+
+
+def _where(src: str | None, key: str) -> str:
+    return f"{src}: {key}" if src else key
+
+
+def _keys(d: Any, allowed: tuple[str, ...], where: str) -> dict:
+    if not isinstance(d, Mapping):
+        raise ClusterError(f"{where}: expected a mapping with keys {list(allowed)}, got "
+                           f"{type(d).__name__} {d!r}")
+    bad = sorted(str(k) for k in d if k not in allowed)
+    if bad:
+        raise ClusterError(f"{where}: unknown key(s) {bad}; valid keys are {list(allowed)}")
+    return dict(d)
+
+
+def _num(value: Any, kind: str, where: str, allow_zero: bool = True) -> float:
+    try:
+        if kind == "rate":
+            return units.bandwidth(value, what=where)
+        if kind == "bytes":
+            return units.nbytes(value, what=where)
+        x = _q.seconds(value, what=where)
+        if x == 0 and not allow_zero:
+            raise UnitError(f"{where} {value!r} must be positive")
+        return x
+    except UnitError as e:
+        raise ClusterError(str(e)) from None
+
+
+@dataclass(frozen=True)
+class Link:
+    """One direction of a host's link to the switch.
+
+    Parameters
+    ----------
+    bandwidth : float or str
+        Sustained goodput, bytes/s (``"100Mbit/s"``), > 0.
+    latency : float or str
+        One-way per-message latency, seconds (>= 0).
+    burst : float or str
+        Token-bucket depth, bytes (>= 0): after an idle period this many bytes pass at line rate.
+    incast : mapping of int to float, optional
+        Goodput efficiency (fraction of ``bandwidth``) when ``k`` flows arrive at once, by ``k``
+        (>= 1); missing ``k`` are interpolated by :meth:`efficiency`.
+    table : sequence of (bytes, seconds), optional
+        A measured size -> one-way time table (sorted by size on construction).
+    """
+
+    bandwidth: float | str
+    latency: float | str = 0.0
+    burst: float | str = 0.0
+    incast: Mapping[int, float] | None = None
+    table: tuple[tuple[float, float], ...] | None = None
+
+    def __post_init__(self) -> None:
+        s = object.__setattr__
+        s(self, "bandwidth", _num(self.bandwidth, "rate", "link.bandwidth"))
+        s(self, "latency", _num(self.latency, "time", "link.latency"))
+        s(self, "burst", _num(self.burst, "bytes", "link.burst"))
+        if self.incast is not None:
+            if not isinstance(self.incast, Mapping) or not self.incast:
+                raise ClusterError(f"link.incast={self.incast!r}: must be a non-empty mapping "
+                                   "{flows: efficiency}, e.g. {1: 1.0, 4: 0.9}")
+            cur: dict[int, float] = {}
+            for k, v in self.incast.items():
+                try:
+                    kk = int(k)
+                except (TypeError, ValueError):
+                    kk = -1
+                if kk < 1 or str(kk) != str(k).strip():
+                    raise ClusterError(f"link.incast key {k!r}: must be a number of concurrent "
+                                       "flows >= 1")
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
+                        math.isfinite(v) and v > 0):
+                    raise ClusterError(f"link.incast[{kk}]={v!r}: an efficiency must be a finite "
+                                       "number > 0 (1.0 = full bandwidth)")
+                cur[kk] = float(v)
+            s(self, "incast", dict(sorted(cur.items())))
+        if self.table is not None:
+            rows = []
+            for i, row in enumerate(self.table):
+                if not isinstance(row, (list, tuple)) or len(row) != 2:
+                    raise ClusterError(f"link.table[{i}]={row!r}: each row is [bytes, seconds]")
+                rows.append((_num(row[0], "bytes", f"link.table[{i}][0]"),
+                             _num(row[1], "time", f"link.table[{i}][1]")))
+            if not rows:
+                raise ClusterError("link.table is empty; give [[bytes, seconds], ...] or omit it")
+            s(self, "table", tuple(sorted(rows)))
+
+    def efficiency(self, flows: int) -> float:
+        """Goodput efficiency with ``flows`` concurrent flows into this link (1.0 without an
+        incast curve; linear interpolation between measured counts, flat beyond them)."""
+        if isinstance(flows, bool) or not isinstance(flows, int) or flows < 1:
+            raise ClusterError(f"flows={flows!r}: must be an integer >= 1")
+        if not self.incast:
+            return 1.0
+        ks = list(self.incast)
+        if flows <= ks[0]:
+            return self.incast[ks[0]]
+        if flows >= ks[-1]:
+            return self.incast[ks[-1]]
+        for a, b in zip(ks, ks[1:]):
+            if a <= flows <= b:
+                w = (flows - a) / (b - a)
+                return (1 - w) * self.incast[a] + w * self.incast[b]
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def transfer_time(self, nbytes: float) -> float:
+        """One-way time of a message after an idle period: ``latency + max(0, S - burst) / B``."""
+        b = units.nbytes(nbytes, what="message size")
+        return float(self.latency) + max(0.0, b - float(self.burst)) / float(self.bandwidth)
+
+    def to_dict(self) -> dict:
+        """SI floats, JSON/YAML-ready (``None`` fields left out)."""
+        d: dict[str, Any] = {"bandwidth": self.bandwidth, "latency": self.latency,
+                             "burst": self.burst}
+        if self.incast is not None:
+            d["incast"] = dict(self.incast)
+        if self.table is not None:
+            d["table"] = [list(r) for r in self.table]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "link") -> Link:
+        """Inverse of :meth:`to_dict`; ``where`` prefixes error messages."""
+        d = _keys(d, _LINK, where)
+        if "bandwidth" not in d:
+            raise ClusterError(f"{where}: 'bandwidth' is required (e.g. bandwidth: 100Mbit/s)")
+        try:
+            return cls(**d)
+        except ClusterError as e:
+            raise ClusterError(f"{where}: {e}") from None
+
+
+@dataclass(frozen=True)
+class ClusterFile:
+    """The contents of a cluster file (see the module docstring for the format).
+
+    Parameters
+    ----------
+    link : Link
+        Every host's link, both directions, unless ``hosts`` overrides it.
+    name : str
+        A label.
+    workers : int or None
+        Number of training hosts, if the file fixes it.
+    ps_hosts : int
+        Dedicated parameter-server hosts (0: none measured; ``to_cluster`` then uses one shard).
+    ps_placement : {"dedicated", "colocated"}
+    comm_uses_compute : bool
+        CPU collectives: a transfer also holds the receiving host's compute.
+    hosts : mapping
+        Per-host overrides ``{"ps0": {"uplink": Link, "downlink": Link}, "worker1": ...}``.
+    cpu : mapping
+        ``send_s_per_byte``, ``recv_s_per_byte``, ``reduce_s_per_byte`` (seconds per byte).
+    ps : mapping
+        ``update_s_per_byte``, ``update_s_per_tensor`` (seconds).
+    local_step_s : mapping
+        One local SGD step (forward, backward, optimizer), seconds, by model name.
+    notes : list of str
+        What calibration noticed (a clamped negative alpha, a noisy run, ...).
+    measurements : mapping
+        Raw calibration data, kept as given.
+    """
+
+    link: Link
+    name: str = "cluster"
+    workers: int | None = None
+    ps_hosts: int = 0
+    ps_placement: str = "dedicated"
+    comm_uses_compute: bool = False
+    hosts: Mapping[str, Mapping[str, Link]] = field(default_factory=dict)
+    cpu: Mapping[str, float] = field(default_factory=dict)
+    ps: Mapping[str, float] = field(default_factory=dict)
+    local_step_s: Mapping[str, float] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    measurements: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        s = object.__setattr__
+        if not isinstance(self.link, Link):
+            raise ClusterError(f"ClusterFile.link={self.link!r}: must be a Link")
+        if not isinstance(self.name, str):
+            raise ClusterError(f"name={self.name!r}: must be a string")
+        if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(
+                self.workers, int) or self.workers < 1):
+            raise ClusterError(f"workers={self.workers!r}: must be an integer >= 1 (or omitted)")
+        if isinstance(self.ps_hosts, bool) or not isinstance(self.ps_hosts, int) or \
+                self.ps_hosts < 0:
+            raise ClusterError(f"ps_hosts={self.ps_hosts!r}: must be an integer >= 0")
+        if self.ps_placement not in ("dedicated", "colocated"):
+            raise ClusterError(f"ps_placement={self.ps_placement!r}: use 'dedicated' or "
+                               "'colocated'")
+        if not isinstance(self.comm_uses_compute, bool):
+            raise ClusterError(f"comm_uses_compute={self.comm_uses_compute!r}: must be true or "
+                               "false")
+        hosts: dict[str, dict[str, Link]] = {}
+        for h, dirs in dict(self.hosts).items():
+            dd = _keys(dirs, ("uplink", "downlink"), f"hosts.{h}")
+            hosts[str(h)] = {k: v if isinstance(v, Link) else Link.from_dict(v, f"hosts.{h}.{k}")
+                             for k, v in dd.items()}
+        s(self, "hosts", hosts)
+        s(self, "cpu", {k: _num(v, "time", f"cpu.{k}")
+                        for k, v in _keys(self.cpu, _CPU, "cpu").items()})
+        s(self, "ps", {k: _num(v, "time", f"ps.{k}")
+                       for k, v in _keys(self.ps, _PS, "ps").items()})
+        if not isinstance(self.local_step_s, Mapping):
+            raise ClusterError(f"local_step_s={self.local_step_s!r}: must map model name -> "
+                               "seconds")
+        s(self, "local_step_s", {str(k): _num(v, "time", f"local_step_s.{k}")
+                                 for k, v in self.local_step_s.items()})
+        if isinstance(self.notes, str) or not all(isinstance(n, str) for n in self.notes):
+            raise ClusterError(f"notes={self.notes!r}: must be a list of strings")
+        s(self, "notes", tuple(self.notes))
+        if not isinstance(self.measurements, Mapping):
+            raise ClusterError(f"measurements={self.measurements!r}: must be a mapping")
+        s(self, "measurements", dict(self.measurements))
+
+    # ------------------------------------------------------------------ per-host links
+    def uplink(self, host: str) -> Link:
+        """The send direction of ``host`` (``"worker0"``, ``"ps0"``, ...)."""
+        return self.hosts.get(host, {}).get("uplink", self.link)
+
+    def downlink(self, host: str) -> Link:
+        """The receive direction of ``host``."""
+        return self.hosts.get(host, {}).get("downlink", self.link)
+
+    def to_cluster(self, workers: int | None = None, **overrides: Any):
+        """A :class:`~sgdnet.workload.Cluster` with what today's model uses.
+
+        Mapped: link bandwidth (per direction when every worker has the same override), latency,
+        the PS hosts' link (``ps_bandwidth``, the slower of its two directions when they
+        differ), ``ps_hosts`` -> ``ps_shards`` (at least 1), placement, PS update costs,
+        ``comm_uses_compute``. Not yet used by today's nets (kept for the network model of
+        flows): ``burst``, ``incast``, ``table`` and the ``cpu`` costs.
+
+        Parameters
+        ----------
+        workers : int, optional
+            Number of workers; default the file's ``workers``.
+        **overrides
+            Any :class:`Cluster` field, applied last (e.g. ``speeds``, ``comm_cv``).
+        """
+        from .cluster import Cluster
+
+        n = self.workers if workers is None else workers
+        if n is None:
+            raise ClusterError("the cluster file has no 'workers'; pass workers=N "
+                               "(CLI: --workers N)")
+        kw: dict[str, Any] = {"workers": n, "bandwidth": self.link.bandwidth,
+                              "latency": self.link.latency,
+                              "ps_shards": max(1, self.ps_hosts),
+                              "ps_placement": self.ps_placement,
+                              "comm_uses_compute": self.comm_uses_compute,
+                              "update_s_per_byte": self.ps.get("update_s_per_byte", 0.0),
+                              "update_s_per_layer": self.ps.get("update_s_per_tensor", 0.0)}
+        if isinstance(n, int) and not isinstance(n, bool) and n >= 1:
+            ups = {self.uplink(f"worker{i}").bandwidth for i in range(n)}
+            downs = {self.downlink(f"worker{i}").bandwidth for i in range(n)}
+            if len(ups) > 1 or len(downs) > 1:
+                raise ClusterError(f"cluster file {self.name!r}: workers have different link "
+                                   "bandwidths, which today's Cluster cannot express; make them "
+                                   "equal or override bandwidth=...")
+            if ups != {self.link.bandwidth}:
+                kw["uplink"] = ups.pop()
+            if downs != {self.link.bandwidth}:
+                kw["downlink"] = downs.pop()
+        ps_bw = min(self.uplink("ps0").bandwidth, self.downlink("ps0").bandwidth)
+        if ps_bw != self.link.bandwidth:
+            kw["ps_bandwidth"] = ps_bw
+        kw.update(overrides)
+        return Cluster(**kw)
+
+    # ------------------------------------------------------------------ (de)serialisation
+    def to_dict(self) -> dict:
+        """Plain types and SI floats (YAML/JSON-ready)."""
+        d: dict[str, Any] = {"sgdnet_cluster": SCHEMA, "name": self.name}
+        if self.workers is not None:
+            d["workers"] = self.workers
+        d.update({"ps_hosts": self.ps_hosts, "ps_placement": self.ps_placement,
+                  "comm_uses_compute": self.comm_uses_compute, "link": self.link.to_dict()})
+        if self.hosts:
+            d["hosts"] = {h: {k: v.to_dict() for k, v in dirs.items()}
+                          for h, dirs in self.hosts.items()}
+        for key in ("cpu", "ps", "local_step_s", "measurements"):
+            if getattr(self, key):
+                d[key] = dict(getattr(self, key))
+        if self.notes:
+            d["notes"] = list(self.notes)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Any, source: str | None = None) -> ClusterFile:
+        """Inverse of :meth:`to_dict`; ``source`` (a path) prefixes error messages."""
+        d = _keys(d, _TOP, source or "cluster file")
+        ver = d.pop("sgdnet_cluster", None)
+        if ver != SCHEMA:
+            raise ClusterError(f"{_where(source, 'sgdnet_cluster')}={ver!r}: not a cluster file "
+                               f"of schema {SCHEMA}; the first key must be "
+                               f"'sgdnet_cluster: {SCHEMA}'")
+        if "link" not in d:
+            raise ClusterError(f"{_where(source, 'link')}: required (e.g. link: {{bandwidth: "
+                               "100Mbit/s, latency: 100us})")
+        try:
+            d["link"] = Link.from_dict(d["link"], "link")
+            if "notes" in d and d["notes"] is not None:
+                if isinstance(d["notes"], str) or not isinstance(d["notes"], list):
+                    raise ClusterError(f"notes={d['notes']!r}: must be a list of strings")
+                d["notes"] = tuple(d["notes"])
+            for k in ("hosts", "cpu", "ps", "local_step_s", "measurements"):
+                if d.get(k, ...) is None:
+                    d[k] = {}
+            return cls(**d)
+        except ClusterError as e:
+            raise ClusterError(f"{source}: {e}" if source else str(e)) from None
+
+    def save(self, path: str | Path) -> Path:
+        """Write the file as YAML (SI floats); returns the path."""
+        import yaml
+
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        text = yaml.safe_dump(_plain(self.to_dict()), sort_keys=False, default_flow_style=None,
+                              width=100)
+        p.write_text(f"# sgdnet cluster file (schema {SCHEMA}); SI units: bytes, seconds, "
+                     "bytes/s\n" + text)
+        return p
+
+    def replace(self, **changes: Any) -> ClusterFile:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+
+def _plain(x: Any) -> Any:
+    """numpy scalars and tuples -> plain Python for yaml.safe_dump."""
+    if isinstance(x, Mapping):
+        return {(k if isinstance(k, (str, int)) else str(k)): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if hasattr(x, "item") and callable(x.item):
+        return x.item()
+    return x
+
+
+def load_cluster_file(path: str | Path) -> ClusterFile:
+    """Read a cluster file (YAML, or JSON, which is YAML too).
+
+    Raises
+    ------
+    ClusterError
+        Not YAML, not a cluster file, or a bad field (the message names the path and field).
+    OSError
+        The file cannot be read.
+    """
+    import yaml
+
+    p = Path(path)
+    text = p.read_text()
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ClusterError(f"{p}: not valid YAML ({' '.join(str(e).split())})") from None
+    return ClusterFile.from_dict(data, source=str(p))

@@ -1,0 +1,265 @@
+"""The testbed: quiet gate and step-rate arithmetic (pure), namespace set-up and teardown
+(including an exception, SIGINT and SIGTERM), and a 2-host few-step smoke run.
+
+The namespace tests need root and iproute2 and skip with the reason otherwise; the smoke run
+also needs torch. Nothing is timed: the smoke run checks that the link shaping binds (a rate
+no faster than the shaped link allows) rather than how long anything took.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from sgdnet.errors import SgdnetError, TestbedError
+from sgdnet.testbed import quiet
+from sgdnet.testbed.netns import PREFIX, EmulatedCluster, can_create_namespaces, cleanup_stale
+from sgdnet.testbed.runner import rotate, summarize_job, summarize_runs
+
+ROOT = Path(__file__).resolve().parents[1]
+OK, WHY = can_create_namespaces()
+needs_ns = pytest.mark.skipif(not OK, reason=f"cannot create network namespaces here: {WHY}")
+
+
+def _ns_list() -> set[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+# ---------------------------------------------------------------- pure parts
+def test_cpu_jiffies_separates_process_time_from_interrupts():
+    tck = os.sysconf("SC_CLK_TCK")
+    text = f"cpu  {100 * tck} {10 * tck} {50 * tck} {800 * tck} {5 * tck} {1 * tck} {4 * tck} 0 0 0\n"
+    busy, total, irq = quiet.cpu_jiffies(text)
+    assert (busy, total, irq) == (pytest.approx(160), pytest.approx(970), pytest.approx(5))
+
+
+def test_other_cores_is_machine_busy_minus_own_over_wall():
+    assert quiet.other_cores(100.0, 103.0, own_cpu_s=1.0, wall_s=2.0) == 1.0
+    assert quiet.other_cores(100.0, 100.5, own_cpu_s=1.0, wall_s=2.0) == 0.0  # clamped
+    with pytest.raises(ValueError):
+        quiet.other_cores(0, 1, 0, 0)
+
+
+def test_top_others_excludes_ours_and_ranks_by_cores():
+    before = {1: ("a", 10.0), 2: ("b", 5.0), 3: ("ours", 0.0)}
+    after = {1: ("a", 11.0), 2: ("b", 8.0), 3: ("ours", 9.0), 4: ("new", 0.5)}
+    rows = quiet.top_others(before, after, wall_s=2.0, exclude=[3])
+    assert [(r["name"], r["cores"]) for r in rows] == [("b", 1.5), ("a", 0.5), ("new", 0.25)]
+
+
+def test_rotate_interleaves_orders():
+    assert [rotate("abcd", k) for k in range(5)] == [
+        list("abcd"), list("bcda"), list("cdab"), list("dabc"), list("abcd")]
+
+
+def _rank(stamps, cpu=(0.0, 1.0), stat=None):
+    j = {"id": "x", "kind": "train", "t0": 0.0, "t1": 4.0, "cpu0": cpu[0], "cpu1": cpu[1]}
+    if stamps is not None:
+        j["stamps"] = stamps
+    if stat is not None:
+        j.update(stat0=stat[0], stat1=stat[1])
+    return {"jobs": [j]}
+
+
+def test_summarize_job_rates_from_step_end_stamps_warmup_excluded():
+    # worker 1: warm-up step slow (ends at 1.0), then one step every 0.5 s; worker 2 every 0.25 s
+    w1 = [1.0, 1.5, 2.0, 2.5, 3.0]
+    w2 = [0.9, 1.15, 1.4, 1.65, 1.9]
+    ranks = [_rank(None, stat=((100.0, 0, 0), (106.0, 0, 0))), _rank(w1), _rank(w2)]
+    row = summarize_job(ranks, 0, warmup=1, threshold_cores=0.5)
+    assert row["worker_steps_per_s"] == pytest.approx([2.0, 4.0])
+    assert row["steps_per_s"] == pytest.approx(6.0)
+    assert row["worker_stamps_s"] == [w1, w2]  # kept (relative to the job's start, here 0)
+    # machine busy 6 CPU-s in 4 s, ours 3 CPU-s: others used 0.75 cores -> noisy
+    assert row["other_cores"] == pytest.approx(0.75) and row["noisy"] is True
+    with pytest.raises(TestbedError, match="warm-up"):
+        summarize_job(ranks, 0, warmup=0)
+
+
+def test_summarize_runs_median_min_max_per_cell():
+    runs = [{"scheme": "ring", "workers": 2, "rate_Bps": 1.0, "steps_per_s": v,
+             "noisy": nz, "other_cores": 0.1} for v, nz in ((3.0, False), (1.0, True), (2.0, None))]
+    (row,) = summarize_runs(runs)
+    assert (row["median"], row["min"], row["max"], row["n"], row["noisy"]) == (2.0, 1.0, 3.0, 3, 1)
+    (quiet_only,) = summarize_runs(runs, include_noisy=False)
+    assert (quiet_only["median"], quiet_only["n"]) == (2.5, 2)
+
+
+def test_bad_campaign_arguments_fail_before_any_set_up():
+    from sgdnet.testbed.runner import run_campaign
+
+    for kw, match in (({"model": "resnet"}, "unknown testbed model"),
+                      ({"schemes": ["allgather"]}, "unknown scheme"),
+                      ({"warmup": 0}, "warmup >= 1"),
+                      ({"rates": ["fast"]}, "rate")):
+        with pytest.raises(SgdnetError, match=match):
+            run_campaign(**kw, log=lambda s: None)
+
+
+def test_bad_arguments_are_testbed_errors():
+    with pytest.raises(TestbedError, match="hosts=0"):
+        EmulatedCluster(0)
+    with pytest.raises(TestbedError, match="burst"):
+        EmulatedCluster(2, burst=100)
+    with pytest.raises(SgdnetError, match="rate"):
+        EmulatedCluster(2, rate="fast")
+
+
+# ---------------------------------------------------------------- namespaces
+@needs_ns
+def test_setup_shapes_both_directions_and_teardown_removes_everything():
+    with EmulatedCluster(2, rate="50Mbit/s", burst="32KB") as c:
+        names = set(c.namespaces())
+        assert names <= _ns_list()
+        stats = c.qdisc_stats()
+        assert set(stats) == {"h0.up", "h0.down", "h1.up", "h1.down"}
+        for s in stats.values():
+            assert "tbf" in s and "rate 50Mbit" in s
+        ping = subprocess.run(c.exec_args(0, [sys.executable, "-c", textwrap.dedent(f"""
+            import socket
+            s = socket.create_connection(("{c.addr(1)}", 9), timeout=2)
+            """)]), capture_output=True, text=True)
+        # nobody listens on port 9: a refused connection proves the path works (no timeout)
+        assert "ConnectionRefusedError" in ping.stderr
+    assert not names & _ns_list()
+
+
+@needs_ns
+def test_teardown_on_exception_and_stale_cleanup():
+    c = EmulatedCluster(2)
+    with pytest.raises(RuntimeError, match="boom"):
+        with c:
+            names = set(c.namespaces())
+            raise RuntimeError("boom")
+    assert not names & _ns_list()
+    # a leftover of a dead process (pid 2**22 + 1 cannot exist) is cleaned, nothing else is
+    stale = f"{PREFIX}-{2 ** 22 + 1}-h0"
+    subprocess.run(["ip", "netns", "add", stale], check=True)
+    assert stale in cleanup_stale()
+    assert stale not in _ns_list()
+
+
+@needs_ns
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_teardown_on_ctrl_c_and_sigterm(tmp_path, sig):
+    marker = tmp_path / "names.json"
+    code = textwrap.dedent(f"""
+        import json, time
+        from sgdnet.testbed.netns import EmulatedCluster
+        with EmulatedCluster(2) as c:
+            open({str(marker)!r}, "w").write(json.dumps(c.namespaces()))
+            time.sleep(60)
+        """)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        for _ in range(300):
+            if marker.exists() and marker.read_text():
+                break
+            time.sleep(0.1)
+        names = set(json.loads(marker.read_text()))
+        assert names <= _ns_list()
+        p.send_signal(sig)
+        p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert "KeyboardInterrupt" in p.stderr.read()
+    assert not names & _ns_list()
+
+
+@needs_ns
+def test_smoke_run_two_hosts_few_steps():
+    pytest.importorskip("torch")
+    from sgdnet.testbed.models import build
+    from sgdnet.testbed.runner import run_campaign
+
+    rate = 12.5e6  # 100 Mbit/s
+    res = run_campaign(model="tb-tiny", workers=[1], rates=[rate], repeats=1, steps=4, warmup=1,
+                       burst="64KB", timeout_s=120, log=lambda s: None)
+    rows = {r["scheme"]: r for r in res["runs"]}
+    assert set(rows) == {"sync-ps", "async-ps", "ring", "ddp"}
+    for r in rows.values():
+        assert len(r["worker_steps_per_s"]) == 1 and r["steps_per_s"] > 0
+        assert r["other_cores"] >= 0
+    # each PS step pushes and pulls the whole model over a shaped link: at most
+    # rate / (gradient bytes - burst) steps/s, whatever the CPU does
+    m, _, _ = build("tb-tiny", 32)
+    grad = sum(p.numel() * 4 for p in m.parameters())
+    bound = rate / (grad - 64e3)
+    for s in ("sync-ps", "async-ps"):
+        assert rows[s]["steps_per_s"] < 1.05 * bound, (s, rows[s]["steps_per_s"], bound)
+    assert res["meta"]["netem"] in (True, False)
+    assert not {n for n in _ns_list() if n.startswith(f"{PREFIX}-{os.getpid()}-")}
+
+
+def test_smoke_cli_reports_a_clear_error_without_namespaces(monkeypatch, capsys):
+    from sgdnet.cli import main
+    from sgdnet.testbed import netns
+
+    monkeypatch.setattr(netns, "can_create_namespaces", lambda: (False, "not root (test)"))
+    assert main(["testbed", "--smoke"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot build the emulated cluster: not root (test)" in err
+
+
+def test_calibrate_cli_write_spec_and_from_records(tmp_path, capsys):
+    from sgdnet import Cluster
+    from sgdnet.cli import main
+
+    spec = tmp_path / "spec.json"
+    assert main(["calibrate", "--write-spec", str(spec), "--master", "10.0.0.1", "--world",
+                 "3", "--records-dir", str(tmp_path)]) == 0
+    s = json.loads(spec.read_text())
+    assert s["world"] == 3 and [j["kind"] for j in s["jobs"]][0] == "p2p"
+    assert main(["calibrate", "--write-spec", str(spec)]) == 2
+    assert "--master" in capsys.readouterr().err
+    # records as the hosts would write them (synthetic, see test_calibrate)
+    from test_calibrate import ALPHA, BW, _synthetic_ranks  # tests/ is on sys.path (rootdir)
+
+    for rk in _synthetic_ranks():
+        (tmp_path / f"rank{rk['rank']}.json").write_text(json.dumps(rk))
+    out = tmp_path / "c.yaml"
+    assert main(["calibrate", "--from-records", str(tmp_path), "--out", str(out),
+                 "--nccl-gpu"]) == 0
+    c = Cluster.from_file(out)
+    assert c.bandwidth == pytest.approx(BW, rel=1e-3)
+    assert c.latency == pytest.approx(ALPHA, rel=1e-2)
+    assert c.comm_uses_compute is False
+
+
+def test_table_script_predicts_every_committed_cell(capsys):
+    """scripts/testbed_table.py runs on the committed campaign and calibration (it is what gets
+    re-run after the network model changes): one row per measured cell, the error summary, and
+    the one closed form it prints checked by hand."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("testbed_table",
+                                                  ROOT / "scripts" / "testbed_table.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    # ring bound n^2 B / (2 (n-1) M): n = 2, B = 2, M = 1 -> 4 steps/s; PS: B / M
+    assert mod.link_bound("ring", 2, 2.0, 1.0) == 4.0
+    assert mod.link_bound("sync-ps", 3, 2.0, 1.0) == 2.0
+    assert mod.link_bound("ddp", 1, 2.0, 1.0) is None
+    data = ROOT / "docs" / "data" / "testbed"
+    runs = json.loads((data / "runs.json").read_text())
+    cells = {(r["scheme"], r["workers"], r["rate_Bps"]) for r in runs["runs"]}
+    assert mod.main([str(data / "runs.json"), str(data / "cluster-100mbit.yaml"),
+                     str(data / "cluster-200mbit.yaml"), "--profile",
+                     str(data / "profile-tb-mlp.json"), "--sim-steps", "30",
+                     "--replications", "2"]) == 0
+    out = capsys.readouterr().out
+    rows = [ln for ln in out.splitlines() if ln.startswith("| 1") or ln.startswith("| 2")]
+    assert len(rows) == len(cells) == 32
+    assert "mean absolute error (28 cells)" in out
