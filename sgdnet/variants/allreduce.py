@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 
+from ..errors import VariantError
 from ..net import Net
 from ..workload import Cluster, ModelProfile
 from .collectives import allreduce
@@ -153,6 +154,13 @@ def without_resources(net: Net) -> Net:
     places), so timing is unchanged and the copy is a timed event graph that
     :func:`sgdnet.analysis.cycle_time` can solve exactly.
     """
+    links = [r.name for r in net.resources.values() if r.discipline == "flow"]
+    if links:
+        raise VariantError(
+            f"net {net.name!r} moves its data as flows over links ({links[:3]}...): a transfer's "
+            "duration is its bytes and its rate comes from the links, so they cannot be dropped; "
+            "build it with discipline='fifo' for an event graph"
+        )
     out = net.copy(name=net.name + ":no-resources")
     for t in out.transitions.values():
         t.resources = ()

@@ -133,7 +133,7 @@ def allreduce(
                 ins = [ready[i]] if r == 0 else [sent[i, r - 1], arrived[i, r - 1]]
                 fabric.transfer(f"{name}.w{i}.r{r}", chunk, ("worker", i), ("worker", j),
                                 inputs=ins, outputs=[arrived[j, r]], link_outputs=[sent[i, r]],
-                                tags={"worker": i, **ctag, "round": r})
+                                tags={"worker": i, **ctag, "round": r}, reduce=r < n - 1)
         for i in range(n):
             net.transition(f"{name}.w{i}.fin", 0.0,
                            inputs={sent[i, rounds - 1]: 1, arrived[i, rounds - 1]: 1},
@@ -152,7 +152,7 @@ def _tree(net: Net, fabric: Fabric, name: str, nbytes: float, n: int, ready: dic
     for i in range(n - 1, 0, -1):
         fabric.transfer(f"{name}.w{i}.reduce", nbytes, ("worker", i), ("worker", (i - 1) // 2),
                         inputs=[ready[i], *(up[c] for c in children[i])], outputs=[up[i]],
-                        tags={"worker": i, **ctag, "phase": "reduce"})
+                        tags={"worker": i, **ctag, "phase": "reduce"}, reduce=True)
     # broadcast: have[i] = node i holds the reduced message
     have = {i: net.place(f"{name}.w{i}.have", worker=i).name for i in range(n)}
     net.transition(f"{name}.w0.reduced", 0.0, inputs={ready[0]: 1, **{up[c]: 1 for c in children[0]}},
@@ -217,7 +217,7 @@ class PSExchange:
         fab = self.fabric
         return fab.transfer(f"w{worker}.push.{suffix}", nbytes, ("worker", worker),
                             fab.ps_host(shard), inputs=inputs, outputs=outputs,
-                            priority=priority,
+                            priority=priority, reduce=True,
                             tags={"worker": worker, **(tags or {}), "direction": "push",
                                   "shard": shard, "chunk": chunk})
 

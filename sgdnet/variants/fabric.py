@@ -5,25 +5,33 @@ Every variant gets its NIC (and compute-for-communication) resources, its point-
 transfers and the closed-form time of a coarse all-reduce from a :class:`Fabric`; nothing else
 divides bytes by a bandwidth. This is the seam a network model (flows, topologies) replaces.
 
-Transfers (the NIC model)
-    :meth:`Fabric.transfer` moves ``b`` bytes from host ``src`` to host ``dst`` in **two
-    stages**:
+Transfers (the network model, option ``discipline``)
+    ``"flows"`` (the default): every host has an uplink and a downlink (:meth:`Net.link`
+    resources of the host's bandwidth; a downlink's efficiency is ``cluster.incast``). A
+    transfer of ``b`` bytes from ``src`` to ``dst`` is a flow over ``[up(src), down(dst)]``
+    (:meth:`Net.transfer`) on the connection ``src->dst`` (one TCP connection per pair, as
+    gloo and NCCL keep: messages of one pair go one at a time, in order; different pairs
+    share). The active flows' rates are the max-min fair allocation over all links, so a
+    parameter server's downlink is shared fairly by the workers pushing into it and a
+    worker's own messages do not overtake each other. Per-message noise (``comm_cv``)
+    multiplies the bytes. The CPU pays ``send_s_per_byte * b`` on the sender's compute before
+    the flow and ``recv_s_per_byte * b`` (plus ``reduce_s_per_byte * b`` where the receiver
+    reduces) on the receiver's compute after it, held for that work only. The data arrives
+    ``cluster.latency`` after its last byte left (a pure delay stage, ``name + ".lat"``).
 
-    1. a *link* stage that holds the sender's uplink and the receiver's downlink together for
-       ``b / min(up_bw(src), down_bw(dst))`` seconds (cut-through: no store-and-forward at the
-       switch, so one transition holds both NIC directions it crosses);
-    2. a *latency* stage, a pure delay of ``cluster.latency`` seconds with infinite servers and
-       no resources (omitted when the latency is 0).
+    ``"fifo"`` and ``"ps"`` (the earlier NIC models, kept for comparisons and closed forms): a
+    *link* stage holds the sender's uplink and the receiver's downlink (FIFO resources, or
+    processor-shared ones where concurrent transfers progress at ``1/n``) for
+    ``b / min(up_bw(src), down_bw(dst))`` seconds, then the latency stage. With
+    ``cluster.comm_uses_compute`` the link stage also holds the receiver's compute for the
+    whole link time. With ``priority=True`` the NICs use the ``priority`` discipline and
+    transfers carry a priority (the layer index for PS variants: lower layers first, as P3 /
+    ByteScheduler do); it needs ``discipline="fifo"``.
 
-    Latency therefore does not occupy link capacity: back-to-back messages on a link overlap
-    their propagation delays, as pipelined TCP segments do. A chain of ``k`` dependent
-    transfers of ``b`` bytes costs ``k (latency + b / B)`` — e.g. ring all-reduce's
-    ``2(n-1)(alpha + M/(n B))``. Link discipline is ``"fifo"`` (first come, first served by
-    the time the transfer became ready) or ``"ps"`` (processor sharing: concurrent transfers
-    on a NIC progress at ``1/n`` each, like fair-shared TCP flows; a transfer holding two
-    shared NICs progresses at the slower rate). With ``priority=True`` the NICs use the
-    ``priority`` discipline and transfers carry a priority (the layer index for PS variants:
-    lower layers first, as P3 / ByteScheduler do).
+    In every model latency does not occupy link capacity: back-to-back messages overlap their
+    propagation delays, as pipelined TCP segments do. A chain of ``k`` dependent transfers of
+    ``b`` bytes alone on their links costs ``k (latency + b / B)`` — e.g. ring all-reduce's
+    ``2(n-1)(alpha + M/(n B))``.
 
 Names
     Worker ``i``'s resources are ``w{i}.gpu``, ``w{i}.up``, ``w{i}.down`` (host
@@ -32,8 +40,10 @@ Names
     colocated, where the shard also shares worker ``k``'s NICs).
 
 Coarse collectives
-    :meth:`Fabric.allreduce_share` is one worker's share of a coarse all-reduce: a transition
-    holding its own NICs for the closed-form ring (or tree) time.
+    :meth:`Fabric.allreduce_share` is one worker's share of a coarse all-reduce: with flows a
+    transfer of the bytes the closed form moves at the link bandwidth, to its ring successor,
+    then the closed form's latency term as a delay; with ``fifo``/``ps`` a transition holding
+    its own NICs for the closed-form ring (or tree) time.
 """
 
 from __future__ import annotations
@@ -48,7 +58,10 @@ from ..net import Net
 from ..workload import Cluster, ring_allreduce_time, tree_allreduce_time
 from .durations import duration
 
-__all__ = ["Host", "Fabric"]
+__all__ = ["Host", "Fabric", "DISCIPLINES"]
+
+#: The network models (option ``discipline``), the default first.
+DISCIPLINES = ("flows", "fifo", "ps")
 
 #: A host: ``("worker", i)`` or ``("ps", k)`` (a dedicated parameter-server host).
 Host = tuple[str, int]
@@ -63,23 +76,33 @@ class Fabric:
         The net being built.
     cluster : Cluster
         Speeds, bandwidths, latency, PS placement, CVs.
-    discipline : {"fifo", "ps"}
-        NIC discipline.
+    discipline : {"flows", "fifo", "ps"}
+        The network model (see the module docstring).
     priority : bool
-        Use the ``priority`` discipline on NICs (transfers then pass a ``priority``).
+        Use the ``priority`` discipline on NICs (transfers then pass a ``priority``); needs
+        ``discipline="fifo"``.
     """
 
-    def __init__(self, net: Net, cluster: Cluster, discipline: str = "fifo",
+    def __init__(self, net: Net, cluster: Cluster, discipline: str = "flows",
                  priority: bool = False):
-        if discipline not in ("fifo", "ps"):
-            raise VariantError(f"discipline={discipline!r}: use 'fifo' or 'ps'")
-        if priority and discipline == "ps":
+        if discipline not in DISCIPLINES:
+            raise VariantError(f"discipline={discipline!r}: use one of {list(DISCIPLINES)}")
+        if priority and discipline != "fifo":
             raise VariantError(
-                "priority=True needs discipline='fifo' (a processor-shared NIC serves all flows at "
-                "once, so there is nothing to prioritise); use one or the other"
+                f"priority=True needs discipline='fifo' (got {discipline!r}: shared links serve "
+                "all their flows at once, so there is no queue to reorder); pass "
+                "discipline='fifo' with priority=True"
+            )
+        if discipline == "flows" and cluster.comm_uses_compute:
+            raise VariantError(
+                "comm_uses_compute=True holds the receiver's compute for a transfer's whole link "
+                "time, a model of the 'fifo'/'ps' disciplines; with flows give the CPU's per-byte "
+                "costs instead (Cluster send_s_per_byte, recv_s_per_byte, reduce_s_per_byte; "
+                "'sgdnet calibrate' measures them) or pass discipline='fifo'"
             )
         self.net = net
         self.cluster = cluster
+        self.flows = discipline == "flows"
         self.nic_discipline = "priority" if priority else discipline
         self._res: dict[str, str] = {}
 
@@ -89,6 +112,22 @@ class Fabric:
             self.net.resource(name, 1, discipline, **tags)
             self._res[name] = name
         return name
+
+    def _nic(self, name: str, bandwidth: float, incast: bool, **tags) -> str:
+        """A NIC direction: a link (flows) or a resource of the NIC discipline."""
+        if not self.flows:
+            return self._resource(name, self.nic_discipline, **tags)
+        if name not in self._res:
+            eff = self.cluster.incast if incast and self.cluster.incast else None
+            self.net.link(name, bandwidth, efficiency=eff, **tags)
+            self._res[name] = name
+        return name
+
+    @staticmethod
+    def host_name(host: Host) -> str:
+        """``"worker3"`` or ``"ps0"``: the host tag of ``host``'s resources."""
+        kind, i = host
+        return f"worker{i}" if kind == "worker" else f"ps{i}"
 
     def gpu(self, i: int) -> str:
         """Worker ``i``'s GPU resource."""
@@ -112,32 +151,33 @@ class Fabric:
 
     def link_resources(self, src: Host, dst: Host) -> list[str]:
         """What moving data from ``src`` to ``dst`` holds: ``up(src)``, ``down(dst)`` and, with
-        ``cluster.comm_uses_compute``, the receiver's compute (:meth:`host_compute`), which
-        copies and reduces the data. The sender's compute stays free, so a ring's simultaneous
-        send and receive do not serialise. ``src == dst`` names one host's whole share of a
-        collective (both of its NIC directions)."""
+        ``cluster.comm_uses_compute`` (``fifo``/``ps`` only), the receiver's compute
+        (:meth:`host_compute`), which copies and reduces the data. The sender's compute stays
+        free, so a ring's simultaneous send and receive do not serialise. ``src == dst`` names
+        one host's whole share of a collective (both of its NIC directions)."""
         res = [self.up(src), self.down(dst)]
-        if self.cluster.comm_uses_compute:
+        if self.cluster.comm_uses_compute and not self.flows:
             res.append(self.host_compute(dst))
         return res
 
     def up(self, host: Host) -> str:
-        """Uplink (send direction) resource of ``host``."""
+        """Uplink (send direction) of ``host``: a link with flows, else a NIC resource."""
         kind, i = host
         if kind == "worker":
-            return self._resource(f"w{i}.up", self.nic_discipline, host=f"worker{i}",
-                                  kind="nic_up", worker=i)
-        return self._resource(f"ps{i}.up", self.nic_discipline, host=f"ps{i}", kind="nic_up",
-                              shard=i)
+            return self._nic(f"w{i}.up", self.up_bw(host), False, host=f"worker{i}",
+                             kind="nic_up", worker=i)
+        return self._nic(f"ps{i}.up", self.up_bw(host), False, host=f"ps{i}", kind="nic_up",
+                         shard=i)
 
     def down(self, host: Host) -> str:
-        """Downlink (receive direction) resource of ``host``."""
+        """Downlink (receive direction) of ``host``; with flows its efficiency is the
+        cluster's incast curve."""
         kind, i = host
         if kind == "worker":
-            return self._resource(f"w{i}.down", self.nic_discipline, host=f"worker{i}",
-                                  kind="nic_down", worker=i)
-        return self._resource(f"ps{i}.down", self.nic_discipline, host=f"ps{i}",
-                              kind="nic_down", shard=i)
+            return self._nic(f"w{i}.down", self.down_bw(host), True, host=f"worker{i}",
+                             kind="nic_down", worker=i)
+        return self._nic(f"ps{i}.down", self.down_bw(host), True, host=f"ps{i}",
+                         kind="nic_down", shard=i)
 
     def up_bw(self, host: Host) -> float:
         """Send bandwidth of ``host``, bytes/s."""
@@ -167,35 +207,73 @@ class Fabric:
         link_outputs: Iterable[str] = (),
         tags: Mapping[str, Any] | None = None,
         priority: int = 0,
+        reduce: bool = False,
     ) -> list[str]:
         """Add a transfer of ``nbytes`` from ``src`` to ``dst``; returns its transition names.
 
-        The link stage (named ``name``) consumes ``inputs``, holds ``up(src)`` and
-        ``down(dst)`` for ``nbytes / min(up_bw(src), down_bw(dst))`` seconds (CV
-        ``cluster.comm_cv``) and produces ``link_outputs`` when the link is released; the
-        latency stage (``name + ".lat"``, omitted when latency is 0) then produces ``outputs``
-        (the data has arrived). The link stage holds :meth:`link_resources`.
+        The link stage (named ``name``) consumes ``inputs`` and produces ``link_outputs`` when
+        its bytes are through; ``outputs`` are produced when the data has arrived (after the
+        latency stage ``name + ".lat"``, omitted when latency is 0, and with flows after the
+        receiver's CPU work ``name + ".recv"``). With flows the link stage is a flow over
+        :meth:`up` ``(src)`` and :meth:`down` ``(dst)`` on the connection ``src->dst``, preceded
+        by the sender's CPU work ``name + ".send"`` when ``cluster.send_s_per_byte > 0``; with
+        ``fifo``/``ps`` it holds :meth:`link_resources` for ``nbytes / bandwidth(src, dst)``
+        seconds. ``reduce``: the receiver also adds the data to its own (a reduction step), at
+        ``cluster.reduce_s_per_byte`` (flows only). ``comm_cv`` is the noise of the bytes.
         """
         if src == dst:
             raise VariantError(f"transfer {name!r}: source and destination are the same host {src}")
         net, c = self.net, self.cluster
-        bw = self.bandwidth(src, dst)
         tg = {"kind": "comm", "step": False, **(tags or {})}
-        res = self.link_resources(src, dst)
         link_outputs, outputs = list(link_outputs), list(outputs)
+        names: list[str] = []
+        ins = list(inputs)
+        if self.flows and c.send_s_per_byte > 0:
+            sent = net.place(f"{name}.sent")
+            net.transition(f"{name}.send", duration(nbytes * c.send_s_per_byte, c.comm_cv),
+                           inputs={p: 1 for p in ins}, outputs={sent: 1},
+                           resources=[self.host_compute(src)], priority=priority,
+                           tags={**tg, "stage": "send"})
+            names.append(f"{name}.send")
+            ins = [sent.name]
+        recv_s = (c.recv_s_per_byte + (c.reduce_s_per_byte if reduce else 0.0)) * nbytes
+        arrived = outputs
+        if self.flows and recv_s > 0:
+            arrived = [net.place(f"{name}.arrived").name]
+        ltags = {**tg, "stage": "link", "bytes": nbytes}
         if c.latency > 0:
             wire = net.place(f"{name}.wire")
-            net.transition(name, duration(nbytes / bw, c.comm_cv), inputs={p: 1 for p in inputs},
-                           outputs={p: 1 for p in [*link_outputs, wire.name]}, resources=res,
-                           priority=priority, tags={**tg, "stage": "link", "bytes": nbytes})
+            self._link_stage(name, nbytes, src, dst, ins, [*link_outputs, wire.name], ltags,
+                             priority)
             net.transition(f"{name}.lat", Deterministic(c.latency), inputs={wire: 1},
-                           outputs={p: 1 for p in outputs}, servers=math.inf,
+                           outputs={p: 1 for p in arrived}, servers=math.inf,
                            tags={**tg, "stage": "latency"})
-            return [name, f"{name}.lat"]
-        net.transition(name, duration(nbytes / bw, c.comm_cv), inputs={p: 1 for p in inputs},
-                       outputs={p: 1 for p in [*link_outputs, *outputs]}, resources=res,
-                       priority=priority, tags={**tg, "stage": "link", "bytes": nbytes})
-        return [name]
+            names += [name, f"{name}.lat"]
+        else:
+            self._link_stage(name, nbytes, src, dst, ins, [*link_outputs, *arrived], ltags,
+                             priority)
+            names.append(name)
+        if arrived is not outputs:
+            net.transition(f"{name}.recv", duration(recv_s, c.comm_cv),
+                           inputs={p: 1 for p in arrived}, outputs={p: 1 for p in outputs},
+                           resources=[self.host_compute(dst)], priority=priority,
+                           tags={**tg, "stage": "recv"})
+            names.append(f"{name}.recv")
+        return names
+
+    def _link_stage(self, name: str, nbytes: float, src: Host, dst: Host, inputs: list,
+                    outputs: list, tags: dict, priority: int) -> None:
+        """The stage that occupies the network: a flow, or a NIC-holding transition."""
+        net, c = self.net, self.cluster
+        if self.flows:
+            net.transfer(name, duration(nbytes, c.comm_cv), [self.up(src), self.down(dst)],
+                         inputs={p: 1 for p in inputs}, outputs={p: 1 for p in outputs},
+                         connection=f"{self.host_name(src)}->{self.host_name(dst)}",
+                         priority=priority, tags=tags)
+            return
+        net.transition(name, duration(nbytes / self.bandwidth(src, dst), c.comm_cv),
+                       inputs={p: 1 for p in inputs}, outputs={p: 1 for p in outputs},
+                       resources=self.link_resources(src, dst), priority=priority, tags=tags)
 
     def allreduce_share(
         self,
@@ -220,10 +298,31 @@ class Fabric:
         c = self.cluster
         n = c.workers
         closed = ring_allreduce_time if algorithm == "ring" else tree_allreduce_time
-        bw = self.bandwidth(("worker", worker), ("worker", (worker + 1) % n))
+        host, succ = ("worker", worker), ("worker", (worker + 1) % n)
+        bw = self.bandwidth(host, succ)
         t = closed(nbytes, n, bw, c.latency)
-        host = ("worker", worker)
+        if self.flows and n > 1:
+            # the bytes the closed form moves at the link bandwidth, as a flow to the ring
+            # successor, then the closed form's latency term as a delay
+            moved = closed(nbytes, n, bw, 0.0) * bw
+            lat = t - moved / bw
+            tg = dict(tags or {})
+            if lat > 0:
+                done = self.net.place(f"{name}.moved")
+                self.net.transfer(name, duration(moved, c.comm_cv), [self.up(host), self.down(succ)],
+                                  inputs={p: 1 for p in inputs}, outputs={done: 1},
+                                  connection=f"{self.host_name(host)}->{self.host_name(succ)}",
+                                  tags={**tg, "stage": "link", "bytes": moved})
+                self.net.transition(f"{name}.lat", Deterministic(lat), inputs={done: 1},
+                                    outputs={p: 1 for p in outputs}, servers=math.inf,
+                                    tags={**tg, "stage": "latency"})
+            else:
+                self.net.transfer(name, duration(moved, c.comm_cv), [self.up(host), self.down(succ)],
+                                  inputs={p: 1 for p in inputs}, outputs={p: 1 for p in outputs},
+                                  connection=f"{self.host_name(host)}->{self.host_name(succ)}",
+                                  tags={**tg, "stage": "link", "bytes": moved})
+            return name
+        res = self.link_resources(host, host) if not self.flows else []
         self.net.transition(name, duration(t, c.comm_cv), inputs={p: 1 for p in inputs},
-                            outputs={p: 1 for p in outputs},
-                            resources=self.link_resources(host, host), tags=dict(tags or {}))
+                            outputs={p: 1 for p in outputs}, resources=res, tags=dict(tags or {}))
         return name

@@ -97,9 +97,11 @@ MAX_LAYERS = Option(
     check_int(1, allow_none=True),
 )
 DISCIPLINE = Option(
-    "discipline", "fifo",
-    "'fifo' (first come, first served per NIC) or 'ps' (fair sharing of each NIC by its flows)",
-    check_choice("fifo", "ps"),
+    "discipline", "flows",
+    "the network model: 'flows' (max-min fair flows over uplink -> downlink, one connection per "
+    "host pair, per-byte CPU costs from the cluster), 'fifo' (first come, first served per NIC) "
+    "or 'ps' (each NIC processor-shared by its transfers)",
+    check_choice("flows", "fifo", "ps"),
 )
 
 

@@ -34,7 +34,7 @@ def build_ps_net(
     coarse: bool,
     shards: int | None = None,
     placement: str | None = None,
-    discipline: str = "fifo",
+    discipline: str = "flows",
     priority: bool = False,
     partition_bytes: float | None = None,
     shard_policy: str = "round_robin",

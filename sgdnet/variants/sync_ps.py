@@ -14,7 +14,7 @@ Coarse-grained net
     update and pull, with no overlap, as in the TPDS 2022 paper.
 
 Options: ``shards``, ``placement`` (dedicated PS hosts or colocated with workers),
-``discipline`` (``fifo`` or ``ps`` fair sharing on NICs), ``priority`` (P3 / ByteScheduler
+``discipline`` (``flows``: max-min fair flows, the default; ``fifo`` or ``ps`` NICs), ``priority`` (P3 / ByteScheduler
 style: lower layers first on the NICs), ``partition_bytes``, ``shard_policy``, ``max_layers``.
 """
 

@@ -109,11 +109,22 @@ class Cluster:
     straggler : object or None
         Straggler model (see ``sgdnet.workload.stragglers``); stored as given.
     comm_uses_compute : bool
-        ``True``: a transfer also holds the compute resource of the host that receives it (a
-        worker's GPU/CPU, a dedicated PS host's CPU) for its link time, since that host copies
-        and reduces the data: communication cannot overlap computation there — CPU collectives
-        such as gloo, or NICs without DMA/offload. ``False`` (default): transfers only hold
-        NICs (NCCL on GPUs with their own copy engines).
+        For the ``fifo`` and ``ps`` NIC disciplines only: ``True`` makes a transfer also hold
+        the compute resource of the host that receives it for its whole link time.
+        ``False`` (default): transfers only hold NICs. With flows (the default discipline) the
+        CPU's share of communication is the per-byte costs below instead, held only for that
+        work; ``True`` is refused there.
+    send_s_per_byte, recv_s_per_byte, reduce_s_per_byte : float
+        CPU (or GPU) time per byte the sending host spends handing a message to the network
+        (copy), the receiving host spends taking it in (copy), and a reducing receiver (a ring
+        all-reduce step, a PS aggregating) spends adding it, seconds/byte; held on that host's
+        compute resource for that work only, before (send) or after (recv, reduce) the flow.
+        0 (default) for GPUs with copy engines (NCCL); gloo/CPU clusters measure them with
+        ``sgdnet calibrate``. Used by the ``flows`` discipline.
+    incast : sequence of float
+        Goodput efficiency of a host's downlink by the number of concurrent flows into it
+        (``incast[n-1]`` with ``n`` flows, the last value beyond; empty: 1.0), as measured by
+        ``sgdnet calibrate`` (k-to-1 sends). Used by the ``flows`` discipline.
 
     Raises
     ------
@@ -145,6 +156,10 @@ class Cluster:
     shard_min_bytes: float | str = "1MB"
     straggler: object | None = None
     comm_uses_compute: bool = False
+    send_s_per_byte: float | str = 0.0
+    recv_s_per_byte: float | str = 0.0
+    reduce_s_per_byte: float | str = 0.0
+    incast: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -190,6 +205,19 @@ class Cluster:
         if not isinstance(self.comm_uses_compute, bool):
             raise ClusterError(f"Cluster.comm_uses_compute={self.comm_uses_compute!r}: must be "
                                "True (transfers also hold the receiving host's compute) or False")
+        for f in ("send_s_per_byte", "recv_s_per_byte", "reduce_s_per_byte"):
+            s(self, f, _time(getattr(self, f), f))
+        inc = self.incast
+        if isinstance(inc, (str, bytes)) or not isinstance(inc, Sequence):
+            raise ClusterError(f"Cluster.incast={inc!r}: must be a sequence of efficiencies in "
+                               "(0, 1], one per number of concurrent flows (1, 2, ...), or ()")
+        effs = []
+        for i, e in enumerate(inc):
+            if isinstance(e, bool) or not isinstance(e, (int, float)) or not 0 < e <= 1:
+                raise ClusterError(f"Cluster.incast[{i}]={e!r}: an efficiency must be a number in "
+                                   f"(0, 1] (goodput with {i + 1} concurrent flows / bandwidth)")
+            effs.append(float(e))
+        s(self, "incast", tuple(effs))
 
     # ------------------------------------------------------------------ per-host figures
     def _worker(self, i: int) -> int:

@@ -291,8 +291,11 @@ class ClusterFile:
         Mapped: link bandwidth (per direction when every worker has the same override), latency,
         the PS hosts' link (``ps_bandwidth``, the slower of its two directions when they
         differ), ``ps_hosts`` -> ``ps_shards`` (at least 1), placement, PS update costs,
-        ``comm_uses_compute``. Not yet used by today's nets (kept for the network model of
-        flows): ``burst``, ``incast``, ``table`` and the ``cpu`` costs.
+        ``comm_uses_compute``, the ``cpu`` per-byte costs (``send_s_per_byte``,
+        ``recv_s_per_byte``, ``reduce_s_per_byte``) and the link's incast curve (``incast``:
+        the efficiency for 1..the largest measured flow count). Not used by the nets:
+        ``burst`` and ``table`` (a sustained flow sees the bandwidth; the burst only shortens
+        a message after an idle period).
 
         Parameters
         ----------
@@ -313,7 +316,11 @@ class ClusterFile:
                               "ps_placement": self.ps_placement,
                               "comm_uses_compute": self.comm_uses_compute,
                               "update_s_per_byte": self.ps.get("update_s_per_byte", 0.0),
-                              "update_s_per_layer": self.ps.get("update_s_per_tensor", 0.0)}
+                              "update_s_per_layer": self.ps.get("update_s_per_tensor", 0.0),
+                              **{k: self.cpu[k] for k in _CPU if k in self.cpu}}
+        if self.link.incast:
+            kw["incast"] = tuple(min(1.0, self.link.efficiency(k))
+                                 for k in range(1, max(self.link.incast) + 1))
         if isinstance(n, int) and not isinstance(n, bool) and n >= 1:
             ups = {self.uplink(f"worker{i}").bandwidth for i in range(n)}
             downs = {self.downlink(f"worker{i}").bandwidth for i in range(n)}
