@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 
+from sgdnet import Cluster
 from sgdnet.errors import CalibrationError, SgdnetError
 from sgdnet.testbed.calibrate import SWEEP_SIZES, build_cluster_file, calibration_jobs
 from sgdnet.testbed.fit import fit_incast, fit_linear, fit_link
@@ -166,7 +167,7 @@ def test_build_cluster_file_recovers_link_incast_and_costs():
     assert cf.comm_uses_compute is False
     assert any("comm_uses_compute: false" in n and "busy 6." in n for n in cf.notes)
     assert prof is None
-    c = cf.to_cluster()
+    c = Cluster(**cf.cluster_kwargs())
     assert (c.bandwidth, c.latency) == (pytest.approx(BW, rel=1e-3), pytest.approx(ALPHA, rel=1e-2))
     assert c.update_time(1e6) == pytest.approx(4e-6 + 3e-10 * 1e6, rel=1e-6)
 

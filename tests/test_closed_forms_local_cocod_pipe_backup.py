@@ -6,6 +6,7 @@ period ``max(k T_c, T_AR)`` after the first round; ``pipe-sgd`` step ``max(T_c, 
 equals synchronous PS SGD. ``T_AR`` is :func:`sgdnet.workload.ring_allreduce_time`.
 """
 
+import functools
 import math
 
 import pytest
@@ -14,6 +15,9 @@ from sgdnet import Cluster, Layer, ModelProfile, variants
 from sgdnet.engine import simulate
 from sgdnet.variants.parameter_server import build_ps_net
 from sgdnet.workload import ring_allreduce_time
+
+#: closed forms of the FIFO NIC model (flows: tests/test_fabric_flows.py)
+build = functools.partial(variants.build, discipline="fifo")
 
 N = 4
 PROF = ModelProfile("toy", [Layer("a", 0.010, 0.020, 4e6), Layer("b", 0.005, 0.015, 8e6),
@@ -42,7 +46,7 @@ def rel(a, b):
 @pytest.mark.parametrize("H", [1, 3])
 @pytest.mark.parametrize("cluster", [FAST, SLOW], ids=["fast-net", "slow-net"])
 def test_local_sgd_period(granularity, H, cluster):
-    net = variants.build("local-sgd", PROF, cluster, granularity=granularity, H=H)
+    net = build("local-sgd", PROF, cluster, granularity=granularity, H=H)
     assert rel(per_worker_period(net, H), H * TC + t_ar(cluster)) < 1e-9
 
 
@@ -50,7 +54,7 @@ def test_local_sgd_period(granularity, H, cluster):
 @pytest.mark.parametrize("k", [1, 2, 5])
 @pytest.mark.parametrize("cluster", [FAST, SLOW], ids=["fast-net", "slow-net"])
 def test_cocod_period(granularity, k, cluster):
-    net = variants.build("cocod", PROF, cluster, granularity=granularity, k=k)
+    net = build("cocod", PROF, cluster, granularity=granularity, k=k)
     assert rel(per_worker_period(net, k), max(k * TC, t_ar(cluster))) < 1e-9
 
 
@@ -59,7 +63,7 @@ def test_cocod_period(granularity, k, cluster):
 @pytest.mark.parametrize("width", [1, 2, 3])
 @pytest.mark.parametrize("cluster", [FAST, SLOW], ids=["fast-net", "slow-net"])
 def test_pipe_sgd_step(granularity, opts, width, cluster):
-    net = variants.build("pipe-sgd", PROF, cluster, granularity=granularity, width=width, **opts)
+    net = build("pipe-sgd", PROF, cluster, granularity=granularity, width=width, **opts)
     want = TC + t_ar(cluster) if width == 1 else max(TC, t_ar(cluster))
     # the first steps run ahead on the initial credits: warm up past them
     assert rel(per_worker_period(net, 1, warmup_periods=6 * width), want) < 1e-9
@@ -69,7 +73,7 @@ def test_pipe_sgd_fine_buckets_overlap_backward():
     # one bucket per layer: the last layers' all-reduces start during the backward, so a
     # width-1 step is shorter than compute + one whole-model all-reduce
     c = SLOW
-    net = variants.build("pipe-sgd", PROF, c, granularity="fine", width=1, bucket_bytes=0)
+    net = build("pipe-sgd", PROF, c, granularity="fine", width=1, bucket_bytes=0)
     assert per_worker_period(net, 1) < TC + t_ar(c) * (1 - 1e-6)
 
 
@@ -80,8 +84,8 @@ def test_backup_without_backups_is_sync_ps(granularity, cluster):
     # b = 0 is synchronous SGD on a PS: compared with the synchronous PS net of common.py
     # (what sync-ps builds) in its coarse form, compute then push / update / pull. Backup's fine
     # net pushes once the whole backward is done, so it times like the coarse one.
-    net = variants.build("backup", PROF, cluster, granularity=granularity, backups=0)
-    ref = build_ps_net("sync", PROF, cluster, synchronous=True, coarse=True)
+    net = build("backup", PROF, cluster, granularity=granularity, backups=0)
+    ref = build_ps_net("sync", PROF, cluster, synchronous=True, coarse=True, discipline="fifo")
     assert rel(per_worker_period(net, 1), per_worker_period(ref, 1)) < 1e-9
 
 
@@ -90,16 +94,16 @@ def test_backup_rounds_do_not_wait_for_the_last_pushes(late):
     # pushes queue at the PS NIC, so the last b arrivals come later: dropping them shortens a
     # round by exactly b pushes' worth at least, never lengthens it
     c = SLOW
-    r0 = per_worker_period(variants.build("backup", PROF, c, granularity="coarse", backups=0), 1)
-    r1 = per_worker_period(variants.build("backup", PROF, c, granularity="coarse", backups=1,
+    r0 = per_worker_period(build("backup", PROF, c, granularity="coarse", backups=0), 1)
+    r1 = per_worker_period(build("backup", PROF, c, granularity="coarse", backups=1,
                                           late=late), 1) * (N - 1) / N  # N-1 steps a round
     assert r1 < r0 * (1 - 1e-6)
 
 
 def test_dssp_with_zero_lower_bound_and_no_allowance_is_bsp_like_ssp0():
     c = Cluster(workers=3, bandwidth="10Gbps", speeds=[1.0, 0.8, 0.5])
-    d = variants.build("dssp", PROF, c, granularity="coarse", s_lower=0, r_max=0)
-    s = build_ps_net("ssp", PROF, c, synchronous=False, coarse=True, staleness=0)
+    d = build("dssp", PROF, c, granularity="coarse", s_lower=0, r_max=0)
+    s = build_ps_net("ssp", PROF, c, synchronous=False, coarse=True, staleness=0, discipline="fifo")
     r1 = simulate(d, steps=300, warmup=30, replications=1, seed=0)
     r2 = simulate(s, steps=300, warmup=30, replications=1, seed=0)
     assert rel(float(r1.sim_time[0]), float(r2.sim_time[0])) < 1e-9
@@ -118,7 +122,7 @@ def test_event_graph_forms_match_cycle_time(name, opts, want, cluster):
     from sgdnet import analysis
     from sgdnet.variants.allreduce import without_resources
 
-    eg = without_resources(variants.build(name, PROF, cluster, granularity="coarse", **opts))
+    eg = without_resources(build(name, PROF, cluster, granularity="coarse", **opts))
     assert eg.is_event_graph(), eg.event_graph_violations()
     ct = analysis.cycle_time(eg)
     assert rel(ct.cycle_time, want(cluster)) < 1e-9

@@ -111,8 +111,8 @@ def test_bad_files_name_the_path_and_the_field(tmp_path, text, match):
 def test_to_cluster_needs_a_worker_count():
     cf = ClusterFile(link=Link(bandwidth="1Gbps"))
     with pytest.raises(ClusterError, match="no 'workers'"):
-        cf.to_cluster()
-    assert cf.to_cluster(3).workers == 3
+        Cluster(**cf.cluster_kwargs())
+    assert Cluster(**cf.cluster_kwargs(3)).workers == 3
 
 
 def _predict_json(capsys, *args):

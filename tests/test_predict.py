@@ -139,9 +139,9 @@ def test_same_seed_same_prediction_and_replay_of_one_replication():
 def test_every_option_combination_builds_a_valid_net(variant):
     spec = variants.get(variant)
     c = Cluster(workers=3, bandwidth=B, ps_shards=2)
-    combos = [{}, {"max_layers": 2}, {"discipline": "ps"}]
+    combos = [{}, {"max_layers": 2}, {"discipline": "ps"}, {"discipline": "fifo"}]
     if variant != "allreduce":
-        combos += [{"shards": 3, "placement": "colocated"}, {"priority": True},
+        combos += [{"shards": 3, "placement": "colocated"}, {"priority": True, "discipline": "fifo"},
                    {"partition_bytes": "4MB"}, {"shard_policy": "least_loaded"}]
     else:
         combos += [{"algorithm": "tree"}, {"bucket_bytes": 0}, {"overlap": False}]

@@ -265,6 +265,7 @@ class Net:
         outputs=None,
         link_outputs=None,
         connection: str | None = None,
+        connection_tags: Mapping[str, Any] | None = None,
         cap=None,
         resources: Iterable | None = None,
         servers: float = 1,
@@ -297,7 +298,8 @@ class Net:
             Produced as soon as the bytes are through (before the latency).
         connection : str, optional
             Connection key; a fifo resource ``"conn:" + key`` of one server is created on first
-            use and held by the transfer. ``None``: the transfer orders with nothing.
+            use (tagged ``kind="connection"`` and ``connection_tags``) and held by the transfer.
+            ``None``: the transfer orders with nothing.
         cap : float or str, optional
             Rate cap of this flow, bytes/s.
         resources : optional
@@ -331,7 +333,8 @@ class Net:
         if connection is not None:
             cname = f"conn:{connection}"
             if cname not in self.resources:
-                self.resource(cname, 1, "fifo", kind="connection", connection=str(connection))
+                self.resource(cname, 1, "fifo", **{"kind": "connection", "connection": str(connection),
+                                                  **(connection_tags or {})})
             extra.append(cname)
         tg = {"kind": "comm", **(tags or {})}
         latency = sum(self.resources[ln].latency for ln in links)

@@ -229,7 +229,7 @@ class Fabric:
         names: list[str] = []
         ins = list(inputs)
         if self.flows and c.send_s_per_byte > 0:
-            sent = net.place(f"{name}.sent")
+            sent = net.place(f"{name}:sent")
             net.transition(f"{name}.send", duration(nbytes * c.send_s_per_byte, c.comm_cv),
                            inputs={p: 1 for p in ins}, outputs={sent: 1},
                            resources=[self.host_compute(src)], priority=priority,
@@ -239,7 +239,7 @@ class Fabric:
         recv_s = (c.recv_s_per_byte + (c.reduce_s_per_byte if reduce else 0.0)) * nbytes
         arrived = outputs
         if self.flows and recv_s > 0:
-            arrived = [net.place(f"{name}.arrived").name]
+            arrived = [net.place(f"{name}:arrived").name]
         ltags = {**tg, "stage": "link", "bytes": nbytes}
         if c.latency > 0:
             wire = net.place(f"{name}.wire")
@@ -269,6 +269,7 @@ class Fabric:
             net.transfer(name, duration(nbytes, c.comm_cv), [self.up(src), self.down(dst)],
                          inputs={p: 1 for p in inputs}, outputs={p: 1 for p in outputs},
                          connection=f"{self.host_name(src)}->{self.host_name(dst)}",
+                         connection_tags={"host": self.host_name(src)},
                          priority=priority, tags=tags)
             return
         net.transition(name, duration(nbytes / self.bandwidth(src, dst), c.comm_cv),
@@ -312,6 +313,7 @@ class Fabric:
                 self.net.transfer(name, duration(moved, c.comm_cv), [self.up(host), self.down(succ)],
                                   inputs={p: 1 for p in inputs}, outputs={done: 1},
                                   connection=f"{self.host_name(host)}->{self.host_name(succ)}",
+                                  connection_tags={"host": self.host_name(host)},
                                   tags={**tg, "stage": "link", "bytes": moved})
                 self.net.transition(f"{name}.lat", Deterministic(lat), inputs={done: 1},
                                     outputs={p: 1 for p in outputs}, servers=math.inf,
@@ -320,6 +322,7 @@ class Fabric:
                 self.net.transfer(name, duration(moved, c.comm_cv), [self.up(host), self.down(succ)],
                                   inputs={p: 1 for p in inputs}, outputs={p: 1 for p in outputs},
                                   connection=f"{self.host_name(host)}->{self.host_name(succ)}",
+                                  connection_tags={"host": self.host_name(host)},
                                   tags={**tg, "stage": "link", "bytes": moved})
             return name
         res = self.link_resources(host, host) if not self.flows else []

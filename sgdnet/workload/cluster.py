@@ -357,4 +357,4 @@ class Cluster:
         """
         from .cluster_file import load_cluster_file
 
-        return load_cluster_file(path).to_cluster(workers, **overrides)
+        return cls(**load_cluster_file(path).cluster_kwargs(workers, **overrides))

@@ -205,7 +205,7 @@ class ClusterFile:
     workers : int or None
         Number of training hosts, if the file fixes it.
     ps_hosts : int
-        Dedicated parameter-server hosts (0: none measured; ``to_cluster`` then uses one shard).
+        Dedicated parameter-server hosts (0: none measured; :meth:`cluster_kwargs` then gives one shard).
     ps_placement : {"dedicated", "colocated"}
     comm_uses_compute : bool
         CPU collectives: a transfer also holds the receiving host's compute.
@@ -285,13 +285,15 @@ class ClusterFile:
         """The receive direction of ``host``."""
         return self.hosts.get(host, {}).get("downlink", self.link)
 
-    def to_cluster(self, workers: int | None = None, **overrides: Any):
-        """A :class:`~sgdnet.workload.Cluster` with what today's model uses.
+    def cluster_kwargs(self, workers: int | None = None, **overrides: Any) -> dict[str, Any]:
+        """The :class:`~sgdnet.workload.Cluster` fields this file gives (``Cluster(**kw)``;
+        :meth:`Cluster.from_file <sgdnet.workload.Cluster.from_file>` does that).
 
         Mapped: link bandwidth (per direction when every worker has the same override), latency,
         the PS hosts' link (``ps_bandwidth``, the slower of its two directions when they
         differ), ``ps_hosts`` -> ``ps_shards`` (at least 1), placement, PS update costs,
-        ``comm_uses_compute``, the ``cpu`` per-byte costs (``send_s_per_byte``,
+        ``comm_uses_compute`` (only for a file without ``cpu`` costs: with them the flows model
+        charges the CPU per byte instead), the ``cpu`` per-byte costs (``send_s_per_byte``,
         ``recv_s_per_byte``, ``reduce_s_per_byte``) and the link's incast curve (``incast``:
         the efficiency for 1..the largest measured flow count). Not used by the nets:
         ``burst`` and ``table`` (a sustained flow sees the bandwidth; the burst only shortens
@@ -304,8 +306,6 @@ class ClusterFile:
         **overrides
             Any :class:`Cluster` field, applied last (e.g. ``speeds``, ``comm_cv``).
         """
-        from .cluster import Cluster
-
         n = self.workers if workers is None else workers
         if n is None:
             raise ClusterError("the cluster file has no 'workers'; pass workers=N "
@@ -314,7 +314,9 @@ class ClusterFile:
                               "latency": self.link.latency,
                               "ps_shards": max(1, self.ps_hosts),
                               "ps_placement": self.ps_placement,
-                              "comm_uses_compute": self.comm_uses_compute,
+                              # with per-byte CPU costs the flows model charges the CPU
+                              # itself; the whole-link-time flag is for the fifo/ps models
+                              "comm_uses_compute": self.comm_uses_compute and not self.cpu,
                               "update_s_per_byte": self.ps.get("update_s_per_byte", 0.0),
                               "update_s_per_layer": self.ps.get("update_s_per_tensor", 0.0),
                               **{k: self.cpu[k] for k in _CPU if k in self.cpu}}
@@ -336,7 +338,7 @@ class ClusterFile:
         if ps_bw != self.link.bandwidth:
             kw["ps_bandwidth"] = ps_bw
         kw.update(overrides)
-        return Cluster(**kw)
+        return kw
 
     # ------------------------------------------------------------------ (de)serialisation
     def to_dict(self) -> dict:
