@@ -200,8 +200,9 @@ def _add_workload(p: argparse.ArgumentParser, *, variant: bool, workers_many: bo
     g.add_argument("--comm-cv", type=_cv, default=0.0, metavar="CV",
                    help="coefficient of variation of transfer times (default: 0)")
     g.add_argument("--comm-uses-compute", action="store_true",
-                   help="a transfer also holds the receiving host's compute, so communication "
-                        "cannot overlap computation (CPU collectives such as gloo)")
+                   help="with -o discipline=fifo (the earlier NIC model): a transfer also holds "
+                        "the receiving host's compute for its link time; with flows (the default) "
+                        "give a calibrated --cluster FILE with per-byte CPU costs instead")
     g.add_argument("--straggler", default=None, metavar="SPEC",
                    help="straggler model, e.g. 'step:p=0.1,factor=3' or "
                         "'markov:slow_factor=3,mean_fast=2s,mean_slow=500ms'")

@@ -69,7 +69,11 @@ def test_from_file_maps_what_todays_cluster_uses(full):
     assert c.bandwidth == 12.5e6 and c.latency == pytest.approx(150e-6)
     assert c.ps_shards == 1 and c.ps_placement == "dedicated"
     assert c.ps_bandwidth == 25e6  # the slower direction of the PS host
-    assert c.comm_uses_compute is True
+    # the file has per-byte CPU costs: the flows model charges those instead of the flag
+    assert c.comm_uses_compute is False
+    assert (c.send_s_per_byte, c.recv_s_per_byte, c.reduce_s_per_byte) == pytest.approx(
+        (1.1e-9, 1.6e-9, 2.5e-10))
+    assert c.incast == pytest.approx((1.0, 0.9, 0.85, 0.8))  # 3 flows: interpolated
     assert c.update_time(1e6) == pytest.approx(20e-6 + 3e-10 * 1e6)
     c2 = Cluster.from_file(full, workers=2, comm_cv=0.1)
     assert (c2.workers, c2.comm_cv) == (2, 0.1)

@@ -196,3 +196,21 @@ def test_flows_are_the_default_and_fifo_stays_available():
     assert {r.discipline for r in net.resources.values() if r.tags.get("kind") == "nic_up"} == {"fifo"}
     p = predict("async-ps", prof, Cluster(workers=2), steps=50, warmup=5, replications=1)
     assert math.isfinite(p.samples_per_s.mean)
+
+
+def test_the_chrome_trace_shows_each_flows_mean_rate():
+    from sgdnet.viz.chrome_trace import to_chrome_trace
+
+    c = Cluster(workers=2, bandwidth=B, latency=0)
+    net = Net("rates")
+    fab = Fabric(net, c)
+    for i in range(2):
+        go = net.place(f"go{i}", tokens=1)
+        fab.transfer(f"push{i}", MB, ("worker", i), ("ps", 0), inputs=[go.name], outputs=[])
+    clk = net.place("clock", tokens=1)
+    net.transition("tick", 1.0, inputs={clk: 1}, outputs={clk: 1}, tags={"step": True})
+    res = simulate(net, steps=1, warmup=0, replications=1, seed=0, trace=True)
+    ev = {e["name"]: e for e in to_chrome_trace(res)["traceEvents"] if e.get("ph") == "X"}
+    for i in range(2):  # two flows into one PS downlink: half the bandwidth each
+        assert ev[f"push{i}"]["args"]["mean_rate_Bps"] == pytest.approx(B / 2, rel=1e-9)
+    assert "mean_rate_Bps" not in ev["tick"]["args"]

@@ -149,7 +149,7 @@ def _median_time(fn: Any, reps: int) -> float:
 
 def _costs(job: dict, rank: int) -> dict:
     """On rank ``job['rank']`` (default 0): reduce cost (``acc += buf``), the PS update
-    (:func:`sgdnet.testbed.worker.ps_apply`) by tensor size, and the local SGD step of the
+    (:func:`sgdnet.testbed.ops.ps_apply`) by tensor size, and the local SGD step of the
     model (forward, backward, ``SGD.step``), medians of ``reps`` calls each."""
     if rank != int(job.get("rank", 0)):
         return {}
@@ -157,7 +157,7 @@ def _costs(job: dict, rank: int) -> dict:
     import torch.nn.functional as F
 
     from .models import build, param_layers
-    from .worker import ps_apply
+    from .ops import ps_apply
 
     reps = int(job.get("reps", 30))
     sizes = [int(s) for s in job.get("sizes", (4096, 65536, 262144, 1 << 20, 4 << 20))]

@@ -45,6 +45,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from .ops import ps_apply
+
 __all__ = ["main", "TAG_PULL"]
 
 #: Tag offset of parameter pulls (pushes use the layer index as tag).
@@ -66,14 +68,6 @@ def _load_flat(layer: Any, flat: Any) -> None:
             n = p.numel()
             p.copy_(flat[off:off + n].view_as(p))
             off += n
-
-
-def ps_apply(param: Any, grad_sum: Any, count: int, lr: float) -> None:
-    """The PS update of one layer: ``param -= lr * grad_sum / count`` (in place).
-
-    The calibration times this very function for the per-tensor and per-byte update cost.
-    """
-    param.add_(grad_sum, alpha=-lr / count)
 
 
 # --------------------------------------------------------------------------- PS schemes

@@ -7,7 +7,9 @@ Every traced firing becomes one complete (``"ph": "X"``) event per resource it h
 firings overlap — capacity > 1, or processor-sharing flows on a ``ps`` link — gets one thread
 per concurrent slot (``nic_up``, ``nic_up #2``, ...). Firings that hold no resource and take
 time go to an ``ops`` thread of their worker's host. Metadata events name and order the
-processes and threads. ``args`` carry the transition's tags, its resources and the replication.
+processes and threads. ``args`` carry the transition's tags, its resources and the replication;
+a transfer's (``stage="link"``) also its mean rate in bytes/s (``mean_rate_Bps``: its bytes over
+its duration, lower than the link's bandwidth when flows shared it).
 """
 
 from __future__ import annotations
@@ -106,10 +108,20 @@ def chrome_trace_events(result, rep: int = 0, *, window: tuple[float, float] | N
                 "pid": pid,
                 "tid": tids[k],
                 "args": {**_jsonable(tags), "resources": list(result.transition_resources[t]),
-                         "track": tk.resource or "ops", "replication": int(rep)},
+                         "track": tk.resource or "ops", "replication": int(rep),
+                         **_flow_rate(tags, s, e)},
             })
     body.sort(key=lambda ev: (ev["ts"], -ev["dur"]))
     return meta + body
+
+
+def _flow_rate(tags: dict, start: float, end: float) -> dict:
+    """A transfer's mean rate over its firing (its nominal bytes over its duration), so that a
+    flow slowed by sharing shows it; empty for other firings."""
+    nb = tags.get("bytes")
+    if tags.get("stage") != "link" or not isinstance(nb, (int, float)) or not end > start:
+        return {}
+    return {"mean_rate_Bps": float(nb) / (end - start)}
 
 
 def to_chrome_trace(result, path: str | os.PathLike | None = None, rep: int = 0, *,
