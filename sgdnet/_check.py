@@ -8,6 +8,7 @@ predicates return that reason without a name, for callers that wrap it in their 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -85,3 +86,12 @@ def seeds_arg(seeds: Iterable[Any], *, error: type[SgdnetError] = SimulationErro
         if not is_int(s) or not 0 <= int(s) < MAX_SEED:
             raise error(f"seed {s!r} in seeds must be an integer in [0, 2**64)")
     return [int(s) for s in seeds]
+
+
+def finite_or_none(x: Any) -> float | None:
+    """``float(x)`` when it is a finite number, else ``None`` (for table cells: JSON has no NaN)."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None

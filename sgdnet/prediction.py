@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ._check import finite_or_none as _finite
 from ._check import int_arg, is_int
 from .errors import ClusterError, VariantError
 from .results import Estimate, Result
@@ -331,14 +332,6 @@ def scaling(variant: str, model: str | ModelProfile, cluster: Cluster | Mapping[
         out.append(ScalingPoint(int(w), p, p.steps_per_s, p.samples_per_s, su,
                                 su * base.workers / p.workers))
     return out
-
-
-def _finite(x: Any) -> float | None:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
 
 
 def _estimate_columns(prefix: str, est: Any, level: float, quantiles: Sequence[float],

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._check import finite_or_none as _finite
 from ..errors import StudyError
 
 __all__ = ["METRIC_COLUMNS", "row_id", "row_seed", "summarize"]
@@ -223,14 +224,6 @@ def _modified_model(model: Any, fields: Mapping[str, Any]) -> Any:
         model = ModelProfile(model.name, model.layers, model.batch_size, model.device,
                              model.source, fields["cv"], model.meta)
     return model
-
-
-def _finite(x: Any) -> float | None:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
 
 
 def summarize(prediction: Any, *, level: float = 0.95,
