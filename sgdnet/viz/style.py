@@ -122,9 +122,12 @@ _HOST_PREFIX = None
 def short_name(name: str) -> str:
     """A compact label: the host prefix (``w3.``, ``worker3/``, ``ps0.``) dropped, a layer part
     ``l<k>`` glued to the word before it, chunk ``c0`` dropped: ``w0.push.l2.c0.lat`` ->
-    ``push2·lat``, ``w1/backward0`` -> ``backward0``, ``w0.gpu`` -> ``gpu``."""
+    ``push2·lat``, ``w1/backward0`` -> ``backward0``, ``w0.gpu`` -> ``gpu``; a connection
+    ``conn:worker0->ps0`` (drawn in its sender's lane) -> ``to ps0``."""
     import re
 
+    if name.startswith("conn:") and "->" in name:
+        return "to " + name.rsplit("->", 1)[1]
     global _HOST_PREFIX
     if _HOST_PREFIX is None:
         _HOST_PREFIX = re.compile(r"^(?:w|worker|ps|server|host|node)\d+[./:]")
