@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from ..dists import Distribution, Empirical, Straggler, flatten
+from ..dists import Distribution, Empirical, Straggler, deterministic_rows, flatten
 from ..errors import NetError
 from .builder import Net
 
@@ -90,7 +90,21 @@ def _dist_key(d: Distribution):
 
 
 def structural_key(net: Net) -> str:
-    """A hash of everything the compiled form and the results depend on."""
+    """A hash of everything the compiled form and the results depend on.
+
+    Cached on the net against :meth:`Net.edit_stamp` (so a ``simulate`` of an unchanged net
+    does not hash it again); any edit the stamp sees recomputes it.
+    """
+    stamp = net.edit_stamp()
+    cached = net.__dict__.get("_key_cache")
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    key = _structural_key(net)
+    net.__dict__["_key_cache"] = (stamp, key)
+    return key
+
+
+def _structural_key(net: Net) -> str:
     parts: list[Any] = [net.name]
     parts.append([(p.name, p.tokens, repr(p.tags)) for p in net.places.values()])
     parts.append([(r.name, r.capacity, r.discipline, repr(r.tags), r.bandwidth, r.latency, r.efficiency)
@@ -125,6 +139,10 @@ class CompiledNet:
     resource_discipline : list of str
     key : str
         The structural key of the source net.
+    deterministic : bool
+        True when the net has no randomness (every duration and modulator multiplier takes one
+        fixed value): every replication is then the same trajectory, and
+        :func:`sgdnet.simulate` plays it once.
     """
 
     def __init__(self, net: Net, key: str | None = None):
@@ -247,6 +265,15 @@ class CompiledNet:
                 for tn in m.resample_on:
                     rs[tidx[tn]].append(mi)
         self.rs_ptr, self.rs_mod = _csr(rs)
+
+        # no randomness at all: every duration and every multiplier is one fixed value (a markov
+        # modulator whose slow factor is 1 multiplies by 1 in both states), so every replication
+        # plays the same trajectory whatever its seed (the kernel draws random numbers for
+        # durations and modulators only; ties are broken by the static scan order)
+        fixed = deterministic_rows(self.d_code, self.d_par, self.d_pool)
+        self.deterministic = bool(fixed[:nT].all()) and all(
+            (m.kind == "iid" and bool(fixed[nT + mi])) or (m.kind == "markov" and m.slow_factor == 1.0)
+            for mi, m in enumerate(Ms))
 
         for f in KERNEL_FIELDS:
             a = np.ascontiguousarray(getattr(self, f))
