@@ -79,14 +79,11 @@ def _tracked_setattr(self, name, value):
     _edited()
 
 
-def _attach(obj, cls):
-    """Make a just-built element (an untracked ``_...Fields`` instance) the tracked public class:
-    one class swap instead of a tracked assignment per field while it is built."""
-    for f in ("inputs", "outputs", "inhibitors", "tags"):
-        d = obj.__dict__.get(f)
-        if type(d) is dict:
-            obj.__dict__[f] = _TrackedDict(d)
-    obj.__class__ = cls
+def _new(cls, **fields):
+    """An element of the tracked public class ``cls`` built from all its ``fields`` at once (the
+    builder's path: no tracked assignment per field, which would cost more than the rest)."""
+    obj = object.__new__(cls)
+    obj.__dict__.update(fields)
     return obj
 
 
@@ -338,14 +335,15 @@ class Net:
     def place(self, name: str, tokens: int = 0, **tags) -> Place:
         """Add a place with ``tokens`` initial tokens."""
         self._fresh(name, self.places, "place")
-        p = _attach(_PlaceFields(name, tokens, dict(tags)), Place)
+        p = _new(Place, name=name, tokens=tokens, tags=_TrackedDict(tags))
         self._add(self.places, name, p)
         return p
 
     def resource(self, name: str, capacity: int = 1, discipline: str = "fifo", **tags) -> Resource:
         """Add a resource (server pool) of ``capacity`` servers and a queue ``discipline``."""
         self._fresh(name, self.resources, "resource")
-        r = _attach(_ResourceFields(name, capacity, discipline, dict(tags)), Resource)
+        r = _new(Resource, name=name, capacity=capacity, discipline=discipline, tags=_TrackedDict(tags),
+                 bandwidth=None, latency=0.0, efficiency=())
         self._add(self.resources, name, r)
         return r
 
@@ -388,7 +386,8 @@ class Net:
             except (TypeError, ValueError):
                 raise NetError(f"link {name!r}: efficiency={efficiency!r} must be a number or a "
                                "sequence of numbers in (0, 1]", self.name) from None
-        r = _attach(_ResourceFields(name, 1, "flow", dict(tags), bw, lat, eff), Resource)
+        r = _new(Resource, name=name, capacity=1, discipline="flow", tags=_TrackedDict(tags), bandwidth=bw,
+                 latency=lat, efficiency=eff)
         self._add(self.resources, name, r)
         return r
 
@@ -519,20 +518,22 @@ class Net:
             if not (isinstance(gate, tuple) and len(gate) == 2):
                 raise NetError(f"transition {name!r}: gate={gate!r} must be a (gate name, member index) pair", self.name)
             g = (_name_of(gate[0], "gate"), gate[1])
-        t = _TransitionFields(
+        t = _new(
+            Transition,
             name=name,
             duration=dist,
-            inputs=_arcs(inputs, f"transition {name!r} inputs"),
-            outputs=_arcs(outputs, f"transition {name!r} outputs"),
-            inhibitors=_arcs(inhibitors, f"transition {name!r} inhibitors"),
+            inputs=_TrackedDict(_arcs(inputs, f"transition {name!r} inputs")),
+            outputs=_TrackedDict(_arcs(outputs, f"transition {name!r} outputs")),
+            inhibitors=_TrackedDict(_arcs(inhibitors, f"transition {name!r} inhibitors")),
             resources=res,
             servers=servers,
             priority=priority,
-            tags=dict(tags or {}),
+            tags=_TrackedDict(tags or {}),
             modulator=None if modulator is None else _name_of(modulator, "modulator"),
             gate=g,
+            flow_cap=math.inf,
         )
-        self._add(self.transitions, name, _attach(t, Transition))
+        self._add(self.transitions, name, t)
         return t
 
     def gate(self, name: str, kind: str, counters: Iterable, *, s: int = 0, s_lower: int = 0, r_max: int = 0) -> Gate:
@@ -542,18 +543,18 @@ class Net:
         ``transition(..., gate=(name, i))``.
         """
         self._fresh(name, self.gates, "gate")
-        g = _attach(_GateFields(name, kind, tuple(_name_of(c, f"gate {name!r} counter") for c in counters),
-                                s, s_lower, r_max), Gate)
+        g = _new(Gate, name=name, kind=kind,
+                 counters=tuple(_name_of(c, f"gate {name!r} counter") for c in counters),
+                 s=s, s_lower=s_lower, r_max=r_max)
         self._add(self.gates, name, g)
         return g
 
     def modulator(self, name: str, multiplier, resample_on: Iterable) -> Modulator:
         """Add an ``iid`` modulator: ``multiplier`` redrawn whenever a ``resample_on`` transition starts."""
         self._fresh(name, self.modulators, "modulator")
-        m = _attach(_ModulatorFields(
-            name, "iid", as_distribution(multiplier),
-            tuple(_name_of(t, f"modulator {name!r} resample_on") for t in resample_on),
-        ), Modulator)
+        m = _new(Modulator, name=name, kind="iid", multiplier=as_distribution(multiplier),
+                 resample_on=tuple(_name_of(t, f"modulator {name!r} resample_on") for t in resample_on),
+                 slow_factor=1.0, mean_fast=1.0, mean_slow=1.0)
         self._add(self.modulators, name, m)
         return m
 
@@ -562,11 +563,10 @@ class Net:
         from ..units import seconds
 
         self._fresh(name, self.modulators, "modulator")
-        m = _attach(_ModulatorFields(
-            name, "markov", slow_factor=slow_factor,
-            mean_fast=seconds(mean_fast, what=f"modulator {name!r} mean_fast"),
-            mean_slow=seconds(mean_slow, what=f"modulator {name!r} mean_slow"),
-        ), Modulator)
+        m = _new(Modulator, name=name, kind="markov", multiplier=None, resample_on=(),
+                 slow_factor=slow_factor,
+                 mean_fast=seconds(mean_fast, what=f"modulator {name!r} mean_fast"),
+                 mean_slow=seconds(mean_slow, what=f"modulator {name!r} mean_slow"))
         self._add(self.modulators, name, m)
         return m
 
