@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from .._gc import paused_gc
 from ..dists import Distribution, Empirical, Straggler, deterministic_rows, flatten
 from ..errors import NetError
 from .builder import Net
@@ -345,13 +346,15 @@ def compile_net(net: Net | CompiledNet) -> CompiledNet:
         return net
     if not isinstance(net, Net):
         raise NetError(f"compile_net needs a sgdnet.Net, got {type(net).__name__} {net!r:.80}")
-    key = structural_key(net)
+    with paused_gc():
+        key = structural_key(net)
     cached = _BY_NET.get(net)
     if cached is not None and cached.key == key:
         return cached
     cn = _CACHE.get(key)
     if cn is None:
-        cn = CompiledNet(net, key)
+        with paused_gc():
+            cn = CompiledNet(net, key)
         _CACHE[key] = cn
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
