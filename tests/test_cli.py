@@ -276,6 +276,7 @@ grid:
   cluster.workers: [1, 2, 4, 8, 16]
   cluster.bandwidth: [1Gbps, 10Gbps, 100Gbps]
   cluster.straggler: [null, "step:p=0.2,factor=3"]
+  cluster.compute_cv: [0.05]  # noisy rows: a model without randomness is simulated only once
 """
 
 
