@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ._check import is_int
+from ._gc import paused_gc
 from .errors import SimulationError, UnknownNameError
 
 __all__ = ["Estimate", "RawReplication", "Result"]
@@ -159,16 +160,17 @@ class Result:
         self.seeds = [int(s) for s in seeds]
         self.replications = len(raws)
         self.samples = bool(samples)
-        self.transition_names: list[str] = list(meta.transition_names)
-        self.transition_tags: list[dict] = [dict(t) for t in meta.transition_tags]
-        self.transition_resources: list[tuple] = [tuple(r) for r in meta.transition_resources]
-        self.resource_names: list[str] = list(meta.resource_names)
-        self.resource_tags: list[dict] = [dict(t) for t in meta.resource_tags]
-        self.resource_capacity: list[int] = list(meta.resource_capacity)
-        self.gate_names: list[str] = list(meta.gate_names)
-        self.place_names: list[str] = list(meta.place_names)
-        self._tidx = {n: i for i, n in enumerate(self.transition_names)}
-        self._ridx = {n: i for i, n in enumerate(self.resource_names)}
+        with paused_gc():  # one object per transition: no gen-2 walks of the large live heap
+            self.transition_names: list[str] = list(meta.transition_names)
+            self.transition_tags: list[dict] = [dict(t) for t in meta.transition_tags]
+            self.transition_resources: list[tuple] = [tuple(r) for r in meta.transition_resources]
+            self.resource_names: list[str] = list(meta.resource_names)
+            self.resource_tags: list[dict] = [dict(t) for t in meta.resource_tags]
+            self.resource_capacity: list[int] = list(meta.resource_capacity)
+            self.gate_names: list[str] = list(meta.gate_names)
+            self.place_names: list[str] = list(meta.place_names)
+            self._tidx = {n: i for i, n in enumerate(self.transition_names)}
+            self._ridx = {n: i for i, n in enumerate(self.resource_names)}
         self._raws = list(raws)
         self._wgroups: tuple[dict, np.ndarray] | None = None  # see _worker_groups
         self._rep_groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # see _steps_of_group
