@@ -414,11 +414,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
     else:
         trace_note = None
 
+    deterministic = all(p.result.deterministic for _, p in preds)
     if args.json:
         print(json.dumps({"variant": args.variant, "model": model.name,
                           "bandwidth": args.bandwidth, "granularity": args.granularity,
                           "steps": args.steps, "warmup": args.warmup,
                           "replications": args.replications, "seed": args.seed,
+                          "deterministic": deterministic,
                           "options": options, "rows": rows}, indent=2))
         return 0
     opts = "".join(f", {k}={v}" for k, v in options.items())
@@ -426,8 +428,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
                 else f"{args.bandwidth} NICs, latency {args.latency}")
     print(f"{args.variant} | {model.name} (batch {model.batch_size} per worker) | "
           f"{net_desc} | {args.granularity}-grained{opts}")
-    print(f"{args.steps} steps after {args.warmup} warm-up, {args.replications} replications, "
-          f"seed {args.seed}; mean ± 95% CI half-width across replications")
+    if deterministic:
+        print(f"{args.steps} steps after {args.warmup} warm-up; the model has no randomness, so it "
+              f"was simulated once (all {args.replications} replications would be identical)")
+    else:
+        print(f"{args.steps} steps after {args.warmup} warm-up, {args.replications} replications, "
+              f"seed {args.seed}; mean ± 95% CI half-width across replications")
     print()
     gpu = any("util_gpu_mean" in r for r in rows)
     nic_cols = [c for c in ("util_nic_up_max", "util_nic_down_max") if any(c in r for r in rows)]

@@ -497,3 +497,40 @@ def flatten(dists: Sequence[Distribution]) -> tuple[np.ndarray, np.ndarray, np.n
             off += emp.samples.size
     pool_arr = np.concatenate(pool) if pool else np.zeros(1)
     return codes, params, pool_arr
+
+
+def _base_deterministic(code: int, a: float, b: float, pool: np.ndarray) -> bool:
+    """Whether the kernel's draw of base ``code`` with parameters ``(a, b)`` is one fixed value."""
+    if code == CODE_DET:
+        return True
+    if code == CODE_UNIF:
+        return a == b
+    if code in (CODE_NORM, CODE_LOGN):  # a + b z, exp(a + b z): z is always finite
+        return b == 0.0
+    if code == CODE_GAMMA:  # shape 0 encodes cv == 0
+        return a == 0.0
+    if code == CODE_SHEXP:
+        return b == 0.0
+    if code == CODE_EMP:
+        lo, n = int(a), int(b)
+        return n >= 1 and bool(np.all(pool[lo:lo + n] == pool[lo]))
+    return False
+
+
+def deterministic_rows(codes: np.ndarray, params: np.ndarray, pool: np.ndarray) -> np.ndarray:
+    """Per flattened row (see :func:`flatten`): True when every draw gives the same value.
+
+    Read from the rows the kernel samples, so a distribution that is random in name only
+    (``Gamma(cv=0)``, ``LogNormal(cv=0)``, ``Uniform(a, a)``, a one-value ``Empirical``, a
+    ``Straggler`` with ``p`` in {0, 1} or ``factor == 1`` over such a base) counts as fixed.
+    """
+    out = np.zeros(len(codes), dtype=bool)
+    for i, c in enumerate(codes):
+        c = int(c)
+        if c == CODE_STRAG:
+            p, factor = params[i, 0], params[i, 1]
+            out[i] = (_base_deterministic(int(params[i, 2]), params[i, 3], params[i, 4], pool)
+                      and (p <= 0.0 or p >= 1.0 or factor == 1.0))
+        else:
+            out[i] = _base_deterministic(c, params[i, 0], params[i, 1], pool)
+    return out

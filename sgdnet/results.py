@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ._check import is_int
+from ._gc import paused_gc
 from .errors import SimulationError, UnknownNameError
 
 __all__ = ["Estimate", "RawReplication", "Result"]
@@ -149,24 +150,30 @@ class Result:
     """
 
     def __init__(self, meta, raws: Sequence[RawReplication], seeds, *, steps: int, warmup: int,
-                 trace: bool = False, samples: bool = True):
+                 trace: bool = False, samples: bool = True, deterministic: bool = False):
         self.net_name: str = meta.name
+        #: True when the net has no randomness: one trajectory was simulated and every
+        #: replication is that trajectory (its CIs have zero width)
+        self.deterministic = bool(deterministic)
         self.steps = int(steps)
         self.warmup = int(warmup)
         self.seeds = [int(s) for s in seeds]
         self.replications = len(raws)
         self.samples = bool(samples)
-        self.transition_names: list[str] = list(meta.transition_names)
-        self.transition_tags: list[dict] = [dict(t) for t in meta.transition_tags]
-        self.transition_resources: list[tuple] = [tuple(r) for r in meta.transition_resources]
-        self.resource_names: list[str] = list(meta.resource_names)
-        self.resource_tags: list[dict] = [dict(t) for t in meta.resource_tags]
-        self.resource_capacity: list[int] = list(meta.resource_capacity)
-        self.gate_names: list[str] = list(meta.gate_names)
-        self.place_names: list[str] = list(meta.place_names)
-        self._tidx = {n: i for i, n in enumerate(self.transition_names)}
-        self._ridx = {n: i for i, n in enumerate(self.resource_names)}
+        with paused_gc():  # one object per transition: no gen-2 walks of the large live heap
+            self.transition_names: list[str] = list(meta.transition_names)
+            self.transition_tags: list[dict] = [dict(t) for t in meta.transition_tags]
+            self.transition_resources: list[tuple] = [tuple(r) for r in meta.transition_resources]
+            self.resource_names: list[str] = list(meta.resource_names)
+            self.resource_tags: list[dict] = [dict(t) for t in meta.resource_tags]
+            self.resource_capacity: list[int] = list(meta.resource_capacity)
+            self.gate_names: list[str] = list(meta.gate_names)
+            self.place_names: list[str] = list(meta.place_names)
+            self._tidx = {n: i for i, n in enumerate(self.transition_names)}
+            self._ridx = {n: i for i, n in enumerate(self.resource_names)}
         self._raws = list(raws)
+        self._wgroups: tuple[dict, np.ndarray] | None = None  # see _worker_groups
+        self._rep_groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # see _steps_of_group
         R = self.replications
         self.t0 = np.array([r.t0 for r in raws], dtype=float)
         self.t1 = np.array([r.t1 for r in raws], dtype=float)
@@ -272,18 +279,50 @@ class Result:
         """
         self._need_samples("step_times")
         out = []
+        g = -1
         if worker is not None:
-            sel = np.array([bool(t.get("step")) and t.get("worker") == worker for t in self.transition_tags])
-            if not sel.any():
-                known = sorted({t.get("worker") for t in self.transition_tags if t.get("step") and "worker" in t})
+            groups, _ = self._worker_groups()
+            try:
+                g = groups.get(worker, -1)
+            except TypeError:  # an unhashable value is no worker tag
+                g = -1
+            if g < 0:
+                known = sorted(groups)
                 raise UnknownNameError(f"no step transition has worker={worker!r}; known workers: {known}")
         for k, r in enumerate(self._raws):
             times = np.asarray(r.step_times, dtype=float)
             if worker is None:
                 out.append(np.diff(np.concatenate([[self.t0[k]], times])))
             else:
-                out.append(np.diff(times[sel[np.asarray(r.step_trans, dtype=np.int64)]]))
+                order, bounds = self._steps_of_group(k)
+                out.append(np.diff(times[order[bounds[g]:bounds[g + 1]]]))
         return np.concatenate(out) if out else np.zeros(0)
+
+    def _worker_groups(self) -> tuple[dict, np.ndarray]:
+        """``({worker value: group}, group of each transition)``: the ``worker`` tags of the step
+        transitions numbered in first-seen order (-1 for the other transitions); built once."""
+        if self._wgroups is None:
+            groups: dict = {}
+            gid = np.full(len(self.transition_tags), -1, dtype=np.int64)
+            for i, t in enumerate(self.transition_tags):
+                if t.get("step") and "worker" in t:
+                    gid[i] = groups.setdefault(t["worker"], len(groups))
+            self._wgroups = (groups, gid)
+        return self._wgroups
+
+    def _steps_of_group(self, rep: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(order, bounds)``: the indices of replication ``rep``'s counted steps sorted by worker
+        group (stable, so each group's steps stay in time order); group ``g``'s steps are
+        ``order[bounds[g]:bounds[g + 1]]``. One sort per replication, built on first use, so the
+        step times of every worker cost O(steps log steps) in all, not O(workers x steps)."""
+        got = self._rep_groups.get(rep)
+        if got is None:
+            groups, gid = self._worker_groups()
+            g = gid[np.asarray(self._raws[rep].step_trans, dtype=np.int64)]
+            order = np.argsort(g, kind="stable")
+            bounds = np.searchsorted(g[order], np.arange(len(groups) + 1), side="left")
+            got = self._rep_groups[rep] = (order, bounds)
+        return got
 
     def utilization(self, resource: str) -> Estimate:
         """Busy server-seconds / (capacity * (t1 - t0)) of ``resource``."""
@@ -339,6 +378,7 @@ class Result:
             "steps": self.steps,
             "warmup": self.warmup,
             "replications": self.replications,
+            "deterministic": self.deterministic,
             "seeds": list(self.seeds),
             "throughput_steps_per_s": self.throughput.to_dict(),
             "throughput_by_worker": {str(k): v.to_dict() for k, v in self.throughput_by("worker").items()},

@@ -151,7 +151,9 @@ def test_predict_table(capsys):
     code, out, err = run(capsys, "predict", "--model", "resnet18", "--variant", "sync-ps",
                          "--workers", "1,2,4", "--bandwidth", "10Gbps", *QUICK)
     assert code == 0, err
-    assert "40 steps after 5 warm-up, 3 replications, seed 0" in out
+    # the CLI's default cluster has no CVs: the model is deterministic, simulated once
+    assert ("40 steps after 5 warm-up; the model has no randomness, so it was simulated once "
+            "(all 3 replications would be identical)") in out
     lines = out.splitlines()
     hdr = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("workers"))
     assert "steps/s" in lines[hdr] and "samples/s" in lines[hdr]
@@ -159,6 +161,22 @@ def test_predict_table(capsys):
     assert [r[0] for r in rows] == ["1", "2", "4"]
     assert rows[0][1:4] and "±" in lines[hdr + 2]
     assert rows[0][7] == "1.00x" and rows[0][8] == "100.0%"
+
+
+def test_predict_with_noise_reports_replications(capsys):
+    code, out, err = run(capsys, "predict", "--model", "resnet18", "--variant", "sync-ps",
+                         "--workers", "2", "--compute-cv", "0.1", *QUICK)
+    assert code == 0, err
+    assert "40 steps after 5 warm-up, 3 replications, seed 0; mean ± 95% CI" in out
+
+
+def test_predict_json_says_deterministic(capsys):
+    code, out, _ = run(capsys, "predict", "--variant", "allreduce", "--workers", "2", "--json",
+                       *QUICK)
+    assert code == 0 and json.loads(out)["deterministic"] is True
+    code, out, _ = run(capsys, "predict", "--variant", "allreduce", "--workers", "2", "--json",
+                       "--comm-cv", "0.1", *QUICK)
+    assert code == 0 and json.loads(out)["deterministic"] is False
 
 
 def test_predict_json_matches_predict(capsys):
@@ -258,6 +276,7 @@ grid:
   cluster.workers: [1, 2, 4, 8, 16]
   cluster.bandwidth: [1Gbps, 10Gbps, 100Gbps]
   cluster.straggler: [null, "step:p=0.2,factor=3"]
+  cluster.compute_cv: [0.05]  # noisy rows: a model without randomness is simulated only once
 """
 
 

@@ -14,7 +14,7 @@ PKG = Path(__file__).resolve().parents[1] / "sgdnet"
 
 #: Rank of each top-level component: a module may import its own component or lower ranks.
 RANK = {
-    "errors": 0, "_version": 0, "_text": 0,
+    "errors": 0, "_version": 0, "_text": 0, "_gc": 0,
     "units": 1, "_check": 1,
     "dists": 2,
     "net": 3, "workload": 3,

@@ -73,6 +73,9 @@ def simulate(
     Returns
     -------
     Result
+        When the net has no randomness (``CompiledNet.deterministic``: every duration and
+        modulator multiplier is one fixed value), every seed gives the same trajectory, so it is
+        simulated once and shared by all replications; ``result.deterministic`` is then True.
 
     Raises
     ------
@@ -124,9 +127,12 @@ def simulate(
 
     from . import kernel as K  # numba is imported on first use only
 
-    bar = _ProgressBar(cn.name, len(seeds) * (warmup + steps)) if progress else None
+    # a net without randomness plays the same trajectory under every seed: run it once and let
+    # every requested replication share that record (the Result is the one R runs would give)
+    played = seeds[:1] if cn.deterministic else seeds
+    bar = _ProgressBar(cn.name, len(played) * (warmup + steps)) if progress else None
     try:
-        out = run(cn, seeds, steps=steps, warmup=warmup, max_events=max_events,
+        out = run(cn, played, steps=steps, warmup=warmup, max_events=max_events,
                   zeno_limit=min(zeno_limit(cn.n_transitions), max_events), samples=samples,
                   trace_limit=trace_limit if trace else 0, parallel=parallel, progress=bar)
     finally:
@@ -134,7 +140,7 @@ def simulate(
             bar.close()
     raise_on_failure(cn, out, max_events, steps, warmup)
     raws = []
-    for k in range(len(seeds)):
+    for k in range(len(played)):
         nrec = int(out.i[k, K.OI_NREC]) if samples else 0
         ntr = int(out.i[k, K.OI_NTRACE])
         ngl = min(int(out.i[k, K.OI_NGLOG]), out.glog.shape[1])
@@ -152,7 +158,10 @@ def simulate(
             trace_start=out.tr_s[k, :ntr].copy(), trace_end=out.tr_e[k, :ntr].copy(),
             gate_log=glog, events=int(out.i[k, K.OI_EVENTS]),
         ))
-    return Result(cn, raws, seeds, steps=steps, warmup=warmup, trace=trace, samples=samples)
+    if len(raws) < len(seeds):
+        raws = raws * len(seeds)
+    return Result(cn, raws, seeds, steps=steps, warmup=warmup, trace=trace, samples=samples,
+                  deterministic=cn.deterministic)
 
 
 class _ProgressBar:

@@ -15,15 +15,80 @@ from typing import Any
 from ..dists import Distribution, as_distribution
 from ..errors import NetError
 
+_TABLES = ("places", "resources", "transitions", "gates", "modulators")
+
 __all__ = ["Net", "Place", "Resource", "Transition", "Gate", "Modulator", "DISCIPLINES", "GATE_KINDS"]
 
 DISCIPLINES = ("fifo", "priority", "ps", "flow")
 GATE_KINDS = ("lag", "dynamic_lag")
 MODULATOR_KINDS = ("iid", "markov")
 
+# ------------------------------------------------------------------ edit tracking
+# A Net caches its validation and its structural key (see Net.edit_stamp). Builder methods bump
+# the net's version; an in-place edit anywhere else -- an attribute of an element that is in a
+# net, an entry of its ``inputs``/``outputs``/``inhibitors``/``tags`` dicts, an entry of one of
+# the net's tables -- bumps this process-wide edit counter, which invalidates every net's caches
+# (conservative: an edit is rare after building, and recomputing is always correct).
+_EDITS = [0]
+
+
+def _edited() -> None:
+    _EDITS[0] += 1
+
+
+class _TrackedDict(dict):
+    """A dict that reports in-place edits (see ``_EDITS``); reads are plain dict reads."""
+
+    __slots__ = ()
+
+    def __setitem__(self, k, v):
+        dict.__setitem__(self, k, v)
+        _edited()
+
+    def __delitem__(self, k):
+        dict.__delitem__(self, k)
+        _edited()
+
+    def __ior__(self, other):
+        dict.update(self, other)
+        _edited()
+        return self
+
+    def _wrap(name):  # noqa: N805 - builds the mutating methods below
+        f = getattr(dict, name)
+
+        def method(self, *a, **k):
+            _edited()
+            return f(self, *a, **k)
+
+        method.__name__ = name
+        return method
+
+    update = _wrap("update")
+    pop = _wrap("pop")
+    popitem = _wrap("popitem")
+    clear = _wrap("clear")
+    setdefault = _wrap("setdefault")
+    del _wrap
+
+
+def _tracked_setattr(self, name, value):
+    if type(value) is dict:  # keep the element's dicts tracked when one is replaced
+        value = _TrackedDict(value)
+    object.__setattr__(self, name, value)
+    _edited()
+
+
+def _new(cls, **fields):
+    """An element of the tracked public class ``cls`` built from all its ``fields`` at once (the
+    builder's path: no tracked assignment per field, which would cost more than the rest)."""
+    obj = object.__new__(cls)
+    obj.__dict__.update(fields)
+    return obj
+
 
 @dataclass(eq=False)
-class Place:
+class _PlaceFields:
     """A place: ``name`` and initial ``tokens``; ``tags`` for grouping (e.g. ``worker``)."""
 
     name: str
@@ -31,8 +96,14 @@ class Place:
     tags: dict[str, Any] = field(default_factory=dict)
 
 
+class Place(_PlaceFields):
+    __doc__ = _PlaceFields.__doc__
+    __setattr__ = _tracked_setattr
+
+
+
 @dataclass(eq=False)
-class Resource:
+class _ResourceFields:
     """A server pool held by transitions while they run.
 
     ``discipline``: ``fifo`` (by request time; ties by priority then declaration order),
@@ -61,8 +132,14 @@ class Resource:
         return float(self.bandwidth) * e
 
 
+class Resource(_ResourceFields):
+    __doc__ = _ResourceFields.__doc__
+    __setattr__ = _tracked_setattr
+
+
+
 @dataclass(eq=False)
-class Transition:
+class _TransitionFields:
     """An elementary operation (see DESIGN.md, *Firing*).
 
     Attributes
@@ -97,8 +174,14 @@ class Transition:
         return bool(self.tags.get("step", False))
 
 
+class Transition(_TransitionFields):
+    __doc__ = _TransitionFields.__doc__
+    __setattr__ = _tracked_setattr
+
+
+
 @dataclass
-class Gate:
+class _GateFields:
     """A built-in guard evaluated inside the kernel.
 
     ``counters[i]`` is the transition whose completions count member ``i``'s progress (e.g.
@@ -122,8 +205,14 @@ class Gate:
     r_max: int = 0
 
 
+class Gate(_GateFields):
+    __doc__ = _GateFields.__doc__
+    __setattr__ = _tracked_setattr
+
+
+
 @dataclass
-class Modulator:
+class _ModulatorFields:
     """A random multiplier of durations shared by the transitions that name it.
 
     - ``iid``: a value drawn from ``multiplier`` each time a transition in ``resample_on``
@@ -141,6 +230,12 @@ class Modulator:
     slow_factor: float = 1.0
     mean_fast: float = 1.0
     mean_slow: float = 1.0
+
+
+class Modulator(_ModulatorFields):
+    __doc__ = _ModulatorFields.__doc__
+    __setattr__ = _tracked_setattr
+
 
 
 def _name_of(x, what: str) -> str:
@@ -182,13 +277,52 @@ class Net:
     def __init__(self, name: str = "net"):
         if not isinstance(name, str) or not name:
             raise NetError(f"net name {name!r} must be a non-empty string")
+        self._version = 0
         self.name = name
-        self.places: dict[str, Place] = {}
-        self.resources: dict[str, Resource] = {}
-        self.transitions: dict[str, Transition] = {}
-        self.gates: dict[str, Gate] = {}
-        self.modulators: dict[str, Modulator] = {}
+        self.places: dict[str, Place] = _TrackedDict()
+        self.resources: dict[str, Resource] = _TrackedDict()
+        self.transitions: dict[str, Transition] = _TrackedDict()
+        self.gates: dict[str, Gate] = _TrackedDict()
+        self.modulators: dict[str, Modulator] = _TrackedDict()
         self.meta: dict[str, Any] = {}
+
+    # ------------------------------------------------------------ edit stamp
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _TABLES and type(value) is dict:
+            value = _TrackedDict(value)
+        d = self.__dict__
+        d[name] = value
+        d["_version"] = d.get("_version", 0) + 1
+
+    def _add(self, table: dict, name: str, node: Any) -> None:
+        dict.__setitem__(table, name, node)
+        self.__dict__["_version"] += 1
+
+    def edit_stamp(self) -> tuple[int, int]:
+        """A stamp that changes whenever the net may have changed.
+
+        The net's validation and its structural key are cached against this stamp. Contract:
+        every builder method bumps the net's version; assigning an attribute of the net, of an
+        element in it (``net.transitions["t"].priority = 2``), or an entry of an element's
+        ``inputs`` / ``outputs`` / ``inhibitors`` / ``tags`` or of one of the net's tables bumps
+        a process-wide edit counter (any such edit invalidates every net's caches). Not seen:
+        edits inside a mutable tag *value* (``tags["x"].append(...)``) or of a dict you kept a
+        reference to before handing it over (the net keeps its own copy); after such an edit
+        call :meth:`touch`. Distributions are immutable.
+        """
+        return self.__dict__["_version"], _EDITS[0]
+
+    def touch(self) -> Net:
+        """Invalidate the cached validation and structural key (see :meth:`edit_stamp`)."""
+        self.__dict__["_version"] += 1
+        return self
+
+    def __getstate__(self) -> dict:
+        # the caches are stamped with this process's edit counter: never carry them over
+        return {k: v for k, v in self.__dict__.items() if k not in ("_valid_at", "_key_cache")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
 
     # ----------------------------------------------------------------- builders
     def _fresh(self, name, table: dict, kind: str) -> str:
@@ -201,15 +335,16 @@ class Net:
     def place(self, name: str, tokens: int = 0, **tags) -> Place:
         """Add a place with ``tokens`` initial tokens."""
         self._fresh(name, self.places, "place")
-        p = Place(name, tokens, dict(tags))
-        self.places[name] = p
+        p = _new(Place, name=name, tokens=tokens, tags=_TrackedDict(tags))
+        self._add(self.places, name, p)
         return p
 
     def resource(self, name: str, capacity: int = 1, discipline: str = "fifo", **tags) -> Resource:
         """Add a resource (server pool) of ``capacity`` servers and a queue ``discipline``."""
         self._fresh(name, self.resources, "resource")
-        r = Resource(name, capacity, discipline, dict(tags))
-        self.resources[name] = r
+        r = _new(Resource, name=name, capacity=capacity, discipline=discipline, tags=_TrackedDict(tags),
+                 bandwidth=None, latency=0.0, efficiency=())
+        self._add(self.resources, name, r)
         return r
 
     def link(self, name: str, bandwidth, latency=0.0, efficiency=None, **tags) -> Resource:
@@ -251,8 +386,9 @@ class Net:
             except (TypeError, ValueError):
                 raise NetError(f"link {name!r}: efficiency={efficiency!r} must be a number or a "
                                "sequence of numbers in (0, 1]", self.name) from None
-        r = Resource(name, 1, "flow", dict(tags), bw, lat, eff)
-        self.resources[name] = r
+        r = _new(Resource, name=name, capacity=1, discipline="flow", tags=_TrackedDict(tags), bandwidth=bw,
+                 latency=lat, efficiency=eff)
+        self._add(self.resources, name, r)
         return r
 
     def transfer(
@@ -385,20 +521,22 @@ class Net:
             if not (isinstance(gate, tuple) and len(gate) == 2):
                 raise NetError(f"transition {name!r}: gate={gate!r} must be a (gate name, member index) pair", self.name)
             g = (_name_of(gate[0], "gate"), gate[1])
-        t = Transition(
+        t = _new(
+            Transition,
             name=name,
             duration=dist,
-            inputs=_arcs(inputs, f"transition {name!r} inputs"),
-            outputs=_arcs(outputs, f"transition {name!r} outputs"),
-            inhibitors=_arcs(inhibitors, f"transition {name!r} inhibitors"),
+            inputs=_TrackedDict(_arcs(inputs, f"transition {name!r} inputs")),
+            outputs=_TrackedDict(_arcs(outputs, f"transition {name!r} outputs")),
+            inhibitors=_TrackedDict(_arcs(inhibitors, f"transition {name!r} inhibitors")),
             resources=res,
             servers=servers,
             priority=priority,
-            tags=dict(tags or {}),
+            tags=_TrackedDict(tags or {}),
             modulator=None if modulator is None else _name_of(modulator, "modulator"),
             gate=g,
+            flow_cap=math.inf,
         )
-        self.transitions[name] = t
+        self._add(self.transitions, name, t)
         return t
 
     def gate(self, name: str, kind: str, counters: Iterable, *, s: int = 0, s_lower: int = 0, r_max: int = 0) -> Gate:
@@ -408,18 +546,19 @@ class Net:
         ``transition(..., gate=(name, i))``.
         """
         self._fresh(name, self.gates, "gate")
-        g = Gate(name, kind, tuple(_name_of(c, f"gate {name!r} counter") for c in counters), s, s_lower, r_max)
-        self.gates[name] = g
+        g = _new(Gate, name=name, kind=kind,
+                 counters=tuple(_name_of(c, f"gate {name!r} counter") for c in counters),
+                 s=s, s_lower=s_lower, r_max=r_max)
+        self._add(self.gates, name, g)
         return g
 
     def modulator(self, name: str, multiplier, resample_on: Iterable) -> Modulator:
         """Add an ``iid`` modulator: ``multiplier`` redrawn whenever a ``resample_on`` transition starts."""
         self._fresh(name, self.modulators, "modulator")
-        m = Modulator(
-            name, "iid", as_distribution(multiplier),
-            tuple(_name_of(t, f"modulator {name!r} resample_on") for t in resample_on),
-        )
-        self.modulators[name] = m
+        m = _new(Modulator, name=name, kind="iid", multiplier=as_distribution(multiplier),
+                 resample_on=tuple(_name_of(t, f"modulator {name!r} resample_on") for t in resample_on),
+                 slow_factor=1.0, mean_fast=1.0, mean_slow=1.0)
+        self._add(self.modulators, name, m)
         return m
 
     def markov_modulator(self, name: str, slow_factor: float, mean_fast, mean_slow) -> Modulator:
@@ -427,12 +566,11 @@ class Net:
         from ..units import seconds
 
         self._fresh(name, self.modulators, "modulator")
-        m = Modulator(
-            name, "markov", slow_factor=slow_factor,
-            mean_fast=seconds(mean_fast, what=f"modulator {name!r} mean_fast"),
-            mean_slow=seconds(mean_slow, what=f"modulator {name!r} mean_slow"),
-        )
-        self.modulators[name] = m
+        m = _new(Modulator, name=name, kind="markov", multiplier=None, resample_on=(),
+                 slow_factor=slow_factor,
+                 mean_fast=seconds(mean_fast, what=f"modulator {name!r} mean_fast"),
+                 mean_slow=seconds(mean_slow, what=f"modulator {name!r} mean_slow"))
+        self._add(self.modulators, name, m)
         return m
 
     # ---------------------------------------------------------------- queries
@@ -585,9 +723,13 @@ class Net:
 
     def validate(self) -> Net:
         """Raise :class:`~sgdnet.NetError` listing every structural problem; return ``self`` if valid."""
+        stamp = self.edit_stamp()
+        if self.__dict__.get("_valid_at") == stamp:  # valid and unchanged since
+            return self
         P = self.problems()
         if P:
             raise NetError(P, self.name)
+        self.__dict__["_valid_at"] = stamp
         return self
 
     # ------------------------------------------------------------------ misc

@@ -43,7 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from ..dists import Distribution, Empirical, Straggler, flatten
+from .._gc import paused_gc
+from ..dists import Distribution, Empirical, Straggler, deterministic_rows, flatten
 from ..errors import NetError
 from .builder import Net
 
@@ -90,7 +91,21 @@ def _dist_key(d: Distribution):
 
 
 def structural_key(net: Net) -> str:
-    """A hash of everything the compiled form and the results depend on."""
+    """A hash of everything the compiled form and the results depend on.
+
+    Cached on the net against :meth:`Net.edit_stamp` (so a ``simulate`` of an unchanged net
+    does not hash it again); any edit the stamp sees recomputes it.
+    """
+    stamp = net.edit_stamp()
+    cached = net.__dict__.get("_key_cache")
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    key = _structural_key(net)
+    net.__dict__["_key_cache"] = (stamp, key)
+    return key
+
+
+def _structural_key(net: Net) -> str:
     parts: list[Any] = [net.name]
     parts.append([(p.name, p.tokens, repr(p.tags)) for p in net.places.values()])
     parts.append([(r.name, r.capacity, r.discipline, repr(r.tags), r.bandwidth, r.latency, r.efficiency)
@@ -125,6 +140,10 @@ class CompiledNet:
     resource_discipline : list of str
     key : str
         The structural key of the source net.
+    deterministic : bool
+        True when the net has no randomness (every duration and modulator multiplier takes one
+        fixed value): every replication is then the same trajectory, and
+        :func:`sgdnet.simulate` plays it once.
     """
 
     def __init__(self, net: Net, key: str | None = None):
@@ -248,6 +267,15 @@ class CompiledNet:
                     rs[tidx[tn]].append(mi)
         self.rs_ptr, self.rs_mod = _csr(rs)
 
+        # no randomness at all: every duration and every multiplier is one fixed value (a markov
+        # modulator whose slow factor is 1 multiplies by 1 in both states), so every replication
+        # plays the same trajectory whatever its seed (the kernel draws random numbers for
+        # durations and modulators only; ties are broken by the static scan order)
+        fixed = deterministic_rows(self.d_code, self.d_par, self.d_pool)
+        self.deterministic = bool(fixed[:nT].all()) and all(
+            (m.kind == "iid" and bool(fixed[nT + mi])) or (m.kind == "markov" and m.slow_factor == 1.0)
+            for mi, m in enumerate(Ms))
+
         for f in KERNEL_FIELDS:
             a = np.ascontiguousarray(getattr(self, f))
             a.setflags(write=False)
@@ -318,13 +346,15 @@ def compile_net(net: Net | CompiledNet) -> CompiledNet:
         return net
     if not isinstance(net, Net):
         raise NetError(f"compile_net needs a sgdnet.Net, got {type(net).__name__} {net!r:.80}")
-    key = structural_key(net)
+    with paused_gc():
+        key = structural_key(net)
     cached = _BY_NET.get(net)
     if cached is not None and cached.key == key:
         return cached
     cn = _CACHE.get(key)
     if cn is None:
-        cn = CompiledNet(net, key)
+        with paused_gc():
+            cn = CompiledNet(net, key)
         _CACHE[key] = cn
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._gc import paused_gc
 from ..errors import UnknownNameError, VariantError
 from .inputs import resolve_cluster, resolve_model
 from .options import Option
@@ -110,7 +111,8 @@ class VariantSpec:
         clu = resolve_cluster(cluster)
         opts = self.resolve(options)
         fn = self.build_fine if granularity == "fine" else self.build_coarse
-        net = fn(prof, clu, **opts)
+        with paused_gc():
+            net = fn(prof, clu, **opts)
         net.meta.update(
             variant=self.name,
             granularity=granularity,
@@ -120,7 +122,8 @@ class VariantSpec:
             lockstep=self.lockstep,
             options=opts,
         )
-        net.validate()
+        with paused_gc():
+            net.validate()
         return net
 
 

@@ -1,0 +1,71 @@
+"""A/B of two kernels in one process: this checkout's ``sgdnet/engine/kernel.py`` against another
+copy of the kernel module (e.g. the previous commit's), alternating, one core, CPU time.
+
+Both kernels must take the same arguments (the driver calls whichever is installed as
+``sgdnet.engine.kernel.run_replication``). The outputs of the two are compared bit for bit on
+every run (step times, firings, busy times), so a speed figure is only printed for identical
+trajectories::
+
+    git show HEAD~1:sgdnet/engine/kernel.py > /tmp/kernel_old.py
+    PYTHONPATH=. python bench/bench_kernel_ab.py --old /tmp/kernel_old.py --workers 4 16 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import time
+
+import numpy as np
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--old", required=True, help="path of the other kernel module")
+    ap.add_argument("--workers", type=int, nargs="*", default=[4, 16, 64])
+    ap.add_argument("--completions", type=float, default=2e6, help="per timed run (about)")
+    ap.add_argument("--rounds", type=int, default=5)
+    a = ap.parse_args()
+
+    from bench_engine import build_bench_net
+
+    import sgdnet
+    from sgdnet.engine import kernel as K
+
+    spec = importlib.util.spec_from_file_location("kernel_old", a.old)
+    old = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(old)
+    kernels = {"old": old.run_replication, "new": K.run_replication}
+
+    def once(which, net, steps):
+        K.run_replication = kernels[which]
+        t = time.process_time()
+        r = sgdnet.simulate(net, steps=steps, warmup=0, replications=1, seed=7, parallel=False)
+        dt = time.process_time() - t
+        K.run_replication = kernels["new"]
+        return r, dt
+
+    print(f"{'N':>4} {'old compl/s':>12} {'new compl/s':>12} {'new/old':>8}  identical")
+    for n in a.workers:
+        net = build_bench_net(n)
+        per_step = len(net.transitions) / n  # completions per step, about
+        steps = max(10, int(a.completions / per_step))
+        for w in ("old", "new"):
+            once(w, net, 10)  # JIT / cache load
+        rates = {"old": [], "new": []}
+        same = True
+        for _ in range(a.rounds):
+            ro, to = once("old", net, steps)
+            rn, tn = once("new", net, steps)
+            rates["old"].append(ro.events[0] / to)
+            rates["new"].append(rn.events[0] / tn)
+            for f in ("step_times", "step_trans", "firings", "busy"):
+                same &= np.array_equal(getattr(ro._raws[0], f), getattr(rn._raws[0], f))
+        ratio = statistics.median(x / y for x, y in zip(rates["new"], rates["old"]))
+        print(f"{n:>4} {statistics.median(rates['old']):>12.3e} {statistics.median(rates['new']):>12.3e} "
+              f"{ratio:>8.3f}  {same}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
