@@ -46,8 +46,10 @@ from .registry import register
 __all__ = ["build_fine", "build_coarse", "without_resources", "OPTIONS"]
 
 OPTIONS = (
-    Option("algorithm", "ring", "'ring' (reduce-scatter + all-gather) or 'tree' (binary tree "
-           "reduce + broadcast)", check_choice("ring", "tree")),
+    Option("algorithm", "ring", "'ring' (reduce-scatter + all-gather), 'tree' (binary tree "
+           "reduce + broadcast) or 'hierarchical' (intra-node reduce-scatter, inter-node ring "
+           "all-reduce of 1/g per local rank, intra-node all-gather; needs a Cluster topology)",
+           check_choice("ring", "tree", "hierarchical")),
     Option("bucket_bytes", 25e6, "a size (e.g. '25MB'; PyTorch DDP's bucket_cap_mb=25 is 25 MiB = "
            "26214400, and its smaller first bucket is not modelled), 0 (one bucket per layer) "
            "or float('inf') (one bucket): gradient fusion threshold of fine nets",

@@ -48,7 +48,10 @@ from ..workload import Cluster
 from .durations import duration
 from .fabric import Fabric
 
-__all__ = ["collective_stream", "allreduce", "ps_cluster", "PSExchange", "ps_average"]
+#: All-reduce algorithms.
+ALGORITHMS = ("ring", "tree", "hierarchical")
+
+__all__ = ["ALGORITHMS", "collective_stream", "allreduce", "ps_cluster", "PSExchange", "ps_average"]
 
 
 def collective_stream(net: Net, name: str = "ar.stream") -> str:
@@ -92,8 +95,14 @@ def allreduce(
     (str, str)
         Names of the begin and end barriers.
     """
-    if algorithm not in ("ring", "tree"):
-        raise VariantError(f"algorithm={algorithm!r}: use 'ring' or 'tree'")
+    if algorithm not in ALGORITHMS:
+        raise VariantError(f"algorithm={algorithm!r}: use one of {list(ALGORITHMS)}")
+    if algorithm == "hierarchical" and cluster.topology is None:
+        raise VariantError(
+            "algorithm='hierarchical' reduces inside each node first, so it needs nodes: give "
+            "the Cluster a topology (Cluster(topology=Topology(gpus_per_node=8, ...))) or use "
+            "algorithm='ring'"
+        )
     n = cluster.workers
     extra = dict(tags or {})
     begin_in = {p: 1 for i in range(n) for p in inputs.get(i, ())}
@@ -113,34 +122,78 @@ def allreduce(
                    tags=sync)
     done = {i: net.place(f"{name}.w{i}.done", worker=i).name for i in range(n)}
     ctag = {"collective": name, "step": False, **extra}
-    if coarse:
+    if coarse and algorithm != "hierarchical":
         for i in range(n):
             fabric.allreduce_share(f"{name}.w{i}", nbytes, i, algorithm, inputs=[ready[i]],
                                    outputs=[done[i]], tags={"worker": i, "kind": "comm", **ctag})
     elif algorithm == "tree":
         _tree(net, fabric, name, nbytes, n, ready, done, ctag)
+    elif algorithm == "hierarchical":
+        _hierarchical(net, fabric, cluster, name, nbytes, ready, done, ctag, sync)
     else:
-        rounds = 2 * (n - 1)
-        chunk = nbytes / n
-        # arrived[i, r]: worker i holds the chunk sent to it in round r
-        arrived = {(i, r): net.place(f"{name}.w{i}.r{r}.in", worker=i).name
-                   for i in range(n) for r in range(rounds)}
-        sent = {(i, r): net.place(f"{name}.w{i}.r{r}.sent", worker=i).name
-                for i in range(n) for r in range(rounds)}
-        for r in range(rounds):
-            for i in range(n):
-                j = (i + 1) % n
-                ins = [ready[i]] if r == 0 else [sent[i, r - 1], arrived[i, r - 1]]
-                fabric.transfer(f"{name}.w{i}.r{r}", chunk, ("worker", i), ("worker", j),
-                                inputs=ins, outputs=[arrived[j, r]], link_outputs=[sent[i, r]],
-                                tags={"worker": i, **ctag, "round": r}, reduce=r < n - 1)
-        for i in range(n):
-            net.transition(f"{name}.w{i}.fin", 0.0,
-                           inputs={sent[i, rounds - 1]: 1, arrived[i, rounds - 1]: 1},
-                           outputs={done[i]: 1}, tags={"worker": i, **sync})
+        _ring(net, fabric, name, list(range(n)), nbytes / n, 2 * (n - 1), n - 1, ready, done,
+              ctag, sync)
     net.transition(f"{name}.end", 0.0, inputs={p: 1 for p in done.values()}, outputs=end_out,
                    tags=sync)
     return f"{name}.begin", f"{name}.end"
+
+
+def _ring(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk: float,
+          rounds: int, reducing: int, ready: dict, done: dict, ctag: dict, sync: dict) -> None:
+    """A ring over ``members`` (in ring order): ``rounds`` dependent rounds in which each member
+    sends ``chunk`` bytes to its successor; the first ``reducing`` rounds reduce at the receiver.
+    Member ``i`` starts from ``ready[i]`` and ends in ``done[i]``: ``2(m-1)`` rounds with
+    ``m-1`` reducing is an all-reduce, ``m-1`` rounds with ``m-1`` (0) reducing a
+    reduce-scatter (an all-gather). Transfers ``{prefix}.w{i}.r{r}``, finish ``{prefix}.w{i}.fin``.
+    """
+    m = len(members)
+    if rounds == 0 or m == 1:
+        for i in members:
+            net.transition(f"{prefix}.w{i}.fin", 0.0, inputs={ready[i]: 1},
+                           outputs={done[i]: 1}, tags={"worker": i, **sync})
+        return
+    # arrived[i, r]: member i holds the chunk sent to it in round r
+    arrived = {(i, r): net.place(f"{prefix}.w{i}.r{r}.in", worker=i).name
+               for i in members for r in range(rounds)}
+    sent = {(i, r): net.place(f"{prefix}.w{i}.r{r}.sent", worker=i).name
+            for i in members for r in range(rounds)}
+    for r in range(rounds):
+        for x, i in enumerate(members):
+            j = members[(x + 1) % m]
+            ins = [ready[i]] if r == 0 else [sent[i, r - 1], arrived[i, r - 1]]
+            fabric.transfer(f"{prefix}.w{i}.r{r}", chunk, ("worker", i), ("worker", j),
+                            inputs=ins, outputs=[arrived[j, r]], link_outputs=[sent[i, r]],
+                            tags={"worker": i, **ctag, "round": r}, reduce=r < reducing)
+    for i in members:
+        net.transition(f"{prefix}.w{i}.fin", 0.0,
+                       inputs={sent[i, rounds - 1]: 1, arrived[i, rounds - 1]: 1},
+                       outputs={done[i]: 1}, tags={"worker": i, **sync})
+
+
+def _hierarchical(net: Net, fabric: Fabric, cluster: Cluster, name: str, nbytes: float,
+                  ready: dict, done: dict, ctag: dict, sync: dict) -> None:
+    """Hierarchical all-reduce over a topology of ``N`` nodes of ``g`` GPUs: a reduce-scatter
+    ring inside each node (``g-1`` rounds of ``S/g``), then ``g`` concurrent inter-node ring
+    all-reduces, one per local rank, of that rank's ``S/g`` (``2(N-1)`` rounds of
+    ``S/(gN)``; GPUs sharing a NIC share its links), then an all-gather ring inside each node
+    (``g-1`` rounds of ``S/g``). Phases are joined per GPU, as NCCL's pipelined chunks are not
+    modelled: a GPU starts its inter-node ring when its own reduce-scatter is done."""
+    t = cluster.topology
+    g, n = t.gpus_per_node, cluster.workers
+    N = n // g
+    nodes = [list(range(k * g, (k + 1) * g)) for k in range(N)]
+    ranks = [list(range(l, n, g)) for l in range(g)]
+    rs = {i: net.place(f"{name}.w{i}.rs", worker=i).name for i in range(n)}
+    ar = {i: net.place(f"{name}.w{i}.ar", worker=i).name for i in range(n)}
+    for k, members in enumerate(nodes):
+        _ring(net, fabric, f"{name}.rs.n{k}", members, nbytes / g, g - 1, g - 1, ready, rs,
+              {**ctag, "phase": "reduce-scatter"}, sync)
+    for l, members in enumerate(ranks):
+        _ring(net, fabric, f"{name}.ar.l{l}", members, nbytes / (g * N), 2 * (N - 1), N - 1,
+              rs, ar, {**ctag, "phase": "inter"}, sync)
+    for k, members in enumerate(nodes):
+        _ring(net, fabric, f"{name}.ag.n{k}", members, nbytes / g, g - 1, 0, ar, done,
+              {**ctag, "phase": "all-gather"}, sync)
 
 
 def _tree(net: Net, fabric: Fabric, name: str, nbytes: float, n: int, ready: dict,
