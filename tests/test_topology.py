@@ -242,3 +242,31 @@ def test_topology_section_round_trips_through_a_cluster_file(tmp_path):
 def test_example_cluster_files_load(path):
     cl = Cluster.from_file(path)
     assert cl.topology is not None and cl.workers % cl.topology.gpus_per_node == 0
+
+
+@pytest.mark.parametrize("chunks", [2, 4, 7])
+def test_pipelined_hierarchical_hides_the_intra_node_phases(chunks):
+    """In ``chunks`` pieces, the inter-node phase (NIC links) of one piece runs while the
+    intra-node phases (NVLink) of its neighbours run; with the inter phase the slowest (even
+    when a reduce-scatter and an all-gather share NVLink), the all-reduce takes
+    ``a + chunks * b + c``: one piece's intra reduce-scatter, every piece's inter phase, one
+    piece's all-gather."""
+    S, g, N = 800e6, 4, 2
+    Bi, Bn = 100 * GB, 10 * GB
+    cl = Cluster(workers=g * N, latency=0, topology=topo())
+    net = Net("ar")
+    fab = Fabric(net, cl)
+    ins = {i: [net.place(f"in{i}", 1).name] for i in range(g * N)}
+    outs = {i: [net.place(f"out{i}").name] for i in range(g * N)}
+    _, end = allreduce(net, fab, cl, "ar", S, inputs=ins, outputs=outs, coarse=False,
+                       stream=None, algorithm="hierarchical", chunks=chunks)
+    a = c = (g - 1) * (S / chunks / g) / Bi
+    b = 2 * (N - 1) * (S / chunks / (g * N)) / (Bn / g)  # 4 GPUs share the node's one NIC
+    assert 2 * a <= b
+    assert _ends(net)[end] == pytest.approx(a + chunks * b + c, rel=1e-12)
+
+
+def test_chunks_is_for_hierarchical_only():
+    with pytest.raises(VariantError, match="chunks=4 pipelines"):
+        allreduce(Net("x"), Fabric(Net("x"), Cluster(workers=2)), Cluster(workers=2), "ar", 1e6,
+                  inputs={0: ["a"]}, outputs={}, coarse=False, chunks=4)

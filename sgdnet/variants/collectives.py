@@ -74,6 +74,7 @@ def allreduce(
     stream: str | None = "ar.stream",
     tags: Mapping[str, Any] | None = None,
     algorithm: str = "ring",
+    chunks: int = 1,
 ) -> tuple[str, str]:
     """Add an all-reduce of ``nbytes`` among the cluster's workers (see the module docstring).
 
@@ -87,8 +88,12 @@ def allreduce(
         Collective-stream place (created if missing); ``None``: no ordering between collectives.
     tags : dict, optional
         Extra tags of every transition (e.g. ``layer``).
-    algorithm : {"ring", "tree"}
-        Ring all-reduce (reduce-scatter then all-gather) or binary-tree reduce + broadcast.
+    algorithm : {"ring", "tree", "hierarchical"}
+        Ring all-reduce (reduce-scatter then all-gather), binary-tree reduce + broadcast, or
+        the hierarchical all-reduce of a cluster topology (:func:`_hierarchical`).
+    chunks : int
+        ``"hierarchical"`` only: pieces the message is pipelined in through its three phases
+        (1: no pipelining).
 
     Returns
     -------
@@ -103,6 +108,11 @@ def allreduce(
             "the Cluster a topology (Cluster(topology=Topology(gpus_per_node=8, ...))) or use "
             "algorithm='ring'"
         )
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
+        raise VariantError(f"chunks={chunks!r}: must be an integer >= 1 (1 = no pipelining)")
+    if chunks > 1 and algorithm != "hierarchical":
+        raise VariantError(f"chunks={chunks} pipelines the phases of algorithm='hierarchical'; "
+                           f"algorithm={algorithm!r} has none: pass chunks=1")
     n = cluster.workers
     extra = dict(tags or {})
     begin_in = {p: 1 for i in range(n) for p in inputs.get(i, ())}
@@ -129,7 +139,7 @@ def allreduce(
     elif algorithm == "tree":
         _tree(net, fabric, name, nbytes, n, ready, done, ctag)
     elif algorithm == "hierarchical":
-        _hierarchical(net, fabric, cluster, name, nbytes, ready, done, ctag, sync)
+        _hierarchical(net, fabric, cluster, name, nbytes, ready, done, ctag, sync, chunks)
     else:
         _ring(net, fabric, name, list(range(n)), nbytes / n, 2 * (n - 1), n - 1, ready, done,
               ctag, sync)
@@ -171,29 +181,75 @@ def _ring(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk: floa
 
 
 def _hierarchical(net: Net, fabric: Fabric, cluster: Cluster, name: str, nbytes: float,
-                  ready: dict, done: dict, ctag: dict, sync: dict) -> None:
+                  ready: dict, done: dict, ctag: dict, sync: dict, chunks: int = 1) -> None:
     """Hierarchical all-reduce over a topology of ``N`` nodes of ``g`` GPUs: a reduce-scatter
     ring inside each node (``g-1`` rounds of ``S/g``), then ``g`` concurrent inter-node ring
     all-reduces, one per local rank, of that rank's ``S/g`` (``2(N-1)`` rounds of
     ``S/(gN)``; GPUs sharing a NIC share its links), then an all-gather ring inside each node
-    (``g-1`` rounds of ``S/g``). Phases are joined per GPU, as NCCL's pipelined chunks are not
-    modelled: a GPU starts its inter-node ring when its own reduce-scatter is done."""
+    (``g-1`` rounds of ``S/g``). A GPU starts a phase when its own previous phase is done.
+
+    ``chunks > 1`` pipelines the phases as NCCL does: the message is cut into ``chunks``
+    pieces that go through the three phases in order, a GPU starting phase ``p`` of piece
+    ``c`` once it finished phase ``p-1`` of piece ``c`` and phase ``p`` of piece ``c-1``; so
+    the inter-node phase of one piece overlaps the intra-node phases of its neighbours.
+    """
     t = cluster.topology
     g, n = t.gpus_per_node, cluster.workers
     N = n // g
     nodes = [list(range(k * g, (k + 1) * g)) for k in range(N)]
     ranks = [list(range(l, n, g)) for l in range(g)]
-    rs = {i: net.place(f"{name}.w{i}.rs", worker=i).name for i in range(n)}
-    ar = {i: net.place(f"{name}.w{i}.ar", worker=i).name for i in range(n)}
-    for k, members in enumerate(nodes):
-        _ring(net, fabric, f"{name}.rs.n{k}", members, nbytes / g, g - 1, g - 1, ready, rs,
-              {**ctag, "phase": "reduce-scatter"}, sync)
-    for l, members in enumerate(ranks):
-        _ring(net, fabric, f"{name}.ar.l{l}", members, nbytes / (g * N), 2 * (N - 1), N - 1,
-              rs, ar, {**ctag, "phase": "inter"}, sync)
-    for k, members in enumerate(nodes):
-        _ring(net, fabric, f"{name}.ag.n{k}", members, nbytes / g, g - 1, 0, ar, done,
-              {**ctag, "phase": "all-gather"}, sync)
+    b = nbytes / chunks
+    phases = [("rs", nodes, "n", b / g, g - 1, g - 1, "reduce-scatter"),
+              ("ar", ranks, "l", b / (g * N), 2 * (N - 1), N - 1, "inter"),
+              ("ag", nodes, "n", b / g, g - 1, 0, "all-gather")]
+    if chunks == 1:
+        rs = {i: net.place(f"{name}.w{i}.rs", worker=i).name for i in range(n)}
+        ar = {i: net.place(f"{name}.w{i}.ar", worker=i).name for i in range(n)}
+        for (ph, groups, key, size, rounds, red, label), src, dst in zip(
+                phases, (ready, rs, ar), (rs, ar, done)):
+            for k, members in enumerate(groups):
+                _ring(net, fabric, f"{name}.{ph}.{key}{k}", members, size, rounds, red, src, dst,
+                      {**ctag, "phase": label}, sync)
+        return
+    wt = {"kind": "sync", **sync}
+    # piece c of GPU i: ready -> go(rs) -> ring -> fork -> go(ar) -> ... -> fork(ag) -> join
+    start = {(i, c): net.place(f"{name}.c{c}.w{i}.ready", worker=i).name
+             for i in range(n) for c in range(chunks)}
+    for i in range(n):
+        net.transition(f"{name}.w{i}.split", 0.0, inputs={ready[i]: 1},
+                       outputs={start[i, c]: 1 for c in range(chunks)},
+                       tags={"worker": i, **wt})
+    prev_phase = start  # (i, c) -> place: piece c of GPU i finished the previous phase
+    last: dict[int, list[str]] = {i: [] for i in range(n)}
+    for ph, groups, key, size, rounds, red, label in phases:
+        nxt_phase, nxt_chunk = {}, {}
+        for c in range(chunks):
+            pre = f"{name}.c{c}.{ph}"
+            src = {i: net.place(f"{pre}.w{i}.go", worker=i).name for i in range(n)}
+            out = {i: net.place(f"{pre}.w{i}.out", worker=i).name for i in range(n)}
+            for i in range(n):
+                ins = {prev_phase[i, c]: 1}
+                if c > 0:
+                    ins[nxt_chunk[i, c - 1]] = 1
+                net.transition(f"{pre}.w{i}.gate", 0.0, inputs=ins, outputs={src[i]: 1},
+                               tags={"worker": i, **wt})
+            for k, members in enumerate(groups):
+                _ring(net, fabric, f"{pre}.{key}{k}", members, size, rounds, red, src, out,
+                      {**ctag, "phase": label, "chunk": c}, sync)
+            for i in range(n):
+                nxt_phase[i, c] = net.place(f"{pre}.w{i}.next", worker=i).name
+                nxt_chunk[i, c] = net.place(f"{pre}.w{i}.after", worker=i).name
+                net.transition(f"{pre}.w{i}.fork", 0.0, inputs={out[i]: 1},
+                               outputs={nxt_phase[i, c]: 1, nxt_chunk[i, c]: 1},
+                               tags={"worker": i, **wt})
+        for i in range(n):
+            last[i].append(nxt_chunk[i, chunks - 1])
+        prev_phase = nxt_phase
+    for i in range(n):
+        net.transition(f"{name}.w{i}.join", 0.0,
+                       inputs={**{prev_phase[i, c]: 1 for c in range(chunks)},
+                               **{p: 1 for p in last[i]}},
+                       outputs={done[i]: 1}, tags={"worker": i, **wt})
 
 
 def _tree(net: Net, fabric: Fabric, name: str, nbytes: float, n: int, ready: dict,
