@@ -1,4 +1,4 @@
-"""Collectives: all-reduce (ring and tree, fine and coarse, side by side) and the
+"""Collectives: all-reduce (ring, tree, hierarchical; fine and coarse, side by side) and the
 parameter-server exchange (push, update, pull), written once and used by every variant.
 
 All-reduce
@@ -27,6 +27,13 @@ All-reduce
       forward, ``chunks=1``). For ``n <= 4`` the fine tree takes exactly ``2 ceil(log2 n)
       (alpha + S/B)``; for larger ``n`` the serialisation at inner nodes makes it slower than
       that optimistic closed form.
+
+    * ``algorithm="hierarchical"`` (needs a cluster topology of ``N`` nodes of ``g`` GPUs):
+      an intra-node reduce-scatter ring, ``g`` concurrent inter-node ring all-reduces of
+      ``S/g`` (one per local rank, each GPU through its own NIC, so GPUs sharing a NIC share
+      it), an intra-node all-gather ring; coarse nets run it step by step too. Deterministic,
+      alone on the links: ``2 (g-1)(alpha_i + S/(g B_i)) + 2(N-1)(alpha + S/(g N B_share))``
+      with ``B_share = B_nic * nics / g``; ``chunks=k`` pipelines the phases in ``k`` pieces.
 
     Transfers are tagged ``worker`` (the sender), ``kind="comm"``, ``collective=name``.
 

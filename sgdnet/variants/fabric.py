@@ -28,6 +28,12 @@ Transfers (the network model, option ``discipline``)
     transfers carry a priority (the layer index for PS variants: lower layers first, as P3 /
     ByteScheduler do); it needs ``discipline="fifo"``.
 
+    With a cluster topology (``cluster.topology``, flows only) a transfer's path is the
+    topology's (:meth:`Fabric.path`: GPU -> NVLink/PCIe -> NIC up -> leaf up -> leaf down ->
+    NIC down -> GPU, see :mod:`sgdnet.workload.topology`), its latency the intra-node one
+    inside a node and ``cluster.latency`` between nodes (:meth:`Fabric.latency`); the links
+    are created on first use, so a net holds only the links its transfers cross.
+
     In every model latency does not occupy link capacity: back-to-back messages overlap their
     propagation delays, as pipelined TCP segments do. A chain of ``k`` dependent transfers of
     ``b`` bytes alone on their links costs ``k (latency + b / B)`` — e.g. ring all-reduce's
