@@ -28,7 +28,8 @@ A3_MEGA = Topology(gpus_per_node=8, intra="nvlink", intra_bandwidth="450GB/s",
                    intra_latency="3us", nics_per_node=8, nic_bandwidth="200Gbps")
 
 
-def allreduce_seconds(cl: Cluster, algorithm: str, nbytes: float, chunks: int = 1) -> float:
+def allreduce_seconds(cl: Cluster, algorithm: str, nbytes: float, chunks: int = 1,
+                      channels: int = 1) -> float:
     """Time of one all-reduce of ``nbytes`` on ``cl`` started at 0 (fine net, one run)."""
     net = Net("nccl")
     fab = Fabric(net, cl)
@@ -36,7 +37,7 @@ def allreduce_seconds(cl: Cluster, algorithm: str, nbytes: float, chunks: int = 
     ins = {i: [net.place(f"in{i}", 1).name] for i in range(n)}
     outs = {i: [net.place(f"out{i}").name] for i in range(n)}
     _, end = allreduce(net, fab, cl, "ar", nbytes, inputs=ins, outputs=outs, coarse=False,
-                       stream=None, algorithm=algorithm, chunks=chunks)
+                       stream=None, algorithm=algorithm, chunks=chunks, channels=channels)
     clk = net.place("clock", tokens=1)
     net.transition("tick", 1e4, inputs={clk: 1}, outputs={clk: 1}, tags={"step": True})
     res = simulate(net, steps=1, warmup=0, replications=1, seed=0, trace=True)
@@ -50,15 +51,16 @@ def main() -> None:
     cl = Cluster(workers=16, latency=args.latency, topology=A3_MEGA)
     n = cl.workers
     print(f"A3 Mega, 2 x 8 H100, inter-node latency {args.latency}")
-    print("| size | measured busbw | algorithm | chunks | predicted busbw | error |")
-    print("|---:|---:|---|---:|---:|---:|")
+    print("| size | measured busbw | algorithm | channels | chunks | predicted busbw | error |")
+    print("|---:|---:|---|---:|---:|---:|---:|")
     for size, meas in MEASURED.items():
-        for alg, chunks in (("ring", 1), ("hierarchical", 1), ("hierarchical", 4),
-                            ("hierarchical", 16), ("hierarchical", 64)):
+        for alg, channels, chunks in (("ring", 1, 1), ("ring", 8, 1), ("hierarchical", 1, 1),
+                                      ("hierarchical", 1, 4), ("hierarchical", 1, 16),
+                                      ("hierarchical", 1, 64)):
             t0 = time.perf_counter()
-            t = allreduce_seconds(cl, alg, size, chunks)
+            t = allreduce_seconds(cl, alg, size, chunks, channels)
             busbw = size / t * 2 * (n - 1) / n / 1e9
-            print(f"| {size / 2**20:,.0f} MiB | {meas:.1f} GB/s | {alg} | {chunks} | "
+            print(f"| {size / 2**20:,.0f} MiB | {meas:.1f} GB/s | {alg} | {channels} | {chunks} | "
                   f"{busbw:.1f} GB/s | {100 * (busbw / meas - 1):+.1f} % |"
                   f"  <!-- {time.perf_counter() - t0:.1f} s -->")
 

@@ -270,3 +270,39 @@ def test_chunks_is_for_hierarchical_only():
     with pytest.raises(VariantError, match="chunks=4 pipelines"):
         allreduce(Net("x"), Fabric(Net("x"), Cluster(workers=2)), Cluster(workers=2), "ar", 1e6,
                   inputs={0: ["a"]}, outputs={}, coarse=False, chunks=4)
+
+
+def test_channel_orders_cross_each_node_through_their_own_nic():
+    from sgdnet.variants.collectives import channel_order
+
+    cl = Cluster(workers=8, topology=topo(nics_per_node=2))
+    assert channel_order(cl, 0) == [0, 2, 3, 1, 4, 6, 7, 5]  # enters at GPU 0, leaves at 1: NIC 0
+    assert channel_order(cl, 1) == [2, 0, 1, 3, 6, 4, 5, 7]  # NIC 1
+    one = Cluster(workers=8, topology=topo(nics_per_node=4))  # a NIC per GPU
+    assert channel_order(one, 0)[:4] == [0, 2, 3, 1]          # in by NIC 0, out by NIC 1
+    assert channel_order(Cluster(workers=3), 5) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("nics, channels", [(2, 1), (2, 2), (2, 4), (4, 4), (1, 4)])
+def test_nccl_channels_multiply_the_bus_bandwidth_up_to_the_nics(nics, channels):
+    """``channels`` rings of ``S/channels``, ring ``k`` through NIC ``k mod nics``: the node
+    crossings are the bottleneck and each NIC direction carries ``ceil(channels/nics)`` of
+    them, so busbw = algbw 2(n-1)/n = min(channels, nics) B."""
+    S, n, B = 256e6, 8, 10 * GB
+    cl = Cluster(workers=n, latency=0, topology=topo(nics_per_node=nics))
+    net = Net("ar")
+    fab = Fabric(net, cl)
+    ins = {i: [net.place(f"in{i}", 1).name] for i in range(n)}
+    outs = {i: [net.place(f"out{i}").name] for i in range(n)}
+    _, end = allreduce(net, fab, cl, "ar", S, inputs=ins, outputs=outs, coarse=False,
+                       stream=None, channels=channels)
+    busbw = S / _ends(net)[end] * 2 * (n - 1) / n
+    assert busbw == pytest.approx(min(channels, nics) * B, rel=1e-12)
+
+
+def test_channels_are_for_the_fine_ring_only():
+    cl = Cluster(workers=8, topology=topo())
+    with pytest.raises(VariantError, match="channels=2 runs concurrent rings"):
+        variants.build("allreduce", "resnet18", cl, algorithm="hierarchical", channels=2)
+    with pytest.raises(VariantError, match="coarse"):
+        variants.build("allreduce", "resnet18", cl, granularity="coarse", channels=2)

@@ -70,6 +70,9 @@ OPTIONS = (
     Option("chunks", 1, "an integer >= 1: pieces a hierarchical all-reduce is pipelined in "
            "through its three phases, as NCCL does (1: none; 'hierarchical' only)",
            check_int(1)),
+    Option("channels", 1, "an integer >= 1: concurrent rings of a fine 'ring' all-reduce, as "
+           "NCCL's channels; on a topology ring k crosses nodes through NIC k mod nics, so "
+           "channels = nics_per_node uses every NIC (1: one ring)", check_int(1)),
     DISCIPLINE,
     MAX_LAYERS,
 )
@@ -85,7 +88,8 @@ def _update(net: Net, fab: Fabric, cluster: Cluster, i: int, name: str, nbytes: 
 
 
 def build_coarse(model: ModelProfile, cluster: Cluster, *, algorithm: str, discipline: str,
-                 chunks: int = 1, bucket_bytes=None, overlap=None, max_layers=None) -> Net:
+                 chunks: int = 1, channels: int = 1, bucket_bytes=None, overlap=None,
+                 max_layers=None) -> Net:
     """Coarse-grained all-reduce SGD: compute phase, all-reduce of the model, update."""
     n = cluster.workers
     net = Net(f"allreduce-{algorithm}-coarse")
@@ -105,7 +109,8 @@ def build_coarse(model: ModelProfile, cluster: Cluster, *, algorithm: str, disci
         else:
             backs[i] = [start]
     allreduce(net, fab, cluster, "ar", model.grad_bytes, inputs=grads, outputs=backs,
-              coarse=True, stream=None, algorithm=algorithm, chunks=chunks)
+              coarse=True, stream=None, algorithm=algorithm, chunks=chunks,
+              channels=channels)
     net.meta["buckets"] = [list(range(model.n_layers - 1, -1, -1))]
     net.meta["cluster"] = cluster
     return net
@@ -115,7 +120,8 @@ def build_coarse(model: ModelProfile, cluster: Cluster, *, algorithm: str, disci
           "gradient buckets overlapping backward", options=OPTIONS, coarse=build_coarse,
           lockstep=True)
 def build_fine(model: ModelProfile, cluster: Cluster, *, algorithm: str, bucket_bytes,
-               overlap: bool, discipline: str, max_layers, chunks: int = 1) -> Net:
+               overlap: bool, discipline: str, max_layers, chunks: int = 1,
+               channels: int = 1) -> Net:
     """Fine-grained all-reduce SGD: per-layer compute, bucketed all-reduces, per-bucket update."""
     n = cluster.workers
     net = Net(f"allreduce-{algorithm}-fine")
@@ -156,7 +162,7 @@ def build_fine(model: ModelProfile, cluster: Cluster, *, algorithm: str, bucket_
         outs[0] = [*outs[0], seq[(b + 1) % B]]
         allreduce(net, fab, cluster, f"ar.b{b}", sizes[b], inputs=ins, outputs=outs,
                   coarse=False, stream=None, tags={"bucket": b}, algorithm=algorithm,
-                  chunks=chunks)
+                  chunks=chunks, channels=channels)
     net.meta["buckets"] = buckets
     net.meta["bucket_bytes"] = sizes
     net.meta["cluster"] = cluster

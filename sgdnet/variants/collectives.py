@@ -58,7 +58,8 @@ from .fabric import Fabric
 #: All-reduce algorithms.
 ALGORITHMS = ("ring", "tree", "hierarchical")
 
-__all__ = ["ALGORITHMS", "collective_stream", "allreduce", "ps_cluster", "PSExchange", "ps_average"]
+__all__ = ["ALGORITHMS", "channel_order", "collective_stream", "allreduce", "ps_cluster",
+           "PSExchange", "ps_average"]
 
 
 def collective_stream(net: Net, name: str = "ar.stream") -> str:
@@ -82,6 +83,7 @@ def allreduce(
     tags: Mapping[str, Any] | None = None,
     algorithm: str = "ring",
     chunks: int = 1,
+    channels: int = 1,
 ) -> tuple[str, str]:
     """Add an all-reduce of ``nbytes`` among the cluster's workers (see the module docstring).
 
@@ -101,6 +103,10 @@ def allreduce(
     chunks : int
         ``"hierarchical"`` only: pieces the message is pipelined in through its three phases
         (1: no pipelining).
+    channels : int
+        ``"ring"`` only: concurrent rings of ``nbytes / channels`` each, as NCCL's channels;
+        on a topology ring ``k`` enters and leaves every node through NIC ``k mod nics``
+        (:func:`channel_order`), so ``channels = nics_per_node`` uses every NIC.
 
     Returns
     -------
@@ -120,6 +126,12 @@ def allreduce(
     if chunks > 1 and algorithm != "hierarchical":
         raise VariantError(f"chunks={chunks} pipelines the phases of algorithm='hierarchical'; "
                            f"algorithm={algorithm!r} has none: pass chunks=1")
+    if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
+        raise VariantError(f"channels={channels!r}: must be an integer >= 1 (1 = one ring)")
+    if channels > 1 and (algorithm != "ring" or coarse):
+        raise VariantError(f"channels={channels} runs concurrent rings of a fine "
+                           f"algorithm='ring' all-reduce; with algorithm={algorithm!r}"
+                           f"{' (coarse)' if coarse else ''} pass channels=1")
     n = cluster.workers
     extra = dict(tags or {})
     begin_in = {p: 1 for i in range(n) for p in inputs.get(i, ())}
@@ -147,16 +159,19 @@ def allreduce(
         _tree(net, fabric, name, nbytes, n, ready, done, ctag)
     elif algorithm == "hierarchical":
         _hierarchical(net, fabric, cluster, name, nbytes, ready, done, ctag, sync, chunks)
-    else:
+    elif channels == 1:
         _ring(net, fabric, name, list(range(n)), nbytes / n, 2 * (n - 1), n - 1, ready, done,
               ctag, sync)
+    else:
+        _channels(net, cluster, fabric, name, nbytes, channels, ready, done, ctag, sync)
     net.transition(f"{name}.end", 0.0, inputs={p: 1 for p in done.values()}, outputs=end_out,
                    tags=sync)
     return f"{name}.begin", f"{name}.end"
 
 
 def _ring(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk: float,
-          rounds: int, reducing: int, ready: dict, done: dict, ctag: dict, sync: dict) -> None:
+          rounds: int, reducing: int, ready: dict, done: dict, ctag: dict, sync: dict,
+          lane: int = 0) -> None:
     """A ring over ``members`` (in ring order): ``rounds`` dependent rounds in which each member
     sends ``chunk`` bytes to its successor; the first ``reducing`` rounds reduce at the receiver.
     Member ``i`` starts from ``ready[i]`` and ends in ``done[i]``: ``2(m-1)`` rounds with
@@ -180,11 +195,56 @@ def _ring(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk: floa
             ins = [ready[i]] if r == 0 else [sent[i, r - 1], arrived[i, r - 1]]
             fabric.transfer(f"{prefix}.w{i}.r{r}", chunk, ("worker", i), ("worker", j),
                             inputs=ins, outputs=[arrived[j, r]], link_outputs=[sent[i, r]],
-                            tags={"worker": i, **ctag, "round": r}, reduce=r < reducing)
+                            tags={"worker": i, **ctag, "round": r}, reduce=r < reducing,
+                            lane=lane)
     for i in members:
         net.transition(f"{prefix}.w{i}.fin", 0.0,
                        inputs={sent[i, rounds - 1]: 1, arrived[i, rounds - 1]: 1},
                        outputs={done[i]: 1}, tags={"worker": i, **sync})
+
+
+def channel_order(cluster: Cluster, k: int) -> list[int]:
+    """Ring order of channel ``k``: node by node; inside a node the ring enters at the first
+    GPU of NIC ``j = k mod nics`` and leaves at the last GPU of that NIC (or, with one GPU
+    per NIC, at the GPU of NIC ``j+1``), the other GPUs in between. Without a topology: the
+    workers in order."""
+    t, n = cluster.topology, cluster.workers
+    if t is None:
+        return list(range(n))
+    g, nics = t.gpus_per_node, t.nics_per_node
+    by_nic = [[lo for lo in range(g) if lo * nics // g == j] for j in range(nics)]
+    j = k % nics
+    entry = by_nic[j][0]
+    leave = by_nic[j][-1] if len(by_nic[j]) > 1 else by_nic[(j + 1) % nics][0]
+    local = [entry] + [lo for lo in range(g) if lo not in (entry, leave)]
+    if leave != entry:
+        local.append(leave)
+    return [node * g + lo for node in range(n // g) for lo in local]
+
+
+def _channels(net: Net, cluster: Cluster, fabric: Fabric, name: str, nbytes: float,
+              channels: int, ready: dict, done: dict, ctag: dict, sync: dict) -> None:
+    """``channels`` concurrent ring all-reduces of ``nbytes / channels`` in the orders of
+    :func:`channel_order`, each on its own connections (lane ``k + 1``); a GPU is done when
+    all its rings are."""
+    n = cluster.workers
+    wt = {"kind": "sync", **sync}
+    starts = {(i, k): net.place(f"{name}.ch{k}.w{i}.ready", worker=i).name
+              for i in range(n) for k in range(channels)}
+    ends = {(i, k): net.place(f"{name}.ch{k}.w{i}.done", worker=i).name
+            for i in range(n) for k in range(channels)}
+    for i in range(n):
+        net.transition(f"{name}.w{i}.split", 0.0, inputs={ready[i]: 1},
+                       outputs={starts[i, k]: 1 for k in range(channels)},
+                       tags={"worker": i, **wt})
+    for k in range(channels):
+        _ring(net, fabric, f"{name}.ch{k}", channel_order(cluster, k), nbytes / (channels * n),
+              2 * (n - 1), n - 1, {i: starts[i, k] for i in range(n)},
+              {i: ends[i, k] for i in range(n)}, {**ctag, "channel": k}, sync, lane=k + 1)
+    for i in range(n):
+        net.transition(f"{name}.w{i}.join", 0.0,
+                       inputs={ends[i, k]: 1 for k in range(channels)}, outputs={done[i]: 1},
+                       tags={"worker": i, **wt})
 
 
 def _hierarchical(net: Net, fabric: Fabric, cluster: Cluster, name: str, nbytes: float,

@@ -264,6 +264,7 @@ class Fabric:
         tags: Mapping[str, Any] | None = None,
         priority: int = 0,
         reduce: bool = False,
+        lane: int = 0,
     ) -> list[str]:
         """Add a transfer of ``nbytes`` from ``src`` to ``dst``; returns its transition names.
 
@@ -276,6 +277,8 @@ class Fabric:
         ``fifo``/``ps`` it holds :meth:`link_resources` for ``nbytes / bandwidth(src, dst)``
         seconds. ``reduce``: the receiver also adds the data to its own (a reduction step), at
         ``cluster.reduce_s_per_byte`` (flows only). ``comm_cv`` is the noise of the bytes.
+        ``lane > 0``: the flow goes on its own connection ``src->dst#lane`` (an NCCL channel's
+        connection), so it does not queue behind the pair's lane-0 messages.
         """
         if src == dst:
             raise VariantError(f"transfer {name!r}: source and destination are the same host {src}")
@@ -301,14 +304,14 @@ class Fabric:
         if lat > 0:
             wire = net.place(f"{name}.wire")
             self._link_stage(name, nbytes, src, dst, ins, [*link_outputs, wire.name], ltags,
-                             priority)
+                             priority, lane)
             net.transition(f"{name}.lat", Deterministic(lat), inputs={wire: 1},
                            outputs={p: 1 for p in arrived}, servers=math.inf,
                            tags={**tg, "stage": "latency"})
             names += [name, f"{name}.lat"]
         else:
             self._link_stage(name, nbytes, src, dst, ins, [*link_outputs, *arrived], ltags,
-                             priority)
+                             priority, lane)
             names.append(name)
         if arrived is not outputs:
             net.transition(f"{name}.recv", duration(recv_s, c.comm_cv),
@@ -319,13 +322,14 @@ class Fabric:
         return names
 
     def _link_stage(self, name: str, nbytes: float, src: Host, dst: Host, inputs: list,
-                    outputs: list, tags: dict, priority: int) -> None:
+                    outputs: list, tags: dict, priority: int, lane: int = 0) -> None:
         """The stage that occupies the network: a flow, or a NIC-holding transition."""
         net, c = self.net, self.cluster
         if self.flows:
+            key = f"{self.host_name(src)}->{self.host_name(dst)}" + (f"#{lane}" if lane else "")
             net.transfer(name, duration(nbytes, c.comm_cv), self.path(src, dst),
                          inputs={p: 1 for p in inputs}, outputs={p: 1 for p in outputs},
-                         connection=f"{self.host_name(src)}->{self.host_name(dst)}",
+                         connection=key,
                          connection_tags={"host": self.host_name(src)},
                          priority=priority, tags=tags)
             return
