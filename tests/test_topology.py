@@ -306,3 +306,33 @@ def test_channels_are_for_the_fine_ring_only():
         variants.build("allreduce", "resnet18", cl, algorithm="hierarchical", channels=2)
     with pytest.raises(VariantError, match="coarse"):
         variants.build("allreduce", "resnet18", cl, granularity="coarse", channels=2)
+
+
+def test_pcie_host_bridge_is_shared_by_a_nodes_gpu_to_gpu_traffic():
+    """Two GPU pairs of one PCIe node talking at once share the host bridge (20 GB/s) while
+    each GPU's own PCIe link (25 GB/s) would allow more: each flow gets 10 GB/s."""
+    S = 100e6
+    t = topo(intra="pcie", intra_bandwidth=25 * GB, bridge_bandwidth=20 * GB)
+    cl = Cluster(workers=4, latency=0, topology=t)
+    net = Net("x")
+    fab = Fabric(net, cl)
+    for s_, d_ in ((0, 1), (2, 3)):
+        fab.transfer(f"x{s_}", S, ("worker", s_), ("worker", d_),
+                     inputs=[net.place(f"s{s_}", 1).name], outputs=[net.place(f"d{s_}").name])
+    ends = _ends(net)
+    assert ends["x0"] == ends["x2"] == pytest.approx(S / (10 * GB), rel=1e-12)
+
+
+def test_coarse_ring_on_a_topology_runs_at_its_slowest_hop():
+    """Coarse all-reduce: every GPU's share moves the closed-form bytes at the ring's slowest
+    hop (a NIC crossing) and waits the closed form's latency term of the slowest latency:
+    ``2(n-1)(alpha + S/(n B_nic))``."""
+    S, n, alpha = 400e6, 8, 7e-6
+    cl = Cluster(workers=n, latency=alpha, topology=topo(intra_latency=1e-6))
+    net = Net("ar")
+    fab = Fabric(net, cl)
+    ins = {i: [net.place(f"in{i}", 1).name] for i in range(n)}
+    outs = {i: [net.place(f"out{i}").name] for i in range(n)}
+    _, end = allreduce(net, fab, cl, "ar", S, inputs=ins, outputs=outs, coarse=True, stream=None)
+    assert _ends(net)[end] == pytest.approx(2 * (n - 1) * (alpha + S / (n * 10 * GB)),
+                                            rel=1e-12)
