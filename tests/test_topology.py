@@ -336,3 +336,16 @@ def test_coarse_ring_on_a_topology_runs_at_its_slowest_hop():
     _, end = allreduce(net, fab, cl, "ar", S, inputs=ins, outputs=outs, coarse=True, stream=None)
     assert _ends(net)[end] == pytest.approx(2 * (n - 1) * (alpha + S / (n * 10 * GB)),
                                             rel=1e-12)
+
+
+def test_a_slower_node_nic_sets_the_ring_pace():
+    """Per-node NIC rates (heterogeneous cluster): the ring's node crossings out of and into
+    the slow node run at its rate, so the ring takes ``2(n-1) S/(n B_slow)``."""
+    S, n = 256e6, 8
+    t = topo(node_nic_bandwidth=["10GB/s", "4GB/s"])
+    cl = Cluster(workers=n, latency=0, topology=t)
+    assert allreduce_time(cl, "ring", S) == pytest.approx(2 * (n - 1) * S / (n * 4 * GB),
+                                                          rel=1e-12)
+    assert Cluster.from_dict(cl.to_dict()) == cl
+    with pytest.raises(ClusterError, match="one NIC rate per node"):
+        Cluster(workers=12, topology=t)

@@ -93,6 +93,10 @@ class Topology:
         Nodes per rack (leaf-spine only).
     oversubscription : float
         Leaf downlink capacity / leaf uplink capacity, >= 1 (leaf-spine only; 2.0 is 2:1).
+    node_nic_bandwidth : sequence of (float or str) or None
+        Heterogeneous clusters: the NIC rate of each node (one entry per node, checked against
+        ``Cluster.workers``), overriding ``nic_bandwidth`` for that node's NICs; leaf uplinks
+        keep ``nic_bandwidth``. ``None``: every node has ``nic_bandwidth``.
 
     Examples
     --------
@@ -112,6 +116,7 @@ class Topology:
     fabric: str = "switch"
     rack_nodes: int = 1
     oversubscription: float = 1.0
+    node_nic_bandwidth: tuple | None = None
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -147,6 +152,13 @@ class Topology:
             raise ClusterError(f"Topology.oversubscription={o!r}: must be a number >= 1 "
                                "(1 = non-blocking, 2.0 = 2:1 between racks)")
         s(self, "oversubscription", float(o))
+        nb = self.node_nic_bandwidth
+        if nb is not None:
+            if isinstance(nb, (str, bytes)) or not hasattr(nb, "__len__"):
+                raise ClusterError(f"Topology.node_nic_bandwidth={nb!r}: must be a list with one "
+                                   "NIC rate per node (e.g. ['100Gbps', '50Gbps']) or None")
+            s(self, "node_nic_bandwidth",
+              tuple(_rate(v, f"node_nic_bandwidth[{k}]") for k, v in enumerate(nb)))
         if self.fabric == "switch" and (self.rack_nodes != 1 or o != 1):
             raise ClusterError("Topology: rack_nodes and oversubscription describe a leaf-spine "
                                "fabric; pass fabric='leaf-spine' with them (or drop them)")
@@ -159,6 +171,11 @@ class Topology:
             raise ClusterError(f"Cluster.workers={workers} is not a multiple of "
                                f"Topology.gpus_per_node={g}; use {max(g, workers // g * g)} "
                                f"or {(workers // g + 1) * g} workers")
+        nb = self.node_nic_bandwidth
+        if nb is not None and len(nb) != workers // g:
+            raise ClusterError(f"Topology.node_nic_bandwidth has {len(nb)} entries but the "
+                               f"cluster has {workers // g} nodes ({workers} workers / "
+                               f"{g} GPUs per node); give one NIC rate per node")
         return workers // g
 
     def node_of(self, worker: int) -> int:
@@ -187,8 +204,14 @@ class Topology:
         return (f"n{self.node_of(w)}.g{self.local_rank(w)}.{kind}.{d}", self.intra_bandwidth,
                 f"{kind}_{d}")
 
+    def nic_rate(self, node: int) -> float:
+        """NIC rate of ``node``, bytes/s (``node_nic_bandwidth`` or ``nic_bandwidth``)."""
+        nb = self.node_nic_bandwidth
+        return float(self.nic_bandwidth if nb is None else nb[node])
+
     def _nic_link(self, w: int, d: str) -> tuple[str, float, str]:
-        return (f"n{self.node_of(w)}.nic{self.nic_of(w)}.{d}", self.nic_bandwidth, f"nic_{d}")
+        k = self.node_of(w)
+        return (f"n{k}.nic{self.nic_of(w)}.{d}", self.nic_rate(k), f"nic_{d}")
 
     def _leaf(self, node: int, d: str) -> tuple[str, float, str]:
         return (f"leaf{self.rack_of(node)}.{d}", self.leaf_bandwidth(), f"leaf_{d}")
@@ -240,7 +263,10 @@ class Topology:
 
     def to_dict(self) -> dict:
         """Fields as SI floats (JSON/YAML-ready)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if d["node_nic_bandwidth"] is not None:
+            d["node_nic_bandwidth"] = list(d["node_nic_bandwidth"])
+        return d
 
     @classmethod
     def from_dict(cls, d: Any, where: str = "topology") -> Topology:
