@@ -48,6 +48,7 @@ from .workload import (
     Layer,
     ModelProfile,
     Tensor,
+    Topology,
     load_cluster_file,
     retime,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "retime",
     "Cluster",
     "ClusterFile",
+    "Topology",
     "load_cluster_file",
     "StepSlowdown",
     "MarkovSlowdown",

@@ -11,14 +11,17 @@ Fine-grained net
     the order is enforced with a ring of sequence places, so the net stays a timed event graph.
     Each all-reduce is :func:`.collectives.allreduce`: ring (``2(n-1)`` dependent rounds of
     ``S/n`` bytes from each worker to its successor, over the sender's uplink and the
-    receiver's downlink) or binary tree (reduce up, broadcast down). When
+    receiver's downlink), binary tree (reduce up, broadcast down) or, on a Cluster topology,
+    hierarchical (intra-node reduce-scatter, inter-node ring all-reduce of ``1/g`` per local
+    rank, intra-node all-gather; ``chunks`` pipelines the three phases). When
     ``cluster.update_time`` of a bucket is positive, each worker then applies the averaged
     bucket on its GPU (``kind="update"``). The next forward of layer ``l`` waits for its bucket.
 
 Coarse-grained net
     Compute phase (profile totals), then one all-reduce of the whole model with the closed-form
     time (:func:`sgdnet.workload.ring_allreduce_time` or ``tree_allreduce_time``) holding each
-    worker's NICs, then the update; no overlap (TPDS 2022).
+    worker's NICs, then the update; no overlap (TPDS 2022). ``"hierarchical"`` has no single
+    closed form on a shared topology, so its coarse net runs the collective step by step.
 
 Closed form (deterministic, homogeneous, one bucket, no overlap, no update cost): a step takes
 ``T_fwd+bwd + 2(n-1)(alpha + M/(n B))`` exactly (ring). Bucketing with overlap is never
@@ -40,20 +43,36 @@ from .compute import compute_chain, compute_phase
 from .durations import duration
 from .fabric import Fabric
 from .layers import group_layers
-from .options import DISCIPLINE, MAX_LAYERS, Option, check_bool, check_bytes, check_choice
+from .options import (
+    DISCIPLINE,
+    MAX_LAYERS,
+    Option,
+    check_bool,
+    check_bytes,
+    check_choice,
+    check_int,
+)
 from .registry import register
 
 __all__ = ["build_fine", "build_coarse", "without_resources", "OPTIONS"]
 
 OPTIONS = (
-    Option("algorithm", "ring", "'ring' (reduce-scatter + all-gather) or 'tree' (binary tree "
-           "reduce + broadcast)", check_choice("ring", "tree")),
+    Option("algorithm", "ring", "'ring' (reduce-scatter + all-gather), 'tree' (binary tree "
+           "reduce + broadcast) or 'hierarchical' (intra-node reduce-scatter, inter-node ring "
+           "all-reduce of 1/g per local rank, intra-node all-gather; needs a Cluster topology)",
+           check_choice("ring", "tree", "hierarchical")),
     Option("bucket_bytes", 25e6, "a size (e.g. '25MB'; PyTorch DDP's bucket_cap_mb=25 is 25 MiB = "
            "26214400, and its smaller first bucket is not modelled), 0 (one bucket per layer) "
            "or float('inf') (one bucket): gradient fusion threshold of fine nets",
            check_bytes(allow_inf=True)),
     Option("overlap", True, "True/False: start a bucket's all-reduce as soon as its gradients "
            "are ready (True) or after the whole backward pass (False)", check_bool),
+    Option("chunks", 1, "an integer >= 1: pieces a hierarchical all-reduce is pipelined in "
+           "through its three phases, as NCCL does (1: none; 'hierarchical' only)",
+           check_int(1)),
+    Option("channels", 1, "an integer >= 1: concurrent rings of a fine 'ring' all-reduce, as "
+           "NCCL's channels; on a topology ring k crosses nodes through NIC k mod nics, so "
+           "channels = nics_per_node uses every NIC (1: one ring)", check_int(1)),
     DISCIPLINE,
     MAX_LAYERS,
 )
@@ -69,7 +88,8 @@ def _update(net: Net, fab: Fabric, cluster: Cluster, i: int, name: str, nbytes: 
 
 
 def build_coarse(model: ModelProfile, cluster: Cluster, *, algorithm: str, discipline: str,
-                 bucket_bytes=None, overlap=None, max_layers=None) -> Net:
+                 chunks: int = 1, channels: int = 1, bucket_bytes=None, overlap=None,
+                 max_layers=None) -> Net:
     """Coarse-grained all-reduce SGD: compute phase, all-reduce of the model, update."""
     n = cluster.workers
     net = Net(f"allreduce-{algorithm}-coarse")
@@ -89,7 +109,8 @@ def build_coarse(model: ModelProfile, cluster: Cluster, *, algorithm: str, disci
         else:
             backs[i] = [start]
     allreduce(net, fab, cluster, "ar", model.grad_bytes, inputs=grads, outputs=backs,
-              coarse=True, stream=None, algorithm=algorithm)
+              coarse=True, stream=None, algorithm=algorithm, chunks=chunks,
+              channels=channels)
     net.meta["buckets"] = [list(range(model.n_layers - 1, -1, -1))]
     net.meta["cluster"] = cluster
     return net
@@ -99,7 +120,8 @@ def build_coarse(model: ModelProfile, cluster: Cluster, *, algorithm: str, disci
           "gradient buckets overlapping backward", options=OPTIONS, coarse=build_coarse,
           lockstep=True)
 def build_fine(model: ModelProfile, cluster: Cluster, *, algorithm: str, bucket_bytes,
-               overlap: bool, discipline: str, max_layers) -> Net:
+               overlap: bool, discipline: str, max_layers, chunks: int = 1,
+               channels: int = 1) -> Net:
     """Fine-grained all-reduce SGD: per-layer compute, bucketed all-reduces, per-bucket update."""
     n = cluster.workers
     net = Net(f"allreduce-{algorithm}-fine")
@@ -139,7 +161,8 @@ def build_fine(model: ModelProfile, cluster: Cluster, *, algorithm: str, bucket_
         ins[0] = [*ins[0], seq[b]]
         outs[0] = [*outs[0], seq[(b + 1) % B]]
         allreduce(net, fab, cluster, f"ar.b{b}", sizes[b], inputs=ins, outputs=outs,
-                  coarse=False, stream=None, tags={"bucket": b}, algorithm=algorithm)
+                  coarse=False, stream=None, tags={"bucket": b}, algorithm=algorithm,
+                  chunks=chunks, channels=channels)
     net.meta["buckets"] = buckets
     net.meta["bucket_bytes"] = sizes
     net.meta["cluster"] = cluster

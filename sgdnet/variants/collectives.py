@@ -1,4 +1,4 @@
-"""Collectives: all-reduce (ring and tree, fine and coarse, side by side) and the
+"""Collectives: all-reduce (ring, tree, hierarchical; fine and coarse, side by side) and the
 parameter-server exchange (push, update, pull), written once and used by every variant.
 
 All-reduce
@@ -28,6 +28,13 @@ All-reduce
       (alpha + S/B)``; for larger ``n`` the serialisation at inner nodes makes it slower than
       that optimistic closed form.
 
+    * ``algorithm="hierarchical"`` (needs a cluster topology of ``N`` nodes of ``g`` GPUs):
+      an intra-node reduce-scatter ring, ``g`` concurrent inter-node ring all-reduces of
+      ``S/g`` (one per local rank, each GPU through its own NIC, so GPUs sharing a NIC share
+      it), an intra-node all-gather ring; coarse nets run it step by step too. Deterministic,
+      alone on the links: ``2 (g-1)(alpha_i + S/(g B_i)) + 2(N-1)(alpha + S/(g N B_share))``
+      with ``B_share = B_nic * nics / g``; ``chunks=k`` pipelines the phases in ``k`` pieces.
+
     Transfers are tagged ``worker`` (the sender), ``kind="comm"``, ``collective=name``.
 
 Parameter-server exchange
@@ -48,7 +55,11 @@ from ..workload import Cluster
 from .durations import duration
 from .fabric import Fabric
 
-__all__ = ["collective_stream", "allreduce", "ps_cluster", "PSExchange", "ps_average"]
+#: All-reduce algorithms.
+ALGORITHMS = ("ring", "tree", "hierarchical")
+
+__all__ = ["ALGORITHMS", "channel_order", "collective_stream", "allreduce", "ps_cluster",
+           "PSExchange", "ps_average"]
 
 
 def collective_stream(net: Net, name: str = "ar.stream") -> str:
@@ -71,6 +82,8 @@ def allreduce(
     stream: str | None = "ar.stream",
     tags: Mapping[str, Any] | None = None,
     algorithm: str = "ring",
+    chunks: int = 1,
+    channels: int = 1,
 ) -> tuple[str, str]:
     """Add an all-reduce of ``nbytes`` among the cluster's workers (see the module docstring).
 
@@ -84,16 +97,41 @@ def allreduce(
         Collective-stream place (created if missing); ``None``: no ordering between collectives.
     tags : dict, optional
         Extra tags of every transition (e.g. ``layer``).
-    algorithm : {"ring", "tree"}
-        Ring all-reduce (reduce-scatter then all-gather) or binary-tree reduce + broadcast.
+    algorithm : {"ring", "tree", "hierarchical"}
+        Ring all-reduce (reduce-scatter then all-gather), binary-tree reduce + broadcast, or
+        the hierarchical all-reduce of a cluster topology (:func:`_hierarchical`).
+    chunks : int
+        ``"hierarchical"`` only: pieces the message is pipelined in through its three phases
+        (1: no pipelining).
+    channels : int
+        ``"ring"`` only: concurrent rings of ``nbytes / channels`` each, as NCCL's channels;
+        on a topology ring ``k`` enters and leaves every node through NIC ``k mod nics``
+        (:func:`channel_order`), so ``channels = nics_per_node`` uses every NIC.
 
     Returns
     -------
     (str, str)
         Names of the begin and end barriers.
     """
-    if algorithm not in ("ring", "tree"):
-        raise VariantError(f"algorithm={algorithm!r}: use 'ring' or 'tree'")
+    if algorithm not in ALGORITHMS:
+        raise VariantError(f"algorithm={algorithm!r}: use one of {list(ALGORITHMS)}")
+    if algorithm == "hierarchical" and cluster.topology is None:
+        raise VariantError(
+            "algorithm='hierarchical' reduces inside each node first, so it needs nodes: give "
+            "the Cluster a topology (Cluster(topology=Topology(gpus_per_node=8, ...))) or use "
+            "algorithm='ring'"
+        )
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
+        raise VariantError(f"chunks={chunks!r}: must be an integer >= 1 (1 = no pipelining)")
+    if chunks > 1 and algorithm != "hierarchical":
+        raise VariantError(f"chunks={chunks} pipelines the phases of algorithm='hierarchical'; "
+                           f"algorithm={algorithm!r} has none: pass chunks=1")
+    if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
+        raise VariantError(f"channels={channels!r}: must be an integer >= 1 (1 = one ring)")
+    if channels > 1 and (algorithm != "ring" or coarse):
+        raise VariantError(f"channels={channels} runs concurrent rings of a fine "
+                           f"algorithm='ring' all-reduce; with algorithm={algorithm!r}"
+                           f"{' (coarse)' if coarse else ''} pass channels=1")
     n = cluster.workers
     extra = dict(tags or {})
     begin_in = {p: 1 for i in range(n) for p in inputs.get(i, ())}
@@ -113,34 +151,172 @@ def allreduce(
                    tags=sync)
     done = {i: net.place(f"{name}.w{i}.done", worker=i).name for i in range(n)}
     ctag = {"collective": name, "step": False, **extra}
-    if coarse:
+    if coarse and algorithm != "hierarchical":
         for i in range(n):
             fabric.allreduce_share(f"{name}.w{i}", nbytes, i, algorithm, inputs=[ready[i]],
                                    outputs=[done[i]], tags={"worker": i, "kind": "comm", **ctag})
     elif algorithm == "tree":
         _tree(net, fabric, name, nbytes, n, ready, done, ctag)
+    elif algorithm == "hierarchical":
+        _hierarchical(net, fabric, cluster, name, nbytes, ready, done, ctag, sync, chunks)
+    elif channels == 1:
+        _ring(net, fabric, name, list(range(n)), nbytes / n, 2 * (n - 1), n - 1, ready, done,
+              ctag, sync)
     else:
-        rounds = 2 * (n - 1)
-        chunk = nbytes / n
-        # arrived[i, r]: worker i holds the chunk sent to it in round r
-        arrived = {(i, r): net.place(f"{name}.w{i}.r{r}.in", worker=i).name
-                   for i in range(n) for r in range(rounds)}
-        sent = {(i, r): net.place(f"{name}.w{i}.r{r}.sent", worker=i).name
-                for i in range(n) for r in range(rounds)}
-        for r in range(rounds):
-            for i in range(n):
-                j = (i + 1) % n
-                ins = [ready[i]] if r == 0 else [sent[i, r - 1], arrived[i, r - 1]]
-                fabric.transfer(f"{name}.w{i}.r{r}", chunk, ("worker", i), ("worker", j),
-                                inputs=ins, outputs=[arrived[j, r]], link_outputs=[sent[i, r]],
-                                tags={"worker": i, **ctag, "round": r}, reduce=r < n - 1)
-        for i in range(n):
-            net.transition(f"{name}.w{i}.fin", 0.0,
-                           inputs={sent[i, rounds - 1]: 1, arrived[i, rounds - 1]: 1},
-                           outputs={done[i]: 1}, tags={"worker": i, **sync})
+        _channels(net, cluster, fabric, name, nbytes, channels, ready, done, ctag, sync)
     net.transition(f"{name}.end", 0.0, inputs={p: 1 for p in done.values()}, outputs=end_out,
                    tags=sync)
     return f"{name}.begin", f"{name}.end"
+
+
+def _ring(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk: float,
+          rounds: int, reducing: int, ready: dict, done: dict, ctag: dict, sync: dict,
+          lane: int = 0) -> None:
+    """A ring over ``members`` (in ring order): ``rounds`` dependent rounds in which each member
+    sends ``chunk`` bytes to its successor; the first ``reducing`` rounds reduce at the receiver.
+    Member ``i`` starts from ``ready[i]`` and ends in ``done[i]``: ``2(m-1)`` rounds with
+    ``m-1`` reducing is an all-reduce, ``m-1`` rounds with ``m-1`` (0) reducing a
+    reduce-scatter (an all-gather). Transfers ``{prefix}.w{i}.r{r}``, finish ``{prefix}.w{i}.fin``.
+    """
+    m = len(members)
+    if rounds == 0 or m == 1:
+        for i in members:
+            net.transition(f"{prefix}.w{i}.fin", 0.0, inputs={ready[i]: 1},
+                           outputs={done[i]: 1}, tags={"worker": i, **sync})
+        return
+    # arrived[i, r]: member i holds the chunk sent to it in round r
+    arrived = {(i, r): net.place(f"{prefix}.w{i}.r{r}.in", worker=i).name
+               for i in members for r in range(rounds)}
+    sent = {(i, r): net.place(f"{prefix}.w{i}.r{r}.sent", worker=i).name
+            for i in members for r in range(rounds)}
+    for r in range(rounds):
+        for x, i in enumerate(members):
+            j = members[(x + 1) % m]
+            ins = [ready[i]] if r == 0 else [sent[i, r - 1], arrived[i, r - 1]]
+            fabric.transfer(f"{prefix}.w{i}.r{r}", chunk, ("worker", i), ("worker", j),
+                            inputs=ins, outputs=[arrived[j, r]], link_outputs=[sent[i, r]],
+                            tags={"worker": i, **ctag, "round": r}, reduce=r < reducing,
+                            lane=lane)
+    for i in members:
+        net.transition(f"{prefix}.w{i}.fin", 0.0,
+                       inputs={sent[i, rounds - 1]: 1, arrived[i, rounds - 1]: 1},
+                       outputs={done[i]: 1}, tags={"worker": i, **sync})
+
+
+def channel_order(cluster: Cluster, k: int) -> list[int]:
+    """Ring order of channel ``k``: node by node; inside a node the ring enters at the first
+    GPU of NIC ``j = k mod nics`` and leaves at the last GPU of that NIC (or, with one GPU
+    per NIC, at the GPU of NIC ``j+1``), the other GPUs in between. Without a topology: the
+    workers in order."""
+    t, n = cluster.topology, cluster.workers
+    if t is None:
+        return list(range(n))
+    g, nics = t.gpus_per_node, t.nics_per_node
+    by_nic = [[lo for lo in range(g) if lo * nics // g == j] for j in range(nics)]
+    j = k % nics
+    entry = by_nic[j][0]
+    leave = by_nic[j][-1] if len(by_nic[j]) > 1 else by_nic[(j + 1) % nics][0]
+    local = [entry] + [lo for lo in range(g) if lo not in (entry, leave)]
+    if leave != entry:
+        local.append(leave)
+    return [node * g + lo for node in range(n // g) for lo in local]
+
+
+def _channels(net: Net, cluster: Cluster, fabric: Fabric, name: str, nbytes: float,
+              channels: int, ready: dict, done: dict, ctag: dict, sync: dict) -> None:
+    """``channels`` concurrent ring all-reduces of ``nbytes / channels`` in the orders of
+    :func:`channel_order`, each on its own connections (lane ``k + 1``); a GPU is done when
+    all its rings are."""
+    n = cluster.workers
+    wt = {"kind": "sync", **sync}
+    starts = {(i, k): net.place(f"{name}.ch{k}.w{i}.ready", worker=i).name
+              for i in range(n) for k in range(channels)}
+    ends = {(i, k): net.place(f"{name}.ch{k}.w{i}.done", worker=i).name
+            for i in range(n) for k in range(channels)}
+    for i in range(n):
+        net.transition(f"{name}.w{i}.split", 0.0, inputs={ready[i]: 1},
+                       outputs={starts[i, k]: 1 for k in range(channels)},
+                       tags={"worker": i, **wt})
+    for k in range(channels):
+        _ring(net, fabric, f"{name}.ch{k}", channel_order(cluster, k), nbytes / (channels * n),
+              2 * (n - 1), n - 1, {i: starts[i, k] for i in range(n)},
+              {i: ends[i, k] for i in range(n)}, {**ctag, "channel": k}, sync, lane=k + 1)
+    for i in range(n):
+        net.transition(f"{name}.w{i}.join", 0.0,
+                       inputs={ends[i, k]: 1 for k in range(channels)}, outputs={done[i]: 1},
+                       tags={"worker": i, **wt})
+
+
+def _hierarchical(net: Net, fabric: Fabric, cluster: Cluster, name: str, nbytes: float,
+                  ready: dict, done: dict, ctag: dict, sync: dict, chunks: int = 1) -> None:
+    """Hierarchical all-reduce over a topology of ``N`` nodes of ``g`` GPUs: a reduce-scatter
+    ring inside each node (``g-1`` rounds of ``S/g``), then ``g`` concurrent inter-node ring
+    all-reduces, one per local rank, of that rank's ``S/g`` (``2(N-1)`` rounds of
+    ``S/(gN)``; GPUs sharing a NIC share its links), then an all-gather ring inside each node
+    (``g-1`` rounds of ``S/g``). A GPU starts a phase when its own previous phase is done.
+
+    ``chunks > 1`` pipelines the phases as NCCL does: the message is cut into ``chunks``
+    pieces that go through the three phases in order, a GPU starting phase ``p`` of piece
+    ``c`` once it finished phase ``p-1`` of piece ``c`` and phase ``p`` of piece ``c-1``; so
+    the inter-node phase of one piece overlaps the intra-node phases of its neighbours.
+    """
+    t = cluster.topology
+    g, n = t.gpus_per_node, cluster.workers
+    N = n // g
+    nodes = [list(range(k * g, (k + 1) * g)) for k in range(N)]
+    ranks = [list(range(l, n, g)) for l in range(g)]
+    b = nbytes / chunks
+    phases = [("rs", nodes, "n", b / g, g - 1, g - 1, "reduce-scatter"),
+              ("ar", ranks, "l", b / (g * N), 2 * (N - 1), N - 1, "inter"),
+              ("ag", nodes, "n", b / g, g - 1, 0, "all-gather")]
+    if chunks == 1:
+        rs = {i: net.place(f"{name}.w{i}.rs", worker=i).name for i in range(n)}
+        ar = {i: net.place(f"{name}.w{i}.ar", worker=i).name for i in range(n)}
+        for (ph, groups, key, size, rounds, red, label), src, dst in zip(
+                phases, (ready, rs, ar), (rs, ar, done)):
+            for k, members in enumerate(groups):
+                _ring(net, fabric, f"{name}.{ph}.{key}{k}", members, size, rounds, red, src, dst,
+                      {**ctag, "phase": label}, sync)
+        return
+    wt = {"kind": "sync", **sync}
+    # piece c of GPU i: ready -> go(rs) -> ring -> fork -> go(ar) -> ... -> fork(ag) -> join
+    start = {(i, c): net.place(f"{name}.c{c}.w{i}.ready", worker=i).name
+             for i in range(n) for c in range(chunks)}
+    for i in range(n):
+        net.transition(f"{name}.w{i}.split", 0.0, inputs={ready[i]: 1},
+                       outputs={start[i, c]: 1 for c in range(chunks)},
+                       tags={"worker": i, **wt})
+    prev_phase = start  # (i, c) -> place: piece c of GPU i finished the previous phase
+    last: dict[int, list[str]] = {i: [] for i in range(n)}
+    for ph, groups, key, size, rounds, red, label in phases:
+        nxt_phase, nxt_chunk = {}, {}
+        for c in range(chunks):
+            pre = f"{name}.c{c}.{ph}"
+            src = {i: net.place(f"{pre}.w{i}.go", worker=i).name for i in range(n)}
+            out = {i: net.place(f"{pre}.w{i}.out", worker=i).name for i in range(n)}
+            for i in range(n):
+                ins = {prev_phase[i, c]: 1}
+                if c > 0:
+                    ins[nxt_chunk[i, c - 1]] = 1
+                net.transition(f"{pre}.w{i}.gate", 0.0, inputs=ins, outputs={src[i]: 1},
+                               tags={"worker": i, **wt})
+            for k, members in enumerate(groups):
+                _ring(net, fabric, f"{pre}.{key}{k}", members, size, rounds, red, src, out,
+                      {**ctag, "phase": label, "chunk": c}, sync)
+            for i in range(n):
+                nxt_phase[i, c] = net.place(f"{pre}.w{i}.next", worker=i).name
+                nxt_chunk[i, c] = net.place(f"{pre}.w{i}.after", worker=i).name
+                net.transition(f"{pre}.w{i}.fork", 0.0, inputs={out[i]: 1},
+                               outputs={nxt_phase[i, c]: 1, nxt_chunk[i, c]: 1},
+                               tags={"worker": i, **wt})
+        for i in range(n):
+            last[i].append(nxt_chunk[i, chunks - 1])
+        prev_phase = nxt_phase
+    for i in range(n):
+        net.transition(f"{name}.w{i}.join", 0.0,
+                       inputs={**{prev_phase[i, c]: 1 for c in range(chunks)},
+                               **{p: 1 for p in last[i]}},
+                       outputs={done[i]: 1}, tags={"worker": i, **wt})
 
 
 def _tree(net: Net, fabric: Fabric, name: str, nbytes: float, n: int, ready: dict,

@@ -28,6 +28,12 @@ Transfers (the network model, option ``discipline``)
     transfers carry a priority (the layer index for PS variants: lower layers first, as P3 /
     ByteScheduler do); it needs ``discipline="fifo"``.
 
+    With a cluster topology (``cluster.topology``, flows only) a transfer's path is the
+    topology's (:meth:`Fabric.path`: GPU -> NVLink/PCIe -> NIC up -> leaf up -> leaf down ->
+    NIC down -> GPU, see :mod:`sgdnet.workload.topology`), its latency the intra-node one
+    inside a node and ``cluster.latency`` between nodes (:meth:`Fabric.latency`); the links
+    are created on first use, so a net holds only the links its transfers cross.
+
     In every model latency does not occupy link capacity: back-to-back messages overlap their
     propagation delays, as pipelined TCP segments do. A chain of ``k`` dependent transfers of
     ``b`` bytes alone on their links costs ``k (latency + b / B)`` — e.g. ring all-reduce's
@@ -100,8 +106,15 @@ class Fabric:
                 "costs instead (Cluster send_s_per_byte, recv_s_per_byte, reduce_s_per_byte; "
                 "'sgdnet calibrate' measures them) or pass discipline='fifo'"
             )
+        if cluster.topology is not None and discipline != "flows":
+            raise VariantError(
+                f"discipline={discipline!r} is a one-NIC-per-worker model; a Cluster with a "
+                "topology sends its transfers as flows over the topology's links: pass "
+                "discipline='flows' (the default) or drop the topology"
+            )
         self.net = net
         self.cluster = cluster
+        self.topo = cluster.topology
         self.flows = discipline == "flows"
         self.nic_discipline = "priority" if priority else discipline
         self._res: dict[str, str] = {}
@@ -179,6 +192,46 @@ class Fabric:
         return self._nic(f"ps{i}.down", self.down_bw(host), True, host=f"ps{i}",
                          kind="nic_down", shard=i)
 
+    # paths over a topology
+    def _topo_link(self, spec: tuple[str, float, str]) -> str:
+        """The link of a topology path element ``(name, bandwidth, kind)``, created once."""
+        name, bw, kind = spec
+        if name not in self._res:
+            eff = self.cluster.incast if kind == "nic_down" and self.cluster.incast else None
+            stem = name.split(".", 1)[0]
+            host = f"node{stem[1:]}" if stem.startswith("n") else stem
+            self.net.link(name, bw, efficiency=eff, host=host, kind=kind)
+            self._res[name] = name
+        return name
+
+    def _topo_path(self, src: Host, dst: Host) -> list[tuple[str, float, str]]:
+        t = self.topo
+        (sk, si), (dk, di) = src, dst
+        if sk == "worker" and dk == "worker":
+            return t.path(si, di)
+        if sk == "ps" and dk == "ps":
+            raise VariantError(f"no path between two parameter-server hosts {src} and {dst}")
+        if sk == "worker":
+            return [*t.out_path(si), (f"ps{di}.down", self.down_bw(dst), "nic_down")]
+        return [(f"ps{si}.up", self.up_bw(src), "nic_up"), *t.in_path(di)]
+
+    def path(self, src: Host, dst: Host) -> list[str]:
+        """The links a flow from ``src`` to ``dst`` crosses: ``[up(src), down(dst)]``, or with
+        a cluster topology the links of :meth:`Topology.path
+        <sgdnet.workload.topology.Topology.path>` (a dedicated PS host hangs off the spine
+        with its own NIC, ``ps{k}.up`` / ``ps{k}.down``)."""
+        if self.topo is None:
+            return [self.up(src), self.down(dst)]
+        return [self._topo_link(s) for s in self._topo_path(src, dst)]
+
+    def latency(self, src: Host, dst: Host) -> float:
+        """One-way latency from ``src`` to ``dst``: the topology's ``intra_latency`` between
+        two GPUs of one node, else ``cluster.latency``."""
+        t = self.topo
+        if t is not None and src[0] == dst[0] == "worker" and t.same_node(src[1], dst[1]):
+            return float(t.intra_latency)
+        return float(self.cluster.latency)
+
     def up_bw(self, host: Host) -> float:
         """Send bandwidth of ``host``, bytes/s."""
         kind, i = host
@@ -191,7 +244,10 @@ class Fabric:
 
     def bandwidth(self, src: Host, dst: Host) -> float:
         """Bandwidth of a transfer from ``src`` to ``dst``: ``min(up_bw(src), down_bw(dst))``,
-        bytes/s (cut-through: the slower of the two NIC directions it crosses)."""
+        bytes/s (cut-through: the slower of the two NIC directions it crosses); with a topology
+        the slowest link of its path."""
+        if self.topo is not None:
+            return min(bw for _, bw, _ in self._topo_path(src, dst))
         return min(self.up_bw(src), self.down_bw(dst))
 
     # transfers
@@ -208,6 +264,7 @@ class Fabric:
         tags: Mapping[str, Any] | None = None,
         priority: int = 0,
         reduce: bool = False,
+        lane: int = 0,
     ) -> list[str]:
         """Add a transfer of ``nbytes`` from ``src`` to ``dst``; returns its transition names.
 
@@ -220,6 +277,8 @@ class Fabric:
         ``fifo``/``ps`` it holds :meth:`link_resources` for ``nbytes / bandwidth(src, dst)``
         seconds. ``reduce``: the receiver also adds the data to its own (a reduction step), at
         ``cluster.reduce_s_per_byte`` (flows only). ``comm_cv`` is the noise of the bytes.
+        ``lane > 0``: the flow goes on its own connection ``src->dst#lane`` (an NCCL channel's
+        connection), so it does not queue behind the pair's lane-0 messages.
         """
         if src == dst:
             raise VariantError(f"transfer {name!r}: source and destination are the same host {src}")
@@ -241,17 +300,18 @@ class Fabric:
         if self.flows and recv_s > 0:
             arrived = [net.place(f"{name}:arrived").name]
         ltags = {**tg, "stage": "link", "bytes": nbytes}
-        if c.latency > 0:
+        lat = self.latency(src, dst)
+        if lat > 0:
             wire = net.place(f"{name}.wire")
             self._link_stage(name, nbytes, src, dst, ins, [*link_outputs, wire.name], ltags,
-                             priority)
-            net.transition(f"{name}.lat", Deterministic(c.latency), inputs={wire: 1},
+                             priority, lane)
+            net.transition(f"{name}.lat", Deterministic(lat), inputs={wire: 1},
                            outputs={p: 1 for p in arrived}, servers=math.inf,
                            tags={**tg, "stage": "latency"})
             names += [name, f"{name}.lat"]
         else:
             self._link_stage(name, nbytes, src, dst, ins, [*link_outputs, *arrived], ltags,
-                             priority)
+                             priority, lane)
             names.append(name)
         if arrived is not outputs:
             net.transition(f"{name}.recv", duration(recv_s, c.comm_cv),
@@ -262,13 +322,14 @@ class Fabric:
         return names
 
     def _link_stage(self, name: str, nbytes: float, src: Host, dst: Host, inputs: list,
-                    outputs: list, tags: dict, priority: int) -> None:
+                    outputs: list, tags: dict, priority: int, lane: int = 0) -> None:
         """The stage that occupies the network: a flow, or a NIC-holding transition."""
         net, c = self.net, self.cluster
         if self.flows:
-            net.transfer(name, duration(nbytes, c.comm_cv), [self.up(src), self.down(dst)],
+            key = f"{self.host_name(src)}->{self.host_name(dst)}" + (f"#{lane}" if lane else "")
+            net.transfer(name, duration(nbytes, c.comm_cv), self.path(src, dst),
                          inputs={p: 1 for p in inputs}, outputs={p: 1 for p in outputs},
-                         connection=f"{self.host_name(src)}->{self.host_name(dst)}",
+                         connection=key,
                          connection_tags={"host": self.host_name(src)},
                          priority=priority, tags=tags)
             return
@@ -300,8 +361,13 @@ class Fabric:
         n = c.workers
         closed = ring_allreduce_time if algorithm == "ring" else tree_allreduce_time
         host, succ = ("worker", worker), ("worker", (worker + 1) % n)
-        bw = self.bandwidth(host, succ)
-        t = closed(nbytes, n, bw, c.latency)
+        bw, lat0 = self.bandwidth(host, succ), self.latency(host, succ)
+        if self.topo is not None and n > 1:
+            # the ring's slowest hop (its NIC crossings) sets every worker's pace
+            hops = [(("worker", i), ("worker", (i + 1) % n)) for i in range(n)]
+            bw = min(self.bandwidth(a, b) for a, b in hops)
+            lat0 = max(self.latency(a, b) for a, b in hops)
+        t = closed(nbytes, n, bw, lat0)
         if self.flows and n > 1:
             # the bytes the closed form moves at the link bandwidth, as a flow to the ring
             # successor, then the closed form's latency term as a delay
@@ -310,7 +376,7 @@ class Fabric:
             tg = dict(tags or {})
             if lat > 0:
                 done = self.net.place(f"{name}.moved")
-                self.net.transfer(name, duration(moved, c.comm_cv), [self.up(host), self.down(succ)],
+                self.net.transfer(name, duration(moved, c.comm_cv), self.path(host, succ),
                                   inputs={p: 1 for p in inputs}, outputs={done: 1},
                                   connection=f"{self.host_name(host)}->{self.host_name(succ)}",
                                   connection_tags={"host": self.host_name(host)},
@@ -319,7 +385,7 @@ class Fabric:
                                     outputs={p: 1 for p in outputs}, servers=math.inf,
                                     tags={**tg, "stage": "latency"})
             else:
-                self.net.transfer(name, duration(moved, c.comm_cv), [self.up(host), self.down(succ)],
+                self.net.transfer(name, duration(moved, c.comm_cv), self.path(host, succ),
                                   inputs={p: 1 for p in inputs}, outputs={p: 1 for p in outputs},
                                   connection=f"{self.host_name(host)}->{self.host_name(succ)}",
                                   connection_tags={"host": self.host_name(host)},

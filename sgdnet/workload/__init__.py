@@ -19,6 +19,7 @@ from .network import (
 )
 from .ops import Op
 from .profile import GRANULARITIES, SCHEMA_VERSION, Layer, Message, ModelProfile, Tensor
+from .topology import FABRICS, INTERCONNECTS, Topology
 
 __all__ = [
     "Layer",
@@ -34,6 +35,9 @@ __all__ = [
     "retime",
     "Cluster",
     "PLACEMENTS",
+    "Topology",
+    "INTERCONNECTS",
+    "FABRICS",
     "ClusterFile",
     "Link",
     "load_cluster_file",

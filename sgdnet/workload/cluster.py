@@ -71,6 +71,19 @@ def _cvf(value: Any, field: str) -> float:
     return x
 
 
+def _topology(value: Any, workers: int, shards: int, placement: str) -> Any:
+    """The checked topology of a cluster of ``workers`` GPUs (see :mod:`.topology`)."""
+    from .topology import Topology
+
+    t = Topology.from_dict(value, "Cluster.topology")
+    nodes = t.nodes(workers)
+    if placement == "colocated" and shards > nodes:
+        raise ClusterError(f"Cluster: ps_shards={shards} colocated shards run one per node, but "
+                           f"the topology has {nodes} nodes; use at most {nodes} shards or "
+                           "ps_placement='dedicated'")
+    return t
+
+
 @dataclass(frozen=True)
 class Cluster:
     """A homogeneous-network cluster of data-parallel workers and optional parameter servers.
@@ -125,6 +138,13 @@ class Cluster:
         Goodput efficiency of a host's downlink by the number of concurrent flows into it
         (``incast[n-1]`` with ``n`` flows, the last value beyond; empty: 1.0), as measured by
         ``sgdnet calibrate`` (k-to-1 sends). Used by the ``flows`` discipline.
+    topology : Topology or dict or None
+        Nodes of ``gpus_per_node`` GPUs, their interconnect, NICs and fabric
+        (:class:`~sgdnet.workload.topology.Topology`; a dict of its fields is converted).
+        ``workers`` counts GPUs and must be a multiple of ``gpus_per_node``; the Fabric then
+        sends every transfer over the topology's links and ``bandwidth``/``uplink``/
+        ``downlink`` are unused (``ps_bandwidth`` is a dedicated PS host's NIC). ``None``
+        (default): one worker per host with its own NIC, as before.
 
     Raises
     ------
@@ -160,6 +180,7 @@ class Cluster:
     recv_s_per_byte: float | str = 0.0
     reduce_s_per_byte: float | str = 0.0
     incast: tuple[float, ...] = ()
+    topology: Any = None
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -218,6 +239,8 @@ class Cluster:
                                    f"(0, 1] (goodput with {i + 1} concurrent flows / bandwidth)")
             effs.append(float(e))
         s(self, "incast", tuple(effs))
+        if self.topology is not None:
+            s(self, "topology", _topology(self.topology, n, k, self.ps_placement))
 
     # ------------------------------------------------------------------ per-host figures
     def _worker(self, i: int) -> int:
@@ -248,7 +271,9 @@ class Cluster:
     def ps_host(self, k: int) -> int | None:
         """Worker whose host runs PS shard ``k`` (colocated), or ``None`` (dedicated host)."""
         self._shard(k)
-        return k if self.ps_placement == "colocated" else None
+        if self.ps_placement != "colocated":
+            return None
+        return k if self.topology is None else k * self.topology.gpus_per_node
 
     def ps_up_bw(self, k: int) -> float:
         """Send bandwidth of the NIC PS shard ``k`` uses (its host's NIC if colocated)."""
@@ -328,6 +353,8 @@ class Cluster:
         st = self.straggler
         if st is not None:
             d["straggler"] = st.to_dict() if hasattr(st, "to_dict") else repr(st)
+        if self.topology is not None:
+            d["topology"] = self.topology.to_dict()
         if d["shard_min_bytes"] == math.inf:
             d["shard_min_bytes"] = "inf"
         return d

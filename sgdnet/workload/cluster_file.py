@@ -29,6 +29,20 @@ from the same calibration once it exists::
     local_step_s: {tb-mlp: 0.0021}     # one local SGD step (forward, backward, optimizer), by model
     notes: ["alpha fitted negative (-3us), clamped to 0"]
     measurements: {...}                # the raw calibration data, free-form
+    topology:                          # optional: nodes of GPUs (sgdnet.workload.Topology)
+      gpus_per_node: 8                 # workers (GPUs) must be a multiple
+      intra: nvlink                    # or pcie (through the host bridge)
+      intra_bandwidth: 150GB/s         # per GPU, each direction
+      intra_latency: 2us
+      nics_per_node: 4                 # shared by the node's GPUs (GPU l uses NIC l*4//8)
+      nic_bandwidth: 100Gbps
+      fabric: leaf-spine               # or switch (one non-blocking switch)
+      rack_nodes: 4                    # leaf-spine: nodes per rack
+      oversubscription: 2.0            # leaf-spine: 2:1 between racks
+
+With a ``topology`` the link ``latency`` and ``incast`` are those of the inter-node network
+(NIC to NIC), its ``bandwidth`` is unused (the NICs' rate is ``nic_bandwidth``), and
+``hosts`` overrides apply to dedicated PS hosts only.
 
 Every quantity accepts a number in SI units or a string with a unit (:mod:`sgdnet.units`);
 :meth:`ClusterFile.to_dict` writes SI floats, so ``load(save(x)) == x``.
@@ -53,7 +67,7 @@ __all__ = ["SCHEMA", "Link", "ClusterFile", "load_cluster_file"]
 SCHEMA = 1
 
 _TOP = ("sgdnet_cluster", "name", "workers", "ps_hosts", "ps_placement", "comm_uses_compute",
-        "link", "hosts", "cpu", "ps", "local_step_s", "notes", "measurements")
+        "link", "hosts", "cpu", "ps", "local_step_s", "notes", "measurements", "topology")
 _LINK = ("bandwidth", "latency", "burst", "incast", "table")
 _CPU = ("send_s_per_byte", "recv_s_per_byte", "reduce_s_per_byte")
 _PS = ("update_s_per_byte", "update_s_per_tensor")
@@ -221,6 +235,8 @@ class ClusterFile:
         What calibration noticed (a clamped negative alpha, a noisy run, ...).
     measurements : mapping
         Raw calibration data, kept as given.
+    topology : Topology or mapping or None
+        Nodes of GPUs, interconnect, NICs and fabric (:class:`~sgdnet.workload.Topology`).
     """
 
     link: Link
@@ -235,9 +251,14 @@ class ClusterFile:
     local_step_s: Mapping[str, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     measurements: Mapping[str, Any] = field(default_factory=dict)
+    topology: Any = None
 
     def __post_init__(self) -> None:
         s = object.__setattr__
+        if self.topology is not None:
+            from .topology import Topology
+
+            s(self, "topology", Topology.from_dict(self.topology, "topology"))
         if not isinstance(self.link, Link):
             raise ClusterError(f"ClusterFile.link={self.link!r}: must be a Link")
         if not isinstance(self.name, str):
@@ -334,6 +355,8 @@ class ClusterFile:
                 kw["uplink"] = ups.pop()
             if downs != {self.link.bandwidth}:
                 kw["downlink"] = downs.pop()
+        if self.topology is not None:
+            kw["topology"] = self.topology
         ps_bw = min(self.uplink("ps0").bandwidth, self.downlink("ps0").bandwidth)
         if ps_bw != self.link.bandwidth:
             kw["ps_bandwidth"] = ps_bw
@@ -356,6 +379,8 @@ class ClusterFile:
                 d[key] = dict(getattr(self, key))
         if self.notes:
             d["notes"] = list(self.notes)
+        if self.topology is not None:
+            d["topology"] = self.topology.to_dict()
         return d
 
     @classmethod
