@@ -10,16 +10,19 @@
 
 Every sub-command has ``--help``. Bad arguments and invalid input (an :class:`~sgdnet.SgdnetError`)
 print one line ``sgdnet <command>: error: ...`` on stderr and exit with status 2; an unreadable
-or unwritable file exits with 1; an interrupted run with 130. Set ``SGDNET_DEBUG=1`` to see the
+or unwritable file (a missing output directory included: no directory is ever created) exits
+with 1; an interrupted run with 130; a closed stdout pipe (``| head``) with 141, silently. Set ``SGDNET_DEBUG=1`` to see the
 traceback of an error.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -32,7 +35,7 @@ from ._text import plus_minus as _pm
 from ._text import table as _table
 from .errors import SgdnetError
 
-__all__ = ["main", "build_parser", "EXIT_USAGE", "EXIT_IO", "EXIT_FAILED_ROWS"]
+__all__ = ["main", "build_parser", "EXIT_USAGE", "EXIT_IO", "EXIT_FAILED_ROWS", "EXIT_PIPE"]
 
 #: Exit status of bad arguments and invalid input.
 EXIT_USAGE = 2
@@ -40,6 +43,9 @@ EXIT_USAGE = 2
 EXIT_IO = 1
 #: Exit status of a study some of whose rows failed (they are recorded in the table).
 EXIT_FAILED_ROWS = 1
+#: Exit status when the reader of stdout went away (``| head``): 128 + SIGPIPE, as a shell
+#: reports a command killed by it; nothing is printed.
+EXIT_PIPE = 141
 
 #: Defaults of ``sgdnet predict`` (kept small so the README command is quick).
 PREDICT_STEPS = 300
@@ -74,8 +80,10 @@ class _Parser(argparse.ArgumentParser):
 
 # ---------------------------------------------------------------------------- argument types
 def _workers_list(text: str) -> list[int]:
+    from .limits import limit
+
     out: list[int] = []
-    for part in text.replace(" ", "").split(","):
+    for part in re.split(r"[,\s]+", text):  # '1 2' is 1 and 2, never 12
         if not part:
             continue
         try:
@@ -85,6 +93,10 @@ def _workers_list(text: str) -> list[int]:
                 f"{text!r} is not a list of worker counts; write e.g. 1,2,4,8") from None
         if n < 1:
             raise argparse.ArgumentTypeError(f"worker count {n} in {text!r} must be >= 1")
+        if n > limit("max_workers"):
+            raise argparse.ArgumentTypeError(
+                f"worker count {n} in {text!r} exceeds the limit {limit('max_workers'):,} "
+                "(raise it with SGDNET_MAX_WORKERS=N if this is deliberate)")
         if n in out:
             raise argparse.ArgumentTypeError(f"worker count {n} appears twice in {text!r}")
         out.append(n)
@@ -117,6 +129,28 @@ def _int_at_least(lo: int):
 
 _positive_int = _int_at_least(1)
 _nonneg_int = _int_at_least(0)
+
+
+def _with_unit(kind: str, example: str):
+    """argparse type: a quantity that must carry its unit (a bare ``10`` would be 10 bytes/s or
+    10 s, never what was meant); kept as typed, checked by :mod:`sgdnet.units`."""
+    from . import units
+
+    def parse(text: str) -> str:
+        try:
+            float(text)
+        except ValueError:
+            pass
+        else:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} has no unit; write e.g. {example}")
+        try:
+            units.parse_quantity(text, kind)
+        except SgdnetError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        return text.strip()
+
+    return parse
 
 
 def _cv(text: str) -> float:
@@ -182,10 +216,11 @@ def _add_workload(p: argparse.ArgumentParser, *, variant: bool, workers_many: bo
     else:
         g.add_argument("--workers", type=_one_worker_count, default=4,
                        help="number of workers (default: 4)")
-    g.add_argument("--bandwidth", default="10Gbps",
+    g.add_argument("--bandwidth", default="10Gbps", type=_with_unit("rate", "10Gbps or 1.25GB/s"),
                    help="per-host NIC bandwidth each way, e.g. 10Gbps, 25Gbit/s, 1.25GB/s "
                         "(default: 10Gbps)")
-    g.add_argument("--latency", default="50us", help="one-way message latency (default: 50us)")
+    g.add_argument("--latency", default="50us", type=_with_unit("time", "50us or 0.2ms"),
+                   help="one-way message latency with its unit (default: 50us)")
     g.add_argument("--cluster", type=Path, default=None, metavar="FILE",
                    help="a cluster file (YAML, e.g. from 'sgdnet calibrate'): its link, PS and "
                         "update figures replace --bandwidth/--latency/--ps-shards/--ps-placement")
@@ -327,6 +362,37 @@ def _cluster(args: argparse.Namespace, workers: int):
 
 
 
+def _link_desc(bandwidth: str, latency: str) -> str:
+    """``10Gbps NICs (1.25 GB/s), latency 50us``: what was typed and what it was read as."""
+    from .units import bandwidth as parse_bw
+    from .units import format_bytes, format_seconds, seconds
+
+    bw, lat = parse_bw(bandwidth), seconds(latency)
+    lat_s = format_seconds(lat) if lat > 0 else "0 s"
+    return (f"{bandwidth} NICs ({format_bytes(bw)}/s each way), latency {latency}"
+            f"{'' if lat_s.replace(' ', '') == latency else f' ({lat_s})'}")
+
+
+def _check_out_dir(path: Path | None) -> None:
+    """An output's directory must exist: sgdnet creates no directories (a typo in a path would
+    otherwise scatter files); raised as a file error (exit status 1), before any work."""
+    if path is None:
+        return
+    parent = path.parent
+    if not parent.is_dir():
+        raise FileNotFoundError(errno.ENOENT, f"directory {str(parent)!r} does not exist; create "
+                                f"it first (sgdnet creates no directories)", str(path))
+
+
+def _check_readable(path: Path | str | None) -> None:
+    """An input file must be a readable file: a missing or unreadable one (or a directory) is a
+    file error, exit status 1, as the README says."""
+    if path is None:
+        return
+    with open(path, "rb"):  # FileNotFoundError, PermissionError, IsADirectoryError
+        pass
+
+
 def _check_suffix(path: Path, allowed: Sequence[str], flag: str) -> None:
     if path.suffix.lower() not in allowed:
         raise _UsageError(f"{flag} {str(path)!r}: unsupported suffix "
@@ -357,6 +423,9 @@ def _load_model(args: argparse.Namespace) -> Any:
     from . import models
     from .workload.compute import retime
 
+    if args.model.lower().endswith(".json") or os.sep in args.model:
+        _check_readable(args.model)
+    _check_readable(getattr(args, "cluster", None))
     model = models.load(args.model)
     model = retime(model, device=args.device, batch_size=args.batch_size,
                    precision=args.precision)
@@ -376,6 +445,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         if f is not None:
             _check_suffix(f, suffixes, flag)
     parse_bw(args.bandwidth, what="--bandwidth")
+    _check_out_dir(args.plot)
+    _check_out_dir(args.trace)
     model = _load_model(args)
     clusters = [_cluster(args, n) for n in args.workers]  # validate all before simulating
     options = dict(args.option)
@@ -415,14 +486,15 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
     if args.json:
         print(json.dumps({"variant": args.variant, "model": model.name,
-                          "bandwidth": args.bandwidth, "granularity": args.granularity,
+                          "bandwidth": args.bandwidth, "bandwidth_Bps": parse_bw(args.bandwidth),
+                          "latency": args.latency, "granularity": args.granularity,
                           "steps": args.steps, "warmup": args.warmup,
                           "replications": args.replications, "seed": args.seed,
                           "options": options, "rows": rows}, indent=2))
         return 0
     opts = "".join(f", {k}={v}" for k, v in options.items())
     net_desc = (f"cluster file {args.cluster}" if getattr(args, "cluster", None) is not None
-                else f"{args.bandwidth} NICs, latency {args.latency}")
+                else _link_desc(args.bandwidth, args.latency))
     print(f"{args.variant} | {model.name} (batch {model.batch_size} per worker) | "
           f"{net_desc} | {args.granularity}-grained{opts}")
     print(f"{args.steps} steps after {args.warmup} warm-up, {args.replications} replications, "
@@ -475,7 +547,6 @@ def _write_trace(args: argparse.Namespace, model: Any, cluster: Any, out: Path, 
     net = _build_net(args, args.variant, model, cluster)
     result = simulate(net, steps=steps, warmup=warmup, replications=1, seed=args.seed,
                       trace=True, parallel=False)
-    out.parent.mkdir(parents=True, exist_ok=True)
     if out.suffix.lower() == ".json":
         from . import viz
 
@@ -493,6 +564,7 @@ def _write_trace(args: argparse.Namespace, model: Any, cluster: Any, out: Path, 
 def cmd_trace(args: argparse.Namespace) -> int:
     """``sgdnet trace``: a short traced run written as a Chrome trace or a timeline."""
     _check_suffix(args.out, (".json", *_FIG_SUFFIXES), "--out")
+    _check_out_dir(args.out)
     model = _load_model(args)
     cluster = _cluster(args, args.workers)
     result = _write_trace(args, model, cluster, args.out, args.steps, args.warmup)
@@ -509,11 +581,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
 def cmd_draw(args: argparse.Namespace) -> int:
     """``sgdnet draw``: the net as a drawing, DOT or PNML."""
     _check_suffix(args.out, _DRAW_SUFFIXES, "--out")
+    _check_out_dir(args.out)
     model = _load_model(args)
     cluster = _cluster(args, args.workers)
     net = _build_net(args, args.variant, model, cluster)
     suffix = args.out.suffix.lower()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     if suffix in (".dot", ".gv"):
         from .viz import to_dot
 
@@ -569,11 +641,13 @@ def cmd_study(args: argparse.Namespace) -> int:
     if args.scheduler and args.executor != "dask":
         raise _UsageError(f"--scheduler {args.scheduler} needs --executor dask "
                           f"(got --executor {args.executor})")
+    _check_readable(args.config)
     study = Study.from_file(args.config)
     out = args.out or study.out
     if out is None:
         raise _UsageError("no output table; give --out results.csv or put "
                           "'out: results.csv' in the config")
+    _check_out_dir(Path(out))
     print(f"{study!r} -> {out} ({args.executor} executor)", flush=True)
     try:
         result = study.run(args.executor, out=out, n_jobs=args.jobs, scheduler=args.scheduler,
@@ -637,6 +711,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"{cmd}: error: {_one_line(str(e))}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        # the reader closed the pipe (`sgdnet predict --json | head`): not an error to report;
+        # point stdout at /dev/null so the interpreter's final flush stays quiet too
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return EXIT_PIPE
     except OSError as e:
         if debug:
             raise
