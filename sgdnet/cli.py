@@ -393,6 +393,31 @@ def _check_readable(path: Path | str | None) -> None:
         pass
 
 
+def _prepare_engine() -> float | None:
+    """Check the engine's numba cache (a damaged one is rebuilt, said in one line) and say on
+    stderr when the first run JIT-compiles; returns the start time of a compile, else None."""
+    import warnings
+
+    from .engine.jitcache import check_cache
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiling = check_cache()
+    for w in caught:
+        print(f"sgdnet: warning: {_one_line(str(w.message))}", file=sys.stderr)
+    if not compiling:
+        return None
+    print("sgdnet: compiling the simulation engine (first run only, cached afterwards): about "
+          "30 s on an idle core, 1-2 min on a busy machine ...", file=sys.stderr, flush=True)
+    return time.perf_counter()
+
+
+def _compiled(t0: float | None) -> None:
+    if t0 is not None:
+        print(f"sgdnet: engine compiled in {time.perf_counter() - t0:.0f} s", file=sys.stderr,
+              flush=True)
+
+
 def _check_suffix(path: Path, allowed: Sequence[str], flag: str) -> None:
     if path.suffix.lower() not in allowed:
         raise _UsageError(f"{flag} {str(path)!r}: unsupported suffix "
@@ -454,10 +479,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
     preds = []
+    compiling = _prepare_engine()
     for cluster in clusters:
         pred = predict(args.variant, model, cluster, granularity=args.granularity,
                        steps=args.steps, warmup=args.warmup, replications=args.replications,
                        seed=args.seed, progress=show_progress, **options)
+        _compiled(compiling)
+        compiling = None
         row = {"workers": cluster.workers, **summarize(pred)}
         rows.append(row)
         preds.append((cluster.workers, pred))
@@ -545,8 +573,10 @@ def _write_trace(args: argparse.Namespace, model: Any, cluster: Any, out: Path, 
     from .engine import simulate
 
     net = _build_net(args, args.variant, model, cluster)
+    compiling = _prepare_engine()
     result = simulate(net, steps=steps, warmup=warmup, replications=1, seed=args.seed,
                       trace=True, parallel=False)
+    _compiled(compiling)
     if out.suffix.lower() == ".json":
         from . import viz
 

@@ -126,6 +126,9 @@ def simulate(
     max_events = int_arg("max_events", max_events, 1)
 
     from . import kernel as K  # numba is imported on first use only
+    from .jitcache import check_cache
+
+    check_cache()  # once per process: a damaged cache file is deleted (one warning), not fatal
 
     bar = _ProgressBar(cn.name, len(seeds) * (warmup + steps)) if progress else None
     try:
