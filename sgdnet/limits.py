@@ -28,8 +28,10 @@ LIMITS: dict[str, int] = {
     # an initial token count or an arc weight: markings are int64 in the kernel, and 10**9
     # completions (the largest default event budget) adding 2**31 each stay below 2**63
     "max_tokens": 2**31 - 1,
-    # bytes of the per-replication output arrays (step times, traces) of one simulate() call
-    "max_output_bytes": 8 * 2**30,
+    # bytes of the per-replication output arrays (step times, traces) of one simulate() call;
+    # numpy's zeros are committed lazily, page by page as steps complete, so this bounds what a
+    # run that finishes would hold
+    "max_output_bytes": 64 * 2**30,
     # pixels of the longer side of a net drawing (sgdnet draw)
     "max_drawing_px": 8_000,
     # bytes of a file parsed whole (profile JSON, Chrome trace, PNML, study config)
