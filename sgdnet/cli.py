@@ -479,6 +479,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
     preds = []
+    _build_net(args, args.variant, model, clusters[0])  # bad variant/options: error before JIT
     compiling = _prepare_engine()
     for cluster in clusters:
         pred = predict(args.variant, model, cluster, granularity=args.granularity,

@@ -77,12 +77,19 @@ def _delete(cache_file: Any) -> None:
             pass
 
 
-def repair(dispatchers: list[Any]) -> tuple[list[str], bool]:
+#: The kernel's entry point: a usable cache entry for it means no compile (helpers that are
+#: inlined or unused never get one of their own).
+ENTRY = "run_replication"
+
+
+def repair(dispatchers: list[Any], entries: tuple[str, ...] | None = None) -> tuple[list[str], bool]:
     """Delete the cache files of every dispatcher whose files are damaged.
 
     Parameters
     ----------
     dispatchers : list of numba dispatchers compiled with ``cache=True``
+    entries : tuple of str, optional
+        Names of the dispatchers whose cache decides whether a compile is coming (default all).
 
     Returns
     -------
@@ -98,7 +105,8 @@ def repair(dispatchers: list[Any]) -> tuple[list[str], bool]:
         if problem is not None:
             _delete(cf)
             problems.append(problem)
-        usable = usable and ok
+        if entries is None or getattr(d, "__name__", None) in entries:
+            usable = usable and ok
     return problems, usable
 
 
@@ -120,7 +128,9 @@ def check_cache(module: ModuleType | None = None) -> bool:
     if module is None:
         from . import kernel as module  # type: ignore[no-redef]
     try:
-        problems, usable = repair(_cached_dispatchers(module))
+        dispatchers = _cached_dispatchers(module)
+        names = {getattr(d, "__name__", None) for d in dispatchers}
+        problems, usable = repair(dispatchers, (ENTRY,) if ENTRY in names else None)
     except (AttributeError, TypeError):  # a numba whose cache internals differ: leave it be
         problems, usable = [], True
     if problems:

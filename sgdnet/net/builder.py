@@ -545,8 +545,13 @@ class Net:
             s = t.servers
             if not (s == math.inf or (isinstance(s, int) and not isinstance(s, bool) and s >= 1)):
                 P.append(f"{where}: servers={s!r} must be an integer >= 1 or math.inf")
+            elif s != math.inf and s > max_tokens:
+                P.append(f"{where}: servers={s!r} is beyond the limit {max_tokens:,} (max_tokens); "
+                         "use math.inf for unbounded servers")
             if isinstance(t.priority, bool) or not isinstance(t.priority, int):
                 P.append(f"{where}: priority={t.priority!r} must be an integer")
+            elif not -2**62 <= t.priority < 2**62:
+                P.append(f"{where}: priority={t.priority!r} must be within +-2**62 (kernel integers)")
             if t.modulator is not None and t.modulator not in self.modulators:
                 P.append(f"{where}: modulator {t.modulator!r} does not exist; known: {sorted(self.modulators)}")
             if t.gate is not None:

@@ -147,6 +147,13 @@ class Study:
         self.name = name or "study"
         self.runner = runner
         self.on_error = on_error
+        for what, value in (("grid", grid), ("fixed", fixed)):
+            if value is not None and not isinstance(value, Mapping):
+                raise StudyError(f"Study {what}={value!r:.80} must be a mapping of parameter name "
+                                 "-> values, e.g. {'cluster.workers': [1, 2, 4]}")
+        if configs is not None and (isinstance(configs, (str, bytes, Mapping))
+                                    or not isinstance(configs, Sequence)):
+            raise StudyError(f"Study configs={configs!r:.80} must be a list of mappings")
         self.fixed = _flatten(dict(fixed or {}), "fixed")
         grid_in = dict(grid or {})
         if "cluster" in grid_in and isinstance(grid_in["cluster"], Mapping):
