@@ -113,7 +113,7 @@ def plot_scaling(
         raise SgdnetError("plot_scaling got no points")
     if ax is None:
         with plt.rc_context(paper_rc()):
-            _, ax = plt.subplots(figsize=(3.4, 2.5))
+            _, ax = plt.subplots(figsize=(3.4, 2.5), layout="constrained")
     all_w: list[float] = []
     base: tuple[float, float] | None = None
     banded = False
@@ -205,9 +205,13 @@ def plot_distribution(result, ax=None, *, workers=None, kind: str = "hist", bins
     unit, scale = time_unit(float(np.max(allv)) if allv.size else 1.0)
     if ax is None:
         with plt.rc_context(paper_rc()):
-            _, ax = plt.subplots(figsize=(3.4, 2.4))
+            _, ax = plt.subplots(figsize=(3.4, 2.4), layout="constrained")
     lo, hi = float(np.min(allv)) / scale, float(np.max(allv)) / scale
-    edges = np.linspace(lo, hi if hi > lo else lo + 1.0, bins + 1)
+    # a deterministic run has one step time: widen the axis around it so the CDF is a visible
+    # 0 -> 1 step and the histogram one bar, not a line on a zero-width axis
+    spread = hi - lo > 1e-9 * max(abs(hi), 1e-12)  # float jitter of equal durations is none
+    pad = 0.05 * (hi - lo) if spread else max(0.05 * abs(lo), 1e-9)
+    edges = np.linspace(lo, hi, bins + 1) if spread else np.linspace(lo - pad, hi + pad, 2)
     for k, (label, v) in enumerate(samples.items()):
         col = LINE_COLORS[k % len(LINE_COLORS)]
         x = v / scale
@@ -217,13 +221,15 @@ def plot_distribution(result, ax=None, *, workers=None, kind: str = "hist", bins
             ax.hist(x, bins=edges, density=True, histtype="step", lw=1.1, color=col,
                     label=f"{label} (mean {x.mean():.3g} {unit})")
         else:
-            xs = np.sort(x)
-            ax.step(xs, np.arange(1, xs.size + 1) / xs.size, where="post", lw=1.1, color=col,
+            xs = np.concatenate([[lo - pad], np.sort(x), [hi + pad]])
+            ys = np.concatenate([[0.0], np.arange(1, x.size + 1) / x.size, [1.0]])
+            ax.step(xs, ys, where="post", lw=1.1, color=col,
                     label=f"{label} (mean {x.mean():.3g} {unit})")
     ax.set_xlabel(f"step time ({unit})", fontsize=8)
     ax.set_ylabel(f"density (1/{unit})" if kind == "hist" else "fraction of steps ≤ x", fontsize=8)
     if kind == "cdf":
         ax.set_ylim(0, 1.02)
+        ax.set_xlim(lo - pad, hi + pad)
     ax.legend(frameon=False, fontsize=6)
     ax.grid(True, lw=0.3, color="#EEEEEE")
     if title:
@@ -277,7 +283,8 @@ def plot_utilization(source, ax=None, *, resources=None, level: float = 0.95, ti
     iv = np.array([as_interval(util[n], level) for n in names])
     if ax is None:
         with plt.rc_context(paper_rc()):
-            _, ax = plt.subplots(figsize=(3.4, max(1.4, 0.16 * len(names) + 0.7)))
+            _, ax = plt.subplots(figsize=(3.4, max(1.4, 0.16 * len(names) + 0.7)),
+                                 layout="constrained")
     y = np.arange(len(names))
     cols = [resource_color(tags.get(n, {})) for n in names]
     ax.barh(y, iv[:, 0] * 100, color=cols, height=0.7, zorder=2)
