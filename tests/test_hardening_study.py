@@ -126,3 +126,21 @@ def test_deep_and_non_utf8_configs_are_study_errors(tmp_path):
     for cfg in (deep, utf16):
         r = _from_file_in_subprocess(cfg)
         assert r.returncode == 3, (cfg.name, r.stdout, r.stderr)
+
+
+def test_bandwidth_keeps_a_numeric_column_that_sorts_right(tmp_path):
+    out = tmp_path / "bw.csv"
+    bws = ["10Gbps", "100Mbps", "1Gbps", "25Gbit/s"]
+    Study(grid={"cluster.bandwidth": bws, "cluster.latency": ["50us"]},
+          fixed={"variant": "a", "model": "m"}, runner=runner).run("serial", out=out)
+    rows = read_table(out)
+    assert [r["cluster.bandwidth"] for r in rows] == bws  # the label as given
+    by_number = sorted(rows, key=lambda r: r["cluster.bandwidth_Bps"])
+    # 1 Gbit/s = 1.25e8 bytes/s; as numbers 100M < 1G < 10G < 25G, while the labels sorted as
+    # text give 100Mbps, 10Gbps, 1Gbps, 25Gbit/s (the wrong order the issue reports)
+    assert [r["cluster.bandwidth"] for r in by_number] == ["100Mbps", "1Gbps", "10Gbps",
+                                                            "25Gbit/s"]
+    assert [r["cluster.bandwidth_Bps"] for r in by_number] == [1.25e7, 1.25e8, 1.25e9, 3.125e9]
+    assert all(r["cluster.latency_s"] == pytest.approx(50e-6, rel=1e-12) for r in rows)
+    assert sorted(r["cluster.bandwidth"] for r in rows) != [r["cluster.bandwidth"]
+                                                            for r in by_number]
