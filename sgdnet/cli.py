@@ -1,4 +1,4 @@
-"""The ``sgdnet`` command: predict, study, draw, trace, models, testbed, calibrate.
+"""The ``sgdnet`` command: predict, study, draw, trace, plot, models, testbed, calibrate.
 
 ::
 
@@ -6,6 +6,7 @@
     sgdnet study examples/study.yaml --out results.csv [--executor dask --scheduler ADDR]
     sgdnet draw sync-ps --workers 4 --out net.png        # or net.svg, net.dot, net.pnml
     sgdnet trace --variant allreduce --workers 4 --out trace.json   # open in ui.perfetto.dev
+    sgdnet plot results.csv --x cluster.workers --hue variant --out scaling.png
     sgdnet models
 
 Every sub-command has ``--help``. Bad arguments and invalid input (an :class:`~sgdnet.SgdnetError`)
@@ -55,7 +56,7 @@ PREDICT_REPLICATIONS = 8
 TRACE_STEPS = 10
 TRACE_WARMUP = 5
 
-_COMMANDS = ("predict", "study", "draw", "trace", "models", "testbed", "calibrate")
+_COMMANDS = ("predict", "study", "draw", "trace", "plot", "models", "testbed", "calibrate")
 _DRAW_SUFFIXES = (".png", ".svg", ".pdf", ".dot", ".gv", ".pnml", ".xml")
 _FIG_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg")
 
@@ -324,6 +325,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True,
                    help="trace.json (Chrome trace) or a figure (.png/.svg/.pdf: timeline)")
     p.set_defaults(func=cmd_trace)
+
+    p = sub.add_parser("plot", help="plot a study table (CSV / JSON Lines) as lines",
+                       description="Plot a study's result table: --y (with its 95% CI band) "
+                                   "against --x, one line per value of --hue. Against "
+                                   "cluster.workers it is the scaling plot (log axes, ideal "
+                                   "line); a unit column such as cluster.bandwidth is plotted by "
+                                   "its numeric twin.")
+    p.add_argument("table", type=Path, help="study table (.csv or .jsonl) from 'sgdnet study'")
+    p.add_argument("--x", required=True, metavar="COLUMN",
+                   help="x column, e.g. cluster.workers or cluster.bandwidth")
+    p.add_argument("--y", default="samples_per_s", metavar="METRIC",
+                   help="metric: samples_per_s (default), steps_per_s or any numeric column")
+    p.add_argument("--hue", default=None, metavar="COLUMN",
+                   help="column splitting rows into lines, e.g. variant")
+    p.add_argument("--title", default=None)
+    p.add_argument("--out", type=Path, required=True, help="figure file (.png/.svg/.pdf)")
+    p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("models", help="list the built-in model profiles with their totals",
                        description="List the built-in model profiles: layers, batch size, "
@@ -635,6 +653,25 @@ def cmd_draw(args: argparse.Namespace) -> int:
         kind = "drawing"
     print(f"{net.name}: {len(net.places)} places, {len(net.transitions)} transitions, "
           f"{len(net.resources)} resources; {kind} -> {args.out}")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    """``sgdnet plot``: a study table as lines (``viz.plot_table``)."""
+    from .study import read_table
+
+    _check_suffix(args.out, _FIG_SUFFIXES, "--out")
+    _check_out_dir(args.out)
+    _check_readable(args.table)
+    rows = read_table(args.table)
+    _use_agg()
+    from . import viz
+
+    ax = viz.plot_table(rows, args.x, args.y, args.hue, title=args.title)
+    _save_fig(ax, args.out)
+    lines = len(ax.get_lines())
+    print(f"{args.table}: {len(rows)} rows; {args.y} against {args.x}"
+          f"{f' by {args.hue}' if args.hue else ''} ({lines} lines) -> {args.out}")
     return 0
 
 
