@@ -444,7 +444,7 @@ def _check_suffix(path: Path, allowed: Sequence[str], flag: str) -> None:
 
 def _save_fig(ax: Any, path: Path) -> None:
     fig = ax.figure
-    fig.savefig(path, dpi=120, bbox_inches="tight")
+    fig.savefig(path, dpi=120, bbox_inches="tight")  # 120: viz.draw.DRAW_DPI
     import matplotlib.pyplot as plt
 
     plt.close(fig)
@@ -647,10 +647,16 @@ def cmd_draw(args: argparse.Namespace) -> int:
         kind = "PNML"
     else:
         _use_agg()
-        from .viz import draw_net
+        from .limits import limit
+        from .viz.draw import DRAW_DPI, draw_net
 
-        _save_fig(draw_net(net), args.out)
-        kind = "drawing"
+        ax = draw_net(net)
+        w, h = ax.figure.get_size_inches() * DRAW_DPI
+        _save_fig(ax, args.out)
+        capped = max(w, h) >= limit("max_drawing_px") - 1
+        kind = (f"drawing, about {w:.0f} x {h:.0f} px"
+                + ("; capped at max_drawing_px, so small: for detail use --granularity coarse, "
+                   "fewer --workers, or a .svg/.dot output" if capped else ""))
     print(f"{net.name}: {len(net.places)} places, {len(net.transitions)} transitions, "
           f"{len(net.resources)} resources; {kind} -> {args.out}")
     return 0
