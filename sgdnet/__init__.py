@@ -5,7 +5,7 @@ The curated public API. Subsystems add their names here explicitly (no ``import 
 
 from __future__ import annotations
 
-from . import analysis, metrics, models, units, variants
+from . import analysis, limits, metrics, models, units, variants
 from ._version import __version__  # noqa: E402
 from .dists import (
     Deterministic,
@@ -57,6 +57,7 @@ from .workload.stragglers import MarkovSlowdown, StepSlowdown
 __all__ = [
     "__version__",
     "units",
+    "limits",
     "models",
     "analysis",
     "ModelProfile",

@@ -1,4 +1,4 @@
-"""The ``sgdnet`` command: predict, study, draw, trace, models, testbed, calibrate.
+"""The ``sgdnet`` command: predict, study, draw, trace, plot, models, testbed, calibrate.
 
 ::
 
@@ -6,20 +6,24 @@
     sgdnet study examples/study.yaml --out results.csv [--executor dask --scheduler ADDR]
     sgdnet draw sync-ps --workers 4 --out net.png        # or net.svg, net.dot, net.pnml
     sgdnet trace --variant allreduce --workers 4 --out trace.json   # open in ui.perfetto.dev
+    sgdnet plot results.csv --x cluster.workers --hue variant --out scaling.png
     sgdnet models
 
 Every sub-command has ``--help``. Bad arguments and invalid input (an :class:`~sgdnet.SgdnetError`)
 print one line ``sgdnet <command>: error: ...`` on stderr and exit with status 2; an unreadable
-or unwritable file exits with 1; an interrupted run with 130. Set ``SGDNET_DEBUG=1`` to see the
+or unwritable file (a missing output directory included: no directory is ever created) exits
+with 1; an interrupted run with 130; a closed stdout pipe (``| head``) with 141, silently. Set ``SGDNET_DEBUG=1`` to see the
 traceback of an error.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -32,7 +36,7 @@ from ._text import plus_minus as _pm
 from ._text import table as _table
 from .errors import SgdnetError
 
-__all__ = ["main", "build_parser", "EXIT_USAGE", "EXIT_IO", "EXIT_FAILED_ROWS"]
+__all__ = ["main", "build_parser", "EXIT_USAGE", "EXIT_IO", "EXIT_FAILED_ROWS", "EXIT_PIPE"]
 
 #: Exit status of bad arguments and invalid input.
 EXIT_USAGE = 2
@@ -40,6 +44,9 @@ EXIT_USAGE = 2
 EXIT_IO = 1
 #: Exit status of a study some of whose rows failed (they are recorded in the table).
 EXIT_FAILED_ROWS = 1
+#: Exit status when the reader of stdout went away (``| head``): 128 + SIGPIPE, as a shell
+#: reports a command killed by it; nothing is printed.
+EXIT_PIPE = 141
 
 #: Defaults of ``sgdnet predict`` (kept small so the README command is quick).
 PREDICT_STEPS = 300
@@ -49,7 +56,7 @@ PREDICT_REPLICATIONS = 8
 TRACE_STEPS = 10
 TRACE_WARMUP = 5
 
-_COMMANDS = ("predict", "study", "draw", "trace", "models", "testbed", "calibrate")
+_COMMANDS = ("predict", "study", "draw", "trace", "plot", "models", "testbed", "calibrate")
 _DRAW_SUFFIXES = (".png", ".svg", ".pdf", ".dot", ".gv", ".pnml", ".xml")
 _FIG_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg")
 
@@ -74,8 +81,10 @@ class _Parser(argparse.ArgumentParser):
 
 # ---------------------------------------------------------------------------- argument types
 def _workers_list(text: str) -> list[int]:
+    from .limits import limit
+
     out: list[int] = []
-    for part in text.replace(" ", "").split(","):
+    for part in re.split(r"[,\s]+", text):  # '1 2' is 1 and 2, never 12
         if not part:
             continue
         try:
@@ -85,6 +94,10 @@ def _workers_list(text: str) -> list[int]:
                 f"{text!r} is not a list of worker counts; write e.g. 1,2,4,8") from None
         if n < 1:
             raise argparse.ArgumentTypeError(f"worker count {n} in {text!r} must be >= 1")
+        if n > limit("max_workers"):
+            raise argparse.ArgumentTypeError(
+                f"worker count {n} in {text!r} exceeds the limit {limit('max_workers'):,} "
+                "(raise it with SGDNET_MAX_WORKERS=N if this is deliberate)")
         if n in out:
             raise argparse.ArgumentTypeError(f"worker count {n} appears twice in {text!r}")
         out.append(n)
@@ -117,6 +130,28 @@ def _int_at_least(lo: int):
 
 _positive_int = _int_at_least(1)
 _nonneg_int = _int_at_least(0)
+
+
+def _with_unit(kind: str, example: str):
+    """argparse type: a quantity that must carry its unit (a bare ``10`` would be 10 bytes/s or
+    10 s, never what was meant); kept as typed, checked by :mod:`sgdnet.units`."""
+    from . import units
+
+    def parse(text: str) -> str:
+        try:
+            float(text)
+        except ValueError:
+            pass
+        else:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} has no unit; write e.g. {example}")
+        try:
+            units.parse_quantity(text, kind)
+        except SgdnetError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        return text.strip()
+
+    return parse
 
 
 def _cv(text: str) -> float:
@@ -182,10 +217,11 @@ def _add_workload(p: argparse.ArgumentParser, *, variant: bool, workers_many: bo
     else:
         g.add_argument("--workers", type=_one_worker_count, default=4,
                        help="number of workers (default: 4)")
-    g.add_argument("--bandwidth", default="10Gbps",
+    g.add_argument("--bandwidth", default="10Gbps", type=_with_unit("rate", "10Gbps or 1.25GB/s"),
                    help="per-host NIC bandwidth each way, e.g. 10Gbps, 25Gbit/s, 1.25GB/s "
                         "(default: 10Gbps)")
-    g.add_argument("--latency", default="50us", help="one-way message latency (default: 50us)")
+    g.add_argument("--latency", default="50us", type=_with_unit("time", "50us or 0.2ms"),
+                   help="one-way message latency with its unit (default: 50us)")
     g.add_argument("--cluster", type=Path, default=None, metavar="FILE",
                    help="a cluster file (YAML, e.g. from 'sgdnet calibrate'): its link, PS and "
                         "update figures replace --bandwidth/--latency/--ps-shards/--ps-placement")
@@ -291,6 +327,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="trace.json (Chrome trace) or a figure (.png/.svg/.pdf: timeline)")
     p.set_defaults(func=cmd_trace)
 
+    p = sub.add_parser("plot", help="plot a study table (CSV / JSON Lines) as lines",
+                       description="Plot a study's result table: --y (with its 95% CI band) "
+                                   "against --x, one line per value of --hue. Against "
+                                   "cluster.workers it is the scaling plot (log axes, ideal "
+                                   "line); a unit column such as cluster.bandwidth is plotted by "
+                                   "its numeric twin.")
+    p.add_argument("table", type=Path, help="study table (.csv or .jsonl) from 'sgdnet study'")
+    p.add_argument("--x", required=True, metavar="COLUMN",
+                   help="x column, e.g. cluster.workers or cluster.bandwidth")
+    p.add_argument("--y", default="samples_per_s", metavar="METRIC",
+                   help="metric: samples_per_s (default), steps_per_s or any numeric column")
+    p.add_argument("--hue", default=None, metavar="COLUMN",
+                   help="column splitting rows into lines, e.g. variant")
+    p.add_argument("--title", default=None)
+    p.add_argument("--out", type=Path, required=True, help="figure file (.png/.svg/.pdf)")
+    p.set_defaults(func=cmd_plot)
+
     p = sub.add_parser("models", help="list the built-in model profiles with their totals",
                        description="List the built-in model profiles: layers, batch size, "
                                    "forward/backward time per step and gradient size.")
@@ -328,6 +381,62 @@ def _cluster(args: argparse.Namespace, workers: int):
 
 
 
+def _link_desc(bandwidth: str, latency: str) -> str:
+    """``10Gbps NICs (1.25 GB/s), latency 50us``: what was typed and what it was read as."""
+    from .units import bandwidth as parse_bw
+    from .units import format_bytes, format_seconds, seconds
+
+    bw, lat = parse_bw(bandwidth), seconds(latency)
+    lat_s = format_seconds(lat) if lat > 0 else "0 s"
+    return (f"{bandwidth} NICs ({format_bytes(bw)}/s each way), latency {latency}"
+            f"{'' if lat_s.replace(' ', '') == latency else f' ({lat_s})'}")
+
+
+def _check_out_dir(path: Path | None) -> None:
+    """An output's directory must exist: sgdnet creates no directories (a typo in a path would
+    otherwise scatter files); raised as a file error (exit status 1), before any work."""
+    if path is None:
+        return
+    parent = path.parent
+    if not parent.is_dir():
+        raise FileNotFoundError(errno.ENOENT, f"directory {str(parent)!r} does not exist; create "
+                                f"it first (sgdnet creates no directories)", str(path))
+
+
+def _check_readable(path: Path | str | None) -> None:
+    """An input file must be a readable file: a missing or unreadable one (or a directory) is a
+    file error, exit status 1, as the README says."""
+    if path is None:
+        return
+    with open(path, "rb"):  # FileNotFoundError, PermissionError, IsADirectoryError
+        pass
+
+
+def _prepare_engine() -> float | None:
+    """Check the engine's numba cache (a damaged one is rebuilt, said in one line) and say on
+    stderr when the first run JIT-compiles; returns the start time of a compile, else None."""
+    import warnings
+
+    from .engine.jitcache import check_cache
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiling = check_cache()
+    for w in caught:
+        print(f"sgdnet: warning: {_one_line(str(w.message))}", file=sys.stderr)
+    if not compiling:
+        return None
+    print("sgdnet: compiling the simulation engine (first run only, cached afterwards): about "
+          "30 s on an idle core, 1-2 min on a busy machine ...", file=sys.stderr, flush=True)
+    return time.perf_counter()
+
+
+def _compiled(t0: float | None) -> None:
+    if t0 is not None:
+        print(f"sgdnet: engine compiled in {time.perf_counter() - t0:.0f} s", file=sys.stderr,
+              flush=True)
+
+
 def _check_suffix(path: Path, allowed: Sequence[str], flag: str) -> None:
     if path.suffix.lower() not in allowed:
         raise _UsageError(f"{flag} {str(path)!r}: unsupported suffix "
@@ -336,7 +445,7 @@ def _check_suffix(path: Path, allowed: Sequence[str], flag: str) -> None:
 
 def _save_fig(ax: Any, path: Path) -> None:
     fig = ax.figure
-    fig.savefig(path, dpi=120, bbox_inches="tight")
+    fig.savefig(path, dpi=120, bbox_inches="tight")  # 120: viz.draw.DRAW_DPI
     import matplotlib.pyplot as plt
 
     plt.close(fig)
@@ -358,6 +467,9 @@ def _load_model(args: argparse.Namespace) -> Any:
     from . import models
     from .workload.compute import retime
 
+    if args.model.lower().endswith(".json") or os.sep in args.model:
+        _check_readable(args.model)
+    _check_readable(getattr(args, "cluster", None))
     model = models.load(args.model)
     model = retime(model, device=args.device, batch_size=args.batch_size,
                    precision=args.precision)
@@ -377,6 +489,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         if f is not None:
             _check_suffix(f, suffixes, flag)
     parse_bw(args.bandwidth, what="--bandwidth")
+    _check_out_dir(args.plot)
+    _check_out_dir(args.trace)
     model = _load_model(args)
     clusters = [_cluster(args, n) for n in args.workers]  # validate all before simulating
     options = dict(args.option)
@@ -384,10 +498,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
     preds = []
+    _build_net(args, args.variant, model, clusters[0])  # bad variant/options: error before JIT
+    compiling = _prepare_engine()
     for cluster in clusters:
         pred = predict(args.variant, model, cluster, granularity=args.granularity,
                        steps=args.steps, warmup=args.warmup, replications=args.replications,
                        seed=args.seed, progress=show_progress, **options)
+        _compiled(compiling)
+        compiling = None
         row = {"workers": cluster.workers, **summarize(pred)}
         rows.append(row)
         preds.append((cluster.workers, pred))
@@ -417,7 +535,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     deterministic = all(p.result.deterministic for _, p in preds)
     if args.json:
         print(json.dumps({"variant": args.variant, "model": model.name,
-                          "bandwidth": args.bandwidth, "granularity": args.granularity,
+                          "bandwidth": args.bandwidth, "bandwidth_Bps": parse_bw(args.bandwidth),
+                          "latency": args.latency, "granularity": args.granularity,
                           "steps": args.steps, "warmup": args.warmup,
                           "replications": args.replications, "seed": args.seed,
                           "deterministic": deterministic,
@@ -425,7 +544,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         return 0
     opts = "".join(f", {k}={v}" for k, v in options.items())
     net_desc = (f"cluster file {args.cluster}" if getattr(args, "cluster", None) is not None
-                else f"{args.bandwidth} NICs, latency {args.latency}")
+                else _link_desc(args.bandwidth, args.latency))
     print(f"{args.variant} | {model.name} (batch {model.batch_size} per worker) | "
           f"{net_desc} | {args.granularity}-grained{opts}")
     if deterministic:
@@ -480,9 +599,10 @@ def _write_trace(args: argparse.Namespace, model: Any, cluster: Any, out: Path, 
     from .engine import simulate
 
     net = _build_net(args, args.variant, model, cluster)
+    compiling = _prepare_engine()
     result = simulate(net, steps=steps, warmup=warmup, replications=1, seed=args.seed,
                       trace=True, parallel=False)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    _compiled(compiling)
     if out.suffix.lower() == ".json":
         from . import viz
 
@@ -500,6 +620,7 @@ def _write_trace(args: argparse.Namespace, model: Any, cluster: Any, out: Path, 
 def cmd_trace(args: argparse.Namespace) -> int:
     """``sgdnet trace``: a short traced run written as a Chrome trace or a timeline."""
     _check_suffix(args.out, (".json", *_FIG_SUFFIXES), "--out")
+    _check_out_dir(args.out)
     model = _load_model(args)
     cluster = _cluster(args, args.workers)
     result = _write_trace(args, model, cluster, args.out, args.steps, args.warmup)
@@ -516,11 +637,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
 def cmd_draw(args: argparse.Namespace) -> int:
     """``sgdnet draw``: the net as a drawing, DOT or PNML."""
     _check_suffix(args.out, _DRAW_SUFFIXES, "--out")
+    _check_out_dir(args.out)
     model = _load_model(args)
     cluster = _cluster(args, args.workers)
     net = _build_net(args, args.variant, model, cluster)
     suffix = args.out.suffix.lower()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     if suffix in (".dot", ".gv"):
         from .viz import to_dot
 
@@ -533,12 +654,37 @@ def cmd_draw(args: argparse.Namespace) -> int:
         kind = "PNML"
     else:
         _use_agg()
-        from .viz import draw_net
+        from .limits import limit
+        from .viz.draw import DRAW_DPI, draw_net
 
-        _save_fig(draw_net(net), args.out)
-        kind = "drawing"
+        ax = draw_net(net)
+        w, h = ax.figure.get_size_inches() * DRAW_DPI
+        _save_fig(ax, args.out)
+        capped = max(w, h) >= limit("max_drawing_px") - 1
+        kind = (f"drawing, about {w:.0f} x {h:.0f} px"
+                + ("; capped at max_drawing_px, so small: for detail use --granularity coarse, "
+                   "fewer --workers, or a .svg/.dot output" if capped else ""))
     print(f"{net.name}: {len(net.places)} places, {len(net.transitions)} transitions, "
           f"{len(net.resources)} resources; {kind} -> {args.out}")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    """``sgdnet plot``: a study table as lines (``viz.plot_table``)."""
+    from .study import read_table
+
+    _check_suffix(args.out, _FIG_SUFFIXES, "--out")
+    _check_out_dir(args.out)
+    _check_readable(args.table)
+    rows = read_table(args.table)
+    _use_agg()
+    from . import viz
+
+    ax = viz.plot_table(rows, args.x, args.y, args.hue, title=args.title)
+    _save_fig(ax, args.out)
+    lines = len(ax.get_lines())
+    print(f"{args.table}: {len(rows)} rows; {args.y} against {args.x}"
+          f"{f' by {args.hue}' if args.hue else ''} ({lines} lines) -> {args.out}")
     return 0
 
 
@@ -576,11 +722,13 @@ def cmd_study(args: argparse.Namespace) -> int:
     if args.scheduler and args.executor != "dask":
         raise _UsageError(f"--scheduler {args.scheduler} needs --executor dask "
                           f"(got --executor {args.executor})")
+    _check_readable(args.config)
     study = Study.from_file(args.config)
     out = args.out or study.out
     if out is None:
         raise _UsageError("no output table; give --out results.csv or put "
                           "'out: results.csv' in the config")
+    _check_out_dir(Path(out))
     print(f"{study!r} -> {out} ({args.executor} executor)", flush=True)
     try:
         result = study.run(args.executor, out=out, n_jobs=args.jobs, scheduler=args.scheduler,
@@ -644,6 +792,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"{cmd}: error: {_one_line(str(e))}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        # the reader closed the pipe (`sgdnet predict --json | head`): not an error to report;
+        # point stdout at /dev/null so the interpreter's final flush stays quiet too
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return EXIT_PIPE
     except OSError as e:
         if debug:
             raise

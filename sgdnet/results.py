@@ -99,8 +99,23 @@ class Estimate:
         return 0.5 * (hi - lo)
 
     def quantile(self, q):
-        """Quantile(s) of the samples."""
-        return np.quantile(self.samples, q)
+        """Quantile(s) of the samples; ``q`` a probability or an array of them, in [0, 1].
+
+        Raises
+        ------
+        SimulationError
+            ``q`` is not a number (or array of numbers) in [0, 1], or there are no samples.
+        """
+        try:
+            qa = np.asarray(q, dtype=float)
+        except (TypeError, ValueError):
+            qa = None
+        if qa is None or not np.all((qa >= 0) & (qa <= 1)):
+            raise SimulationError(f"Estimate.quantile(q={q!r}): q must be a probability in [0, 1] "
+                                  "(or an array of them), e.g. 0.5 for the median")
+        if self.n == 0:
+            raise SimulationError(f"Estimate.quantile: no samples in {self!r}")
+        return np.quantile(self.samples, qa)
 
     def to_dict(self, level: float = 0.95) -> dict:
         """JSON-able: mean, std, CI bounds, level, n, unit, label and the samples."""

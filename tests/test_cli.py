@@ -56,7 +56,6 @@ BAD = [
     (["draw", "sync-ps", "--out", "net.txt"], "unsupported suffix"),
     (["draw", "sync-ps"], "--out"),
     (["trace", "--variant", "sync-ps", "--workers", "2,4", "--out", "t.json"], "one worker count"),
-    (["study", "no-such-config.yaml"], "does not exist"),
     (["study", str(ROOT / "examples" / "study.yaml"), "--scheduler", "tcp://127.0.0.1:8786"],
      "needs --executor dask"),
     (["study", str(ROOT / "examples" / "study.yaml"), "--executor", "gpu"], "invalid choice"),
@@ -115,7 +114,7 @@ def test_console_script_is_installed_and_runs(tmp_path):
 
 def test_parser_has_every_command():
     sub = next(a for a in build_parser()._actions if a.dest == "command")
-    assert set(sub.choices) == {"predict", "study", "draw", "trace", "models", "testbed",
+    assert set(sub.choices) == {"predict", "study", "draw", "trace", "plot", "models", "testbed",
                                 "calibrate"}
 
 

@@ -8,6 +8,10 @@ import pytest
 from sgdnet.errors import ProfileError
 
 torch = pytest.importorskip("torch")
+
+# these traces are CPU-only on purpose: from_chrome_trace warns that their times include the
+# profiler's overhead (tested in test_profiling_device.py)
+pytestmark = pytest.mark.filterwarnings("ignore:.*no device activities:UserWarning")
 from torch import nn  # noqa: E402
 
 from sgdnet.profiling import from_chrome_trace, profile_module  # noqa: E402

@@ -216,8 +216,8 @@ def test_row_columns_statistics_and_speed_up():
     row = res[2]  # ps, 2 workers, 1Gbps
     assert (row["variant"], row["cluster.workers"], row["cluster.bandwidth"]) == ("ps", 2, "1Gbps")
     cols = list(row)
-    assert cols[:6] == ["row_id", "model", "variant", "cluster.workers", "cluster.bandwidth",
-                        "replications"]
+    assert cols[:7] == ["row_id", "model", "variant", "cluster.workers", "cluster.bandwidth",
+                        "cluster.bandwidth_Bps", "replications"]
     assert cols[-1] == "seeds"
     seeds = json.loads(row["seeds"])
     assert len(seeds) == row["n"] == 3

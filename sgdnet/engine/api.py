@@ -8,10 +8,11 @@ import numpy as np
 
 from .._check import bool_arg, int_arg, seed_arg, seeds_arg
 from ..errors import SimulationError
+from ..limits import check_limit
 from ..net.builder import Net
 from ..net.compiled import CompiledNet, compile_net
 from ..results import RawReplication, Result
-from .diagnose import raise_on_failure, zeno_limit
+from .diagnose import check_run_size, raise_on_failure, zeno_limit
 from .driver import derive_seeds, run
 
 __all__ = ["simulate", "default_max_events"]
@@ -111,7 +112,9 @@ def simulate(
         seeds = seeds_arg(seeds)
     else:
         replications = int_arg("replications", replications, 1)
+        check_limit("replications", replications, "max_replications")
         seeds = derive_seeds(seed_arg(seed), replications)
+    check_run_size(steps, warmup, len(seeds), samples, trace_limit if trace else 0)
     cn = compile_net(net)  # validates (NetError) unless already compiled
     if not cn.step_transitions:
         raise SimulationError(
@@ -126,6 +129,9 @@ def simulate(
     max_events = int_arg("max_events", max_events, 1)
 
     from . import kernel as K  # numba is imported on first use only
+    from .jitcache import check_cache
+
+    check_cache()  # once per process: a damaged cache file is deleted (one warning), not fatal
 
     # a net without randomness plays the same trajectory under every seed: run it once and let
     # every requested replication share that record (the Result is the one R runs would give)

@@ -8,9 +8,35 @@ import math
 import numpy as np
 
 from ..errors import DeadlockError, SimulationError
+from ..limits import check_limit, limit
 from ..net.compiled import CompiledNet
 
-__all__ = ["stuck_transitions", "raise_on_failure", "zeno_limit"]
+__all__ = ["stuck_transitions", "raise_on_failure", "zeno_limit", "check_run_size"]
+
+
+def check_run_size(steps: int, warmup: int, replications: int, samples: bool,
+                   trace_limit: int) -> None:
+    """Refuse a run whose step counters or output arrays exceed :data:`sgdnet.limits.LIMITS`,
+    before anything is allocated.
+
+    Raises
+    ------
+    SimulationError
+        ``warmup + steps`` beyond ``max_steps``, or output arrays (8 bytes per kept step time and
+        its transition, 24 per traced firing, per replication) beyond ``max_output_bytes``.
+    """
+    check_limit("warmup + steps", warmup + steps, "max_steps")
+    per_rep = 16 * (steps if samples else 0) + 24 * trace_limit
+    need = per_rep * replications
+    if need > limit("max_output_bytes"):
+        what = "steps" if samples and 16 * steps >= 24 * trace_limit else "trace_limit"
+        fix = ("pass samples=False (counters only)" if what == "steps"
+               else "lower trace_limit") + " or fewer replications"
+        raise SimulationError(
+            f"steps={steps}, replications={replications}, samples={samples}, "
+            f"trace_limit={trace_limit} need {need / 2**30:.3g} GiB of output arrays, beyond the "
+            f"limit {limit('max_output_bytes') / 2**30:.3g} GiB (max_output_bytes); {fix}, or "
+            "raise the limit with SGDNET_MAX_OUTPUT_BYTES=N")
 
 
 def zeno_limit(n_transitions: int) -> int:
@@ -69,7 +95,10 @@ def raise_on_failure(cn: CompiledNet, out, max_events: int, steps: int, warmup: 
     for k in range(len(out.seeds)):
         st = int(out.i[k, K.OI_STATUS])
         if st == K.ST_OK:
-            continue
+            if steps > 0 and not float(out.f[k, K.OF_T1]) > float(out.f[k, K.OF_T0]):
+                st = K.ST_ZENO  # every counted step at one instant: steps/s would be inf
+            else:
+                continue
         now = float(out.f[k, K.OF_NOW])
         nsteps = int(out.i[k, K.OI_NSTEPS])
         where = (f"net {cn.name!r}, replication {k} (seed {out.seeds[k]}), t={now:.6g}s, after {nsteps} "
@@ -88,7 +117,10 @@ def raise_on_failure(cn: CompiledNet, out, max_events: int, steps: int, warmup: 
                 f"{where}: event budget max_events={max_events} exhausted; the net may loop without "
                 "completing steps (check the step=True tags), or raise max_events")
         zero = [n for n, c, p in zip(cn.transition_names, cn.d_code, cn.d_par) if c == 0 and p[0] == 0.0]
+        what = (f"more than {zeno_limit(cn.n_transitions)} at one instant"
+                if int(out.i[k, K.OI_STATUS]) != K.ST_OK
+                else f"all {steps} counted steps at one instant")
         raise SimulationError(
-            f"{where}: time stopped advancing ({int(out.i[k, K.OI_EVENTS])} completions, more than "
-            f"{zeno_limit(cn.n_transitions)} at one instant); a cycle of zero-duration transitions "
+            f"{where}: time stopped advancing ({int(out.i[k, K.OI_EVENTS])} completions, "
+            f"{what}); a cycle of zero-duration transitions "
             f"fires forever (zero-duration transitions: {zero[:20]}); give one of them a duration")

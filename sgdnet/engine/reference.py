@@ -656,5 +656,10 @@ def simulate_reference(net: Net, steps: int = 1000, warmup: int = 100, replicati
                                 seeds=seeds, trace=trace, trace_limit=trace_limit, max_events=max_events)
     from ..results import RawReplication, Result
 
+    for k, r in enumerate(raws):  # as the kernel's diagnosis: steps at one instant are no rate
+        if not r.t1 > r.t0:
+            raise SimulationError(
+                f"net {net.name!r}, replication {k}: time stopped advancing (all {steps} counted "
+                "steps at one instant); a cycle of zero-duration transitions fires forever")
     conv = [RawReplication(**vars(r)) for r in raws]
     return Result.from_raw(net, conv, seeds, steps=steps, warmup=warmup, trace=trace)

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..dists import Distribution, as_distribution
 from ..errors import NetError
+from ..limits import limit
 
 _TABLES = ("places", "resources", "transitions", "gates", "modulators")
 
@@ -252,6 +253,9 @@ def _arcs(arcs, what: str) -> dict[str, int]:
         return {}
     if isinstance(arcs, (str, Place)):
         arcs = [arcs]
+    if not isinstance(arcs, (Mapping, Iterable)):
+        raise NetError(f"{what}={arcs!r} must be a place, a list of places or a dict place -> "
+                       "weight, e.g. {'ready': 1}")
     out: dict[str, int] = {}
     items = arcs.items() if isinstance(arcs, Mapping) else ((a, 1) for a in arcs)
     for k, w in items:
@@ -622,11 +626,16 @@ class Net:
     def problems(self) -> list[str]:
         """Every structural problem of the net (empty when valid)."""
         P: list[str] = []
+        max_tokens = limit("max_tokens")
         if not self.transitions:
             P.append("the net has no transitions; add at least one with net.transition(...)")
         for p in self.places.values():
             if isinstance(p.tokens, bool) or not isinstance(p.tokens, int) or p.tokens < 0:
                 P.append(f"place {p.name!r}: tokens={p.tokens!r} must be an integer >= 0")
+            elif p.tokens > max_tokens:
+                P.append(f"place {p.name!r}: tokens={p.tokens!r} exceeds the limit {max_tokens:,} "
+                         "(max_tokens: markings are 64-bit integers; raise it with "
+                         "SGDNET_MAX_TOKENS=N)")
         used_res: set[str] = set()
         for r in self.resources.values():
             if isinstance(r.capacity, bool) or not isinstance(r.capacity, int) or r.capacity < 1:
@@ -655,6 +664,9 @@ class Net:
                     if isinstance(w, bool) or not isinstance(w, int) or w < 1:
                         what = "threshold" if kind == "inhibitor" else "weight"
                         P.append(f"{where}: {kind} arc {p!r} has {what} {w!r}; it must be an integer >= 1")
+                    elif w > max_tokens:
+                        P.append(f"{where}: {kind} arc {p!r} has weight {w!r}, beyond the limit "
+                                 f"{max_tokens:,} (max_tokens; raise it with SGDNET_MAX_TOKENS=N)")
             if not t.inputs and not t.inhibitors:
                 P.append(f"{where} has no input places, so it would fire forever; give it an input or an inhibitor arc")
             for r in t.resources:
@@ -674,8 +686,13 @@ class Net:
             s = t.servers
             if not (s == math.inf or (isinstance(s, int) and not isinstance(s, bool) and s >= 1)):
                 P.append(f"{where}: servers={s!r} must be an integer >= 1 or math.inf")
+            elif s != math.inf and s > max_tokens:
+                P.append(f"{where}: servers={s!r} is beyond the limit {max_tokens:,} (max_tokens); "
+                         "use math.inf for unbounded servers")
             if isinstance(t.priority, bool) or not isinstance(t.priority, int):
                 P.append(f"{where}: priority={t.priority!r} must be an integer")
+            elif not -2**62 <= t.priority < 2**62:
+                P.append(f"{where}: priority={t.priority!r} must be within +-2**62 (kernel integers)")
             if t.modulator is not None and t.modulator not in self.modulators:
                 P.append(f"{where}: modulator {t.modulator!r} does not exist; known: {sorted(self.modulators)}")
             if t.gate is not None:

@@ -28,7 +28,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from ..dists import from_dict
-from ..errors import DistributionError, NetError
+from ..errors import DistributionError, NetError, SgdnetError
 from .builder import Net
 
 __all__ = ["to_pnml", "from_pnml", "PNML_NS", "PTNET_TYPE", "TOOL", "TOOL_VERSION"]
@@ -313,19 +313,44 @@ class _Reader:
 def _read_source(source) -> tuple[ET.Element, str]:
     if isinstance(source, str) and source.lstrip().startswith("<"):
         where = "document"
+        from ..limits import check_limit
+
+        check_limit("PNML document length", len(source), "max_file_bytes", error=NetError)
         try:
-            return ET.fromstring(source.lstrip()), where
+            root = ET.fromstring(source.lstrip())
         except ET.ParseError as e:
             raise NetError(f"PNML {where}: not well-formed XML ({e})") from None
+        _check_xml_depth(root, where)
+        return root, where
     if not isinstance(source, (str, os.PathLike)):
         raise NetError(f"from_pnml needs a path or PNML text, got {type(source).__name__}")
     where = os.fspath(source)
+    if not os.path.exists(where):
+        raise NetError(f"PNML file {where!r} does not exist")
+    from .._files import read_text
+
+    text = read_text(where, "PNML file", NetError)  # directories, size limit, UTF-16
     try:
-        return ET.parse(where).getroot(), where
-    except FileNotFoundError:
-        raise NetError(f"PNML file {where!r} does not exist") from None
+        root = ET.fromstring(text.encode("utf-8"))
     except ET.ParseError as e:
         raise NetError(f"PNML {where}: not well-formed XML ({e})") from None
+    _check_xml_depth(root, where)
+    return root, where
+
+
+def _check_xml_depth(root: ET.Element, where: str) -> None:
+    """Refuse elements nested deeper than ``max_depth`` (3,000 nested pages would make the
+    recursive reader raise RecursionError); iterative, so it cannot recurse itself."""
+    from ..limits import limit
+
+    max_depth = limit("max_depth")
+    stack = [(root, 0)]
+    while stack:
+        elem, depth = stack.pop()
+        if depth > max_depth:
+            raise NetError(f"PNML {where}: elements nested deeper than {max_depth} levels (e.g. "
+                           "pages inside pages); flatten the pages")
+        stack.extend((child, depth + 1) for child in elem)
 
 
 def from_pnml(source, *, default_duration: float = 1.0, validate: bool = True, net_index: int = 0) -> Net:
@@ -355,6 +380,20 @@ def from_pnml(source, *, default_duration: float = 1.0, validate: bool = True, n
         file and the element.
     """
     root, where = _read_source(source)
+    try:
+        return _from_tree(root, where, default_duration, validate, net_index)
+    except SgdnetError:
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError,
+            RecursionError) as e:  # sgdnet data of the wrong type in <toolspecific>
+        raise NetError(f"PNML {where}: unreadable sgdnet data ({type(e).__name__}: "
+                       f"{' '.join(str(e).split())}); was it written by sgdnet's to_pnml?") \
+            from None
+
+
+def _from_tree(root: ET.Element, where: str, default_duration: float, validate: bool,
+               net_index: int) -> Net:
+    """:func:`from_pnml` on a parsed document."""
     R = _Reader(where)
     if root.tag != _Q + "pnml":
         raise R.err(f"root element is <{root.tag}>, expected <pnml> in namespace {PNML_NS}")

@@ -50,7 +50,6 @@ keeps the CPU-side spans (a warning says so when the trace has GPU activities).
 from __future__ import annotations
 
 import bisect
-import json
 import math
 import os
 import statistics
@@ -77,15 +76,10 @@ _DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
 def _load_events(path: Path) -> tuple[list[dict], dict]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ProfileError(f"{path}: cannot read trace: {e.strerror or e}") from None
-    try:
-        d = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ProfileError(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column "
-                           f"{e.colno}") from None
+    from .._files import load_json, read_text
+
+    text = read_text(path, "Chrome trace", ProfileError)
+    d = load_json(text, str(path), ProfileError)
     if isinstance(d, list):
         return d, {}
     if not isinstance(d, Mapping) or not isinstance(d.get("traceEvents"), list):
@@ -109,7 +103,8 @@ def _spans(events: list[dict], path: Path) -> list[dict]:
                                "duration")
         out.append({"name": str(e.get("name", "")), "cat": e.get("cat"), "ts": ts,
                     "end": ts + dur, "dur": dur, "tid": e.get("tid"),
-                    "args": e.get("args") or {}})
+                    # a non-object args (another tool's list, a string) carries nothing we read
+                    "args": e["args"] if isinstance(e.get("args"), Mapping) else {}})
     return out
 
 
@@ -304,6 +299,12 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
     elif gpu.n:
         warnings.warn("trace has GPU activities but times='cpu': layer times are CPU-side "
                       "spans (kernel launches), not kernel execution", stacklevel=2)
+    else:
+        warnings.warn(f"{p.name}: no device activities in the trace, so layer times are CPU-side "
+                      "spans, which include the CPU profiler's own per-operator overhead (it "
+                      "inflates small ops most); check the profile's step time against an "
+                      "unprofiled step, or record a GPU trace (ProfilerActivity.CUDA)",
+                      stacklevel=2)
 
     opt_spans = {what: [s for s in spans if s["cat"] == "user_annotation"
                         and s["name"].startswith(f"Optimizer.{what}#")]
@@ -413,6 +414,7 @@ def from_chrome_trace(path: str | os.PathLike, *, name: str | None = None, batch
                             _tensors(k, sizes[k], tensors_first, grad_bytes)))
     if device is None:
         props = top.get("deviceProperties") or []
+        props = [props] if isinstance(props, Mapping) else props if isinstance(props, list) else []
         device = str(props[0].get("name", "gpu")) if props and isinstance(props[0], Mapping) \
             else "cpu"
     source = (f"torch.profiler Chrome trace {p.name}: {len(steps)} step(s), "

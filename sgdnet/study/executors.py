@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import SgdnetError, StudyError
-from .rows import _TAIL_COLUMNS, METRIC_COLUMNS, _build_call, _display, summarize
+from .rows import _TAIL_COLUMNS, METRIC_COLUMNS, _build_call, _display, numeric_columns, summarize
 from .table import _util_key
 
 __all__ = ["EXECUTORS"]
@@ -94,6 +94,7 @@ def _run_task(task: _Task) -> tuple[int, dict[str, Any], bool]:
     row: dict[str, Any] = {"row_id": task.row_id}
     for k, v in task.params.items():
         row[k] = _display(v)
+        row.update(numeric_columns({k: v}))  # "10Gbps" keeps a numeric column beside it
     metrics = {(f"out_{k}" if k in row else k): v for k, v in metrics.items()}
     metrics["seed"] = task.seed
     metrics.setdefault("speed_up", None)

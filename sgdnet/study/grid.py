@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StudyError
+from ..limits import check_limit, limit
 from .executors import (
     EXECUTORS,
     _dask_executor,
@@ -26,7 +27,7 @@ from .executors import (
     _Task,
 )
 from .rows import _CONFIG_KEYS, _check_keys, _flatten, _speedup, row_id, row_seed
-from .table import StudyResult, _format_of, _TableWriter, read_table
+from .table import StudyResult, TableLock, _format_of, _TableWriter, read_table
 
 __all__ = ["Study"]
 
@@ -39,6 +40,43 @@ def _axis_values(key: str, values: Any) -> list[Any]:
     if not vals:
         raise StudyError(f"grid axis {key!r} is empty; give at least one value")
     return vals
+
+
+def _refuse_in_spawned_worker() -> None:
+    """A spawned worker runs the parent's script as ``__mp_main__`` before it works: a script
+    that runs a local study without a main guard reaches ``Study.run`` there."""
+    mp_main = sys.modules.get("__mp_main__")
+    if mp_main is not None and mp_main is not sys.modules.get("__main__"):
+        raise StudyError(
+            f"Study.run(executor='local') was reached while a worker process "
+            f"imported the main script {getattr(mp_main, '__file__', '?')!r}: put the "
+            "code that runs the study under `if __name__ == '__main__':` (each worker "
+            "process of the 'spawn' start method imports the script), or use "
+            "executor='serial'")
+
+
+def _check_expanded_size(data: Any, where: str) -> None:
+    """Refuse a config whose nodes, counted with YAML aliases expanded, exceed the
+    ``max_config_nodes`` limit (an alias bomb: a few lines that expand to billions of nodes), or
+    that nests deeper than ``max_depth``. Stops counting at the limit, so it is cheap."""
+    budget, max_depth = limit("max_config_nodes"), limit("max_depth")
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    seen = 0
+    while stack:
+        node, depth = stack.pop()
+        seen += 1
+        if seen > budget:
+            raise StudyError(f"study config {where!r} has more than {budget:,} values once its "
+                             "YAML aliases (&anchor / *alias) are expanded; write the grid out "
+                             "without nested aliases (limit max_config_nodes, raise it with "
+                             "SGDNET_MAX_CONFIG_NODES=N)")
+        if depth > max_depth:
+            raise StudyError(f"study config {where!r} nests deeper than {max_depth} levels")
+        if isinstance(node, Mapping):
+            stack.extend((v, depth + 1) for v in node.values())
+            seen += len(node)  # the keys
+        elif isinstance(node, (list, tuple)):
+            stack.extend((v, depth + 1) for v in node)
 
 
 class Study:
@@ -109,6 +147,13 @@ class Study:
         self.name = name or "study"
         self.runner = runner
         self.on_error = on_error
+        for what, value in (("grid", grid), ("fixed", fixed)):
+            if value is not None and not isinstance(value, Mapping):
+                raise StudyError(f"Study {what}={value!r:.80} must be a mapping of parameter name "
+                                 "-> values, e.g. {'cluster.workers': [1, 2, 4]}")
+        if configs is not None and (isinstance(configs, (str, bytes, Mapping))
+                                    or not isinstance(configs, Sequence)):
+            raise StudyError(f"Study configs={configs!r:.80} must be a list of mappings")
         self.fixed = _flatten(dict(fixed or {}), "fixed")
         grid_in = dict(grid or {})
         if "cluster" in grid_in and isinstance(grid_in["cluster"], Mapping):
@@ -167,7 +212,13 @@ class Study:
         if not p.is_file():
             raise StudyError(f"study config {str(p)!r} does not exist")
         suffix = p.suffix.lower()
-        text = p.read_text(encoding="utf-8")
+        size = p.stat().st_size
+        check_limit(f"study config {str(p)!r}: size", size, "max_file_bytes", error=StudyError)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise StudyError(f"study config {str(p)!r} is not UTF-8 text ({e.reason} at byte "
+                             f"{e.start}); save it as UTF-8") from None
         try:
             if suffix in (".yaml", ".yml"):
                 import yaml
@@ -185,6 +236,7 @@ class Study:
         except Exception as e:  # yaml.YAMLError, tomllib.TOMLDecodeError
             msg = " ".join(str(e).split())
             raise StudyError(f"study config {str(p)!r} does not parse: {msg}") from None
+        _check_expanded_size(data, str(p))
         if not isinstance(data, Mapping):
             raise StudyError(f"study config {str(p)!r} must be a mapping with 'grid' and/or "
                              "'configs' (and optionally fixed, replications, seed, out)")
@@ -319,12 +371,29 @@ class Study:
         """
         t_start = time.perf_counter()
         out_path = Path(out) if out is not None else self.out
-        ids = self._ids
-        done: dict[str, dict[str, Any]] = {}
-        writer = None
-        kept: list[dict[str, Any]] = []
+        lock = None
         if out_path is not None:
             _format_of(out_path)
+            if executor == "local":
+                _refuse_in_spawned_worker()  # before the lock, which the parent holds
+            lock = TableLock(out_path).acquire()  # held until the table is closed, below
+        try:
+            return self._run_locked(executor, out_path, n_jobs, scheduler, progress, resume,
+                                    retry_errors, max_pending, mp_context, t_start)
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _run_locked(self, executor: Any, out_path: Path | None, n_jobs: int | None,
+                    scheduler: str | None, progress: bool | None, resume: bool,
+                    retry_errors: bool, max_pending: int | None, mp_context: str,
+                    t_start: float) -> StudyResult:
+        """:meth:`run` once the output table is locked."""
+        ids = self._ids
+        done: dict[str, dict[str, Any]] = {}
+        kept: list[dict[str, Any]] = []
+        writer = None
+        if out_path is not None:
             if resume and out_path.exists():
                 previous = read_table(out_path)
                 wanted = set(ids)
@@ -446,15 +515,7 @@ class Study:
             if executor == "local":
                 import multiprocessing
 
-                # a spawned worker runs the parent's script as __mp_main__ before it works
-                mp_main = sys.modules.get("__mp_main__")
-                if mp_main is not None and mp_main is not sys.modules.get("__main__"):
-                    raise StudyError(
-                        f"Study.run(executor='local') was reached while a worker process "
-                        f"imported the main script {getattr(mp_main, '__file__', '?')!r}: put the "
-                        "code that runs the study under `if __name__ == '__main__':` (each worker "
-                        "process of the 'spawn' start method imports the script), or use "
-                        "executor='serial'")
+                _refuse_in_spawned_worker()
                 try:
                     ctx = multiprocessing.get_context(mp_context)
                 except ValueError:

@@ -66,6 +66,32 @@ def _canon(value: Any, where: str) -> Any:
                      "study; give numbers, strings, lists or dicts (or objects with to_dict())")
 
 
+#: Cluster fields written with units (``"10Gbps"``, ``"50us"``): the table keeps the label and
+#: a numeric column beside it (``cluster.bandwidth_Bps``), so sorting and plotting use numbers.
+_UNIT_COLUMNS = {"bandwidth": ("rate", "Bps"), "uplink": ("rate", "Bps"),
+                 "downlink": ("rate", "Bps"), "ps_bandwidth": ("rate", "Bps"),
+                 "latency": ("time", "s"), "shard_min_bytes": ("bytes", "B")}
+
+
+def numeric_columns(params: Mapping[str, Any]) -> dict[str, float]:
+    """``{"cluster.bandwidth_Bps": 1.25e9, ...}`` for the unit-bearing cluster parameters of a
+    row given as text (numbers are already numeric; unparsable text is left to the runner)."""
+    from ..errors import SgdnetError
+    from ..units import parse_quantity
+
+    out: dict[str, float] = {}
+    for key, value in params.items():
+        head, _, field = key.partition(".")
+        if head != "cluster" or field not in _UNIT_COLUMNS or not isinstance(value, str):
+            continue
+        kind, suffix = _UNIT_COLUMNS[field]
+        try:
+            out[f"{key}_{suffix}"] = float(parse_quantity(value, kind))
+        except SgdnetError:
+            continue
+    return out
+
+
 def _display(value: Any) -> Any:
     """A scalar for the tidy table: scalars as they are, named objects by name, rest as JSON."""
     if value is None or isinstance(value, (bool, int, float, str)):

@@ -135,8 +135,65 @@ def _order_columns(columns: Iterable[str], params: Sequence[str]) -> list[str]:
     return head + par + metrics + utils + extra + tail
 
 
+class TableLock:
+    """An exclusive lock on a study table, held while a study reads and writes it.
+
+    Two studies writing one file would lose rows (one replaces the file while the other appends
+    to the replaced one), so the second is refused. The lock is ``flock`` on a sibling file
+    ``<table>.lock`` (kept, never replaced); the operating system releases it when the process
+    dies, so a killed study never leaves a stale lock.
+
+    Raises
+    ------
+    StudyError
+        Another process holds the lock, or the table's directory does not exist.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path.with_name(path.name + ".lock")
+        self._fd: int | None = None
+
+    def acquire(self) -> TableLock:
+        """Take the lock or raise :class:`StudyError` at once (never waits)."""
+        if not self.path.parent.is_dir():
+            raise StudyError(f"study output {str(self.path.parent / self.path.name[:-5])!r}: "
+                             f"directory {str(self.path.parent)!r} does not exist; create it "
+                             "first (sgdnet creates no directories)")
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows: no advisory locks, no protection
+            self._fd = fd
+            return self
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise StudyError(f"study table {str(self.path)[:-5]!r} is being written by another "
+                             "study (it holds the lock file "
+                             f"{str(self.path)!r}); wait for it to finish, or pass another "
+                             "out= path") from None
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        """Release the lock (the lock file stays; it is empty)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> TableLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
 class _TableWriter:
-    """Append rows to a CSV / JSON Lines file, flushing each; extends the CSV header on need."""
+    """Append rows to a CSV / JSON Lines file, flushing each; extends the CSV header on need.
+
+    The caller holds the table's :class:`TableLock` for the writer's whole life.
+    """
 
     def __init__(self, path: Path, rows: list[dict[str, Any]], params: Sequence[str]):
         self.path = path
@@ -159,7 +216,6 @@ class _TableWriter:
         for r in rows:
             self._merge_columns(r)
         self.close()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".tmp")
         with open(tmp, "w", encoding="utf-8", newline="") as fh:
             if self.format == "csv":

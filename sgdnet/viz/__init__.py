@@ -20,7 +20,7 @@ from __future__ import annotations
 from .chrome_trace import chrome_trace_events, to_chrome_trace
 from .dot import to_dot
 from .draw import draw_net, layout_lanes
-from .plots import plot_distribution, plot_scaling, plot_utilization
+from .plots import plot_distribution, plot_scaling, plot_table, plot_utilization
 from .style import KIND_COLORS, kind_color
 from .timeline import timeline
 
@@ -33,6 +33,7 @@ __all__ = [
     "to_chrome_trace",
     "chrome_trace_events",
     "plot_scaling",
+    "plot_table",
     "plot_distribution",
     "plot_utilization",
     "KIND_COLORS",

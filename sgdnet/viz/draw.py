@@ -201,6 +201,11 @@ def _short(name: str) -> str:
     return short_name(name)
 
 
+#: Resolution at which ``sgdnet draw`` saves drawings; new figures are capped at
+#: ``max_drawing_px`` (see :mod:`sgdnet.limits`) on their longer side at this resolution.
+DRAW_DPI = 120
+
+
 def draw_net(
     net: Net,
     ax=None,
@@ -272,10 +277,18 @@ def draw_net(
     ys = [p[1] for p in pos.values()] or [0.0]
     xmin, xmax = min(xs) - 1.45, max(xs) + 0.9
     ymin, ymax = min(ys) - 0.9, max(ys) + 0.9
+    shrink = 1.0
     if ax is None:
+        w, h = max(4.0, (xmax - xmin) * scale), max(2.0, (ymax - ymin) * scale + 0.6)
+        # a fine-grained net of many layers would be a 13,000-pixel image: cap the longer side
+        # at max_drawing_px at the CLI's 120 dpi, shrinking the whole drawing (fonts too)
+        from ..limits import limit
+
+        longest = limit("max_drawing_px") / DRAW_DPI
+        shrink = min(1.0, longest / max(w, h))
         with plt.rc_context(paper_rc()):
-            fig, ax = plt.subplots(figsize=(max(4.0, (xmax - xmin) * scale), max(2.0, (ymax - ymin) * scale + 0.6)))
-    fs = 6.0
+            fig, ax = plt.subplots(figsize=(w * shrink, h * shrink))
+    fs = 6.0 * max(shrink, 0.3)  # text shrinks with a capped drawing, as the nodes do
 
     # lane bands
     for i, (ln, top, bot) in enumerate(pos.lanes):

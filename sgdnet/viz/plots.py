@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import SgdnetError
 from .style import LINE_COLORS, host_key, paper_rc, resource_color, time_unit
 
-__all__ = ["plot_scaling", "plot_distribution", "plot_utilization", "as_interval"]
+__all__ = ["plot_scaling", "plot_distribution", "plot_utilization", "plot_table", "as_interval"]
 
 
 def as_interval(v: Any, level: float = 0.95) -> tuple[float, float, float]:
@@ -113,7 +113,7 @@ def plot_scaling(
         raise SgdnetError("plot_scaling got no points")
     if ax is None:
         with plt.rc_context(paper_rc()):
-            _, ax = plt.subplots(figsize=(3.4, 2.5))
+            _, ax = plt.subplots(figsize=(3.4, 2.5), layout="constrained")
     all_w: list[float] = []
     base: tuple[float, float] | None = None
     banded = False
@@ -205,9 +205,13 @@ def plot_distribution(result, ax=None, *, workers=None, kind: str = "hist", bins
     unit, scale = time_unit(float(np.max(allv)) if allv.size else 1.0)
     if ax is None:
         with plt.rc_context(paper_rc()):
-            _, ax = plt.subplots(figsize=(3.4, 2.4))
+            _, ax = plt.subplots(figsize=(3.4, 2.4), layout="constrained")
     lo, hi = float(np.min(allv)) / scale, float(np.max(allv)) / scale
-    edges = np.linspace(lo, hi if hi > lo else lo + 1.0, bins + 1)
+    # a deterministic run has one step time: widen the axis around it so the CDF is a visible
+    # 0 -> 1 step and the histogram one bar, not a line on a zero-width axis
+    spread = hi - lo > 1e-9 * max(abs(hi), 1e-12)  # float jitter of equal durations is none
+    pad = 0.05 * (hi - lo) if spread else max(0.05 * abs(lo), 1e-9)
+    edges = np.linspace(lo, hi, bins + 1) if spread else np.linspace(lo - pad, hi + pad, 2)
     for k, (label, v) in enumerate(samples.items()):
         col = LINE_COLORS[k % len(LINE_COLORS)]
         x = v / scale
@@ -217,13 +221,15 @@ def plot_distribution(result, ax=None, *, workers=None, kind: str = "hist", bins
             ax.hist(x, bins=edges, density=True, histtype="step", lw=1.1, color=col,
                     label=f"{label} (mean {x.mean():.3g} {unit})")
         else:
-            xs = np.sort(x)
-            ax.step(xs, np.arange(1, xs.size + 1) / xs.size, where="post", lw=1.1, color=col,
+            xs = np.concatenate([[lo - pad], np.sort(x), [hi + pad]])
+            ys = np.concatenate([[0.0], np.arange(1, x.size + 1) / x.size, [1.0]])
+            ax.step(xs, ys, where="post", lw=1.1, color=col,
                     label=f"{label} (mean {x.mean():.3g} {unit})")
     ax.set_xlabel(f"step time ({unit})", fontsize=8)
     ax.set_ylabel(f"density (1/{unit})" if kind == "hist" else "fraction of steps ≤ x", fontsize=8)
     if kind == "cdf":
         ax.set_ylim(0, 1.02)
+        ax.set_xlim(lo - pad, hi + pad)
     ax.legend(frameon=False, fontsize=6)
     ax.grid(True, lw=0.3, color="#EEEEEE")
     if title:
@@ -277,7 +283,8 @@ def plot_utilization(source, ax=None, *, resources=None, level: float = 0.95, ti
     iv = np.array([as_interval(util[n], level) for n in names])
     if ax is None:
         with plt.rc_context(paper_rc()):
-            _, ax = plt.subplots(figsize=(3.4, max(1.4, 0.16 * len(names) + 0.7)))
+            _, ax = plt.subplots(figsize=(3.4, max(1.4, 0.16 * len(names) + 0.7)),
+                                 layout="constrained")
     y = np.arange(len(names))
     cols = [resource_color(tags.get(n, {})) for n in names]
     ax.barh(y, iv[:, 0] * 100, color=cols, height=0.7, zorder=2)
@@ -302,6 +309,108 @@ def plot_utilization(source, ax=None, *, resources=None, level: float = 0.95, ti
     for i in range(1, len(names)):
         if hosts[i] != hosts[i - 1]:
             ax.axhline(i - 0.5, color="#BBBBBB", lw=0.4, zorder=1)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def _table_rows(table: Any) -> list[dict]:
+    """A study table as a list of dicts: rows, a StudyResult or a pandas DataFrame."""
+    if hasattr(table, "to_dict") and hasattr(table, "columns"):  # a DataFrame
+        return list(table.to_dict("records"))
+    rows = getattr(table, "rows", table)
+    if isinstance(rows, (str, bytes)) or not isinstance(rows, Sequence) or not all(
+            isinstance(r, Mapping) for r in rows):
+        raise SgdnetError(f"plot_table needs study rows (a list of dicts, a StudyResult or a "
+                          f"DataFrame), got {type(table).__name__}")
+    return [dict(r) for r in rows]
+
+
+def _number(v: Any) -> float | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def plot_table(table, x: str, y: str = "samples_per_s", hue: str | None = None, ax=None, *,
+               title: str | None = None):
+    """A study table as lines: ``y`` (mean, with its CI band) against ``x``, one line per value
+    of ``hue``. Against ``cluster.workers`` it is :func:`plot_scaling` (log axes, ideal line).
+
+    Parameters
+    ----------
+    table : list of dict, StudyResult or pandas.DataFrame
+        Rows as :func:`sgdnet.study.read_table` returns them.
+    x : str
+        A numeric column; a unit label column (``cluster.bandwidth``) is plotted by its numeric
+        twin (``cluster.bandwidth_Bps``).
+    y : str
+        A metric: ``samples_per_s``, ``steps_per_s`` (read from ``<y>_mean/_lo/_hi``) or any
+        numeric column.
+    hue : str, optional
+        Column whose values split the rows into lines (e.g. ``variant``).
+    ax : matplotlib Axes, optional
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    SgdnetError
+        Unknown columns (the message lists the table's), no plottable row, non-numeric ``x``.
+    """
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in _table_rows(table) if not r.get("error")]
+    if not rows:
+        raise SgdnetError("plot_table: the table has no rows without an error")
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    xcol = x
+    for suffix in ("_Bps", "_s", "_B"):
+        if x + suffix in cols:
+            xcol = x + suffix
+    ycols = (f"{y}_mean", f"{y}_lo", f"{y}_hi") if f"{y}_mean" in cols else (y, y, y)
+    for name, col in (("x", xcol), ("y", ycols[0])) + ((("hue", hue),) if hue else ()):
+        if col not in cols:
+            raise SgdnetError(f"plot_table: {name} column {col!r} is not in the table; its "
+                              f"columns are {', '.join(cols)}")
+    series: dict[str, list[tuple[float, tuple[float, float, float]]]] = {}
+    for r in rows:
+        xv, m = _number(r.get(xcol)), _number(r.get(ycols[0]))
+        if xv is None or m is None:
+            continue
+        lo, hi = _number(r.get(ycols[1])), _number(r.get(ycols[2]))
+        label = str(r.get(hue)) if hue else y
+        series.setdefault(label, []).append((xv, (m, lo if lo is not None else m,
+                                                  hi if hi is not None else m)))
+    if not series:
+        raise SgdnetError(f"plot_table: no row has numeric {xcol!r} and {ycols[0]!r}")
+    if xcol == "cluster.workers":
+        return plot_scaling(series, ax, metric=y, title=title)
+    if ax is None:
+        with plt.rc_context(paper_rc()):
+            _, ax = plt.subplots(figsize=(3.4, 2.5), layout="constrained")
+    for k, (label, pts) in enumerate(series.items()):
+        pts.sort(key=lambda p: p[0])
+        xs = np.array([p[0] for p in pts])
+        iv = np.array([p[1] for p in pts])
+        col = LINE_COLORS[k % len(LINE_COLORS)]
+        ax.plot(xs, iv[:, 0], marker="o", ms=3.2, lw=1.3, color=col, label=label, zorder=3)
+        if np.any(iv[:, 2] > iv[:, 1]):
+            ax.fill_between(xs, iv[:, 1], iv[:, 2], color=col, alpha=0.2, lw=0, zorder=2)
+    xs_all = [p[0] for pts in series.values() for p in pts]
+    if min(xs_all) > 0 and max(xs_all) / min(xs_all) > 20:
+        ax.set_xscale("log")
+    ax.set_xlabel(xcol, fontsize=8)
+    ax.set_ylabel({"samples_per_s": "samples/s", "steps_per_s": "steps/s"}.get(y, y), fontsize=8)
+    ax.grid(True, lw=0.3, color="#DDDDDD")
+    ax.legend(frameon=False, fontsize=7)
     if title:
         ax.set_title(title)
     return ax

@@ -22,6 +22,7 @@ from typing import Any
 from .. import units
 from .._check import int_arg
 from ..errors import ClusterError, UnitError
+from ..limits import check_limit
 from . import _quantity as _q
 
 __all__ = ["Cluster", "PLACEMENTS"]
@@ -185,6 +186,7 @@ class Cluster:
     def __post_init__(self) -> None:
         s = object.__setattr__
         n = _count(self.workers, "workers", "workers")
+        check_limit("Cluster.workers", n, "max_workers", error=ClusterError)
         s(self, "workers", n)
         if self.speeds is not None:
             sp = self.speeds
@@ -385,3 +387,30 @@ class Cluster:
         from .cluster_file import load_cluster_file
 
         return cls(**load_cluster_file(path).cluster_kwargs(workers, **overrides))
+
+
+
+# ---------------------------------------------------------------------------- unknown fields
+def _checked_init(init: Any) -> Any:
+    """Wrap the dataclass ``__init__`` so an unknown or surplus argument is a ClusterError (the
+    generated ``__init__`` raises a bare TypeError)."""
+    names = [f.name for f in dataclasses.fields(Cluster)]
+
+    def __init__(self: Cluster, *args: Any, **kwargs: Any) -> None:
+        bad = sorted(set(kwargs) - set(names))
+        if bad:
+            raise ClusterError(f"unknown Cluster field(s) {bad}; fields are {sorted(names)}")
+        if len(args) > len(names):
+            raise ClusterError(f"Cluster takes at most {len(names)} positional arguments "
+                               f"({', '.join(names)}), got {len(args)}; pass fields by name")
+        dup = sorted(set(names[:len(args)]) & set(kwargs))
+        if dup:
+            raise ClusterError(f"Cluster field(s) {dup} given both by position and by name")
+        init(self, *args, **kwargs)
+
+    __init__.__doc__ = init.__doc__
+    __init__.__signature__ = __import__("inspect").signature(init)  # type: ignore[attr-defined]
+    return __init__
+
+
+Cluster.__init__ = _checked_init(Cluster.__init__)  # type: ignore[method-assign]

@@ -828,16 +828,11 @@ class ModelProfile:
         ProfileError
             Missing/unreadable file, invalid JSON (with line and column) or invalid fields.
         """
+        from .._files import load_json, read_text
+
         p = Path(path)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as e:
-            raise ProfileError(f"{p}: cannot read profile file: {e.strerror or e}") from None
-        try:
-            d = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ProfileError(f"{p}: not valid JSON: {e.msg} at line {e.lineno} column "
-                               f"{e.colno}") from None
+        text = read_text(p, "profile file", ProfileError)
+        d = load_json(text, str(p), ProfileError)
         return cls.from_dict(d, path=p)
 
     # ------------------------------------------------------------------ dunder

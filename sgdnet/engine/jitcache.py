@@ -1,0 +1,147 @@
+"""The engine's on-disk Numba cache: detect damaged files, warn once, rebuild.
+
+Numba loads its cache (an index ``.nbi`` and data ``.nbc`` files per function) with
+:mod:`pickle`; a truncated, empty or garbage file (an interrupted write, a full disk) makes every
+later call raise ``UnpicklingError`` / ``EOFError`` until the files are deleted by hand. Before the
+first simulation of a process, :func:`check_cache` reads every index of the kernel's functions
+and checks that each data file it names is a complete pickle stream (opcodes only, nothing is
+executed); a damaged function's files are deleted with one warning, and numba recompiles it.
+
+It also tells whether a compile is coming (no usable index), so the CLI can say so.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pickle
+import pickletools
+import warnings
+from types import ModuleType
+from typing import Any
+
+__all__ = ["check_cache", "repair", "JitCacheWarning"]
+
+
+class JitCacheWarning(UserWarning):
+    """A damaged numba cache file was found and deleted; the engine is being recompiled."""
+
+
+_state: dict[str, Any] = {"checked": False, "compile": None}
+
+
+def _cached_dispatchers(module: ModuleType) -> list[Any]:
+    out = []
+    for obj in vars(module).values():
+        cache = getattr(obj, "_cache", None)
+        if cache is not None and hasattr(cache, "_cache_file"):
+            out.append(obj)
+    return out
+
+
+def _complete_pickle(data: bytes) -> bool:
+    try:
+        for _ in pickletools.genops(data):
+            pass
+    except Exception:  # ValueError (truncated / unknown opcode) and anything odd
+        return False
+    return True
+
+
+def _damage(cache_file: Any) -> tuple[str | None, bool]:
+    """``(problem or None, usable)`` of one function's index and data files."""
+    try:
+        overloads = cache_file._load_index()
+    except Exception as e:  # UnpicklingError, EOFError, ValueError, ...
+        return f"index {cache_file._index_path}: {type(e).__name__}", False
+    for name in overloads.values():
+        path = os.path.join(cache_file._cache_path, name)
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except FileNotFoundError:
+            continue  # numba recompiles a missing entry itself
+        except OSError as e:
+            return f"{path}: {e.strerror}", False
+        if not _complete_pickle(data):
+            return f"{path}: not a complete pickle ({len(data)} bytes)", False
+    return None, bool(overloads)
+
+
+def _delete(cache_file: Any) -> None:
+    base = cache_file._index_path[: -len(".nbi")]
+    for path in [cache_file._index_path, *glob.glob(glob.escape(base) + ".*.nbc")]:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+#: The kernel's entry point: a usable cache entry for it means no compile (helpers that are
+#: inlined or unused never get one of their own).
+ENTRY = "run_replication"
+
+
+def repair(dispatchers: list[Any], entries: tuple[str, ...] | None = None) -> tuple[list[str], bool]:
+    """Delete the cache files of every dispatcher whose files are damaged.
+
+    Parameters
+    ----------
+    dispatchers : list of numba dispatchers compiled with ``cache=True``
+    entries : tuple of str, optional
+        Names of the dispatchers whose cache decides whether a compile is coming (default all).
+
+    Returns
+    -------
+    (list of str, bool)
+        The problems found (one per damaged function, its files deleted), and whether every
+        function had a usable cache entry (``False``: numba will compile).
+    """
+    problems: list[str] = []
+    usable = True
+    for d in dispatchers:
+        cf = d._cache._cache_file
+        problem, ok = _damage(cf)
+        if problem is not None:
+            _delete(cf)
+            problems.append(problem)
+        if entries is None or getattr(d, "__name__", None) in entries:
+            usable = usable and ok
+    return problems, usable
+
+
+def check_cache(module: ModuleType | None = None) -> bool:
+    """Check (once per process) the cache of the kernel's functions; repair and warn once.
+
+    Returns
+    -------
+    bool
+        True when a JIT compile is coming (no usable cache for some kernel function).
+
+    Warns
+    -----
+    JitCacheWarning
+        Damaged cache files were found and deleted.
+    """
+    if _state["checked"] and module is None:
+        return bool(_state["compile"])
+    if module is None:
+        from . import kernel as module  # type: ignore[no-redef]
+    try:
+        dispatchers = _cached_dispatchers(module)
+        names = {getattr(d, "__name__", None) for d in dispatchers}
+        problems, usable = repair(dispatchers, (ENTRY,) if ENTRY in names else None)
+    except (AttributeError, TypeError):  # a numba whose cache internals differ: leave it be
+        problems, usable = [], True
+    if problems:
+        warnings.warn(
+            f"sgdnet: the engine's numba cache was damaged ({problems[0]}"
+            f"{f' and {len(problems) - 1} more' if len(problems) > 1 else ''}); the damaged files "
+            "were deleted and the engine is being recompiled (once)", JitCacheWarning,
+            stacklevel=3)
+    _state["checked"], _state["compile"] = True, not usable
+    return not usable
+
+
+# pickle is imported for the exception types numba raises from it (documentation of intent)
+_ = pickle

@@ -1,0 +1,109 @@
+"""Issue #17: bad API input ends in an SgdnetError naming the value, and sizes beyond the stated
+limits are refused before anything is allocated (each case raised a bare Python exception, grew
+memory without bound, or returned nonsense before)."""
+
+from __future__ import annotations
+
+import math
+import tracemalloc
+
+import pytest
+
+import sgdnet
+from sgdnet import Cluster, Estimate, Exponential, Net, simulate
+from sgdnet.errors import ClusterError, NetError, SgdnetError, SimulationError
+
+
+def _loop(tokens: int = 1, weight: int = 1) -> Net:
+    net = Net("loop")
+    a = net.place("a", tokens=tokens)
+    b = net.place("b")
+    net.transition("work", Exponential("10ms"), inputs={a: weight}, outputs={b: 1})
+    net.transition("done", 0.0, inputs={b: 1}, outputs={a: weight}, tags={"step": True})
+    return net
+
+
+def _refused_cheaply(fn, error=SgdnetError, match=None, max_bytes=5_000_000):
+    """``fn()`` raises ``error`` having allocated less than ``max_bytes`` of Python memory."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(error, match=match):
+            fn()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < max_bytes, f"{peak} bytes allocated before the refusal"
+
+
+def test_transition_arcs_not_a_mapping_is_a_net_error():
+    net = Net("x")
+    with pytest.raises(NetError, match="inputs=5"):
+        net.transition("x", 1.0, inputs=5)
+
+
+@pytest.mark.parametrize("field", ["tokens", "weight"])
+def test_huge_tokens_or_weights_are_refused_by_validate(field):
+    net = _loop(tokens=10**30) if field == "tokens" else _loop(weight=10**30)
+    with pytest.raises(NetError, match="limit"):
+        net.validate()
+
+
+def test_tokens_that_could_overflow_int64_are_refused():
+    # 2**40 tokens per firing overflow int64 after 2**23 firings, well inside the default budget
+    with pytest.raises(NetError, match="max_tokens"):
+        _loop(weight=2**40).validate()
+
+
+def test_steps_beyond_int64_is_a_simulation_error():
+    _refused_cheaply(lambda: simulate(_loop(), steps=2**63, warmup=0, replications=1),
+                     SimulationError, "max_steps")
+
+
+def test_replications_limit_refused_before_allocating_seeds():
+    _refused_cheaply(lambda: simulate(_loop(), steps=10, replications=10**12),
+                     SimulationError, "max_replications")
+
+
+def test_output_arrays_beyond_the_memory_limit_are_refused():
+    _refused_cheaply(lambda: simulate(_loop(), steps=10**9, warmup=0, replications=8),
+                     SimulationError, "samples=False")
+
+
+def test_limit_can_be_raised_by_environment(monkeypatch):
+    monkeypatch.setenv("SGDNET_MAX_WORKERS", "3")
+    with pytest.raises(ClusterError, match="SGDNET_MAX_WORKERS"):
+        Cluster(workers=4)
+    monkeypatch.setenv("SGDNET_MAX_WORKERS", "4")
+    assert Cluster(workers=4).workers == 4
+
+
+def test_cluster_workers_limit_and_unknown_field():
+    _refused_cheaply(lambda: Cluster(workers=10**12), ClusterError, "max_workers")
+    with pytest.raises(ClusterError, match="bogus_field"):
+        Cluster(bogus_field=1)
+    with pytest.raises(ClusterError, match="positional"):
+        Cluster(*range(40))
+
+
+@pytest.mark.parametrize("q", [2, -0.1, "median", [0.5, 1.5], math.nan])
+def test_estimate_quantile_out_of_range(q):
+    with pytest.raises(SgdnetError, match="q must be a probability"):
+        Estimate([1.0, 2.0, 3.0]).quantile(q)
+
+
+def test_estimate_quantile_in_range_matches_numpy_definition():
+    # linear interpolation between order statistics: the 0.25 quantile of 1..5 is 2
+    assert Estimate([5.0, 1.0, 3.0, 2.0, 4.0]).quantile(0.25) == 2.0
+
+
+def test_zero_duration_loop_through_the_step_is_a_simulation_error():
+    net = Net("zeno")
+    a = net.place("a", tokens=1)
+    net.transition("s", 0.0, inputs={a: 1}, outputs={a: 1}, tags={"step": True})
+    with pytest.raises(SimulationError, match="time stopped advancing"):
+        simulate(net, steps=10, warmup=0, replications=1, seed=0)
+
+
+def test_limits_are_public():
+    assert "limits" in sgdnet.__all__
+    assert sgdnet.limits.LIMITS["max_workers"] >= 1024
