@@ -433,3 +433,36 @@ def test_simulate_progress_bar_on_stderr(loop, capsys):
     np.testing.assert_array_equal(with_bar.throughput.samples, without.throughput.samples)
     with pytest.raises(SimulationError, match="progress"):
         simulate(loop, steps=10, progress="yes")
+
+
+def test_expensive_completions_bring_the_halt_poll_closer(monkeypatch):
+    # A runaway ps net: a job every 1 ms joins a shared link on which each needs 10 ms alone, so
+    # holders pile up and every completion re-rates all of them. The halt flag, already set,
+    # must be read well before HALT_POLL completions (at the first poll whose budget the re-rating
+    # work used up), so that Ctrl-C is seen in bounded time however slow completions get.
+    import math
+
+    from sgdnet.engine import kernel
+    from sgdnet.errors import SgdnetError
+
+    net = Net("runaway")
+    net.resource("link", 1, "ps")
+    src, q = net.place("src", tokens=1), net.place("q")
+    net.transition("arrive", 1e-3, inputs={src: 1}, outputs={src: 1, q: 1})
+    net.transition("serve", 1e-2, inputs={q: 1}, resources=["link"], servers=math.inf,
+                   tags={"step": True})
+    events = []
+    real = kernel.run_replication
+
+    def preset_halt(*args):
+        args[-2][0] = 1  # the shared halt flag
+        status = real(*args)
+        events.append((status, int(args[-17][kernel.OI_EVENTS])))
+        return status
+
+    monkeypatch.setattr(kernel, "run_replication", preset_halt)
+    with pytest.raises((KeyboardInterrupt, SgdnetError)):
+        simulate(net, steps=10**6, warmup=20_000, replications=1, seed=0, parallel=False)
+    status, n = events[-1]  # earlier calls stopped to grow their tables (replayed, same seed)
+    assert status == kernel.ST_HALTED and {s for s, _ in events[:-1]} <= {kernel.ST_GROW}
+    assert n < kernel.HALT_POLL // 2  # a cheap net reads the flag after HALT_POLL completions

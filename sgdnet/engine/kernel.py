@@ -193,6 +193,7 @@ def sample(s, code, par, row, pool):
 
 ST_OK, ST_DEADLOCK, ST_BUDGET, ST_ZENO, ST_GROW, ST_HALTED = 0, 1, 2, 3, 4, 5
 HALT_POLL = 4096  # completions between two reads of the halt flag
+WORK_PER_EVENT = 16  # holders re-rated (ps) or flows re-allocated that count as one completion
 GROW_SLOTS, GROW_REQUESTS, GROW_HOLDERS = 1, 2, 4
 NONE, IN_IH = -1, -2
 # columns of the per-transition tables built once per replication (one row per transition keeps
@@ -615,7 +616,9 @@ def run_replication(
     """Play one replication; write the outputs into the ``o_*`` arrays (see the module doc).
 
     ``halt`` is an int64[1] another thread may set non-zero to stop the replication early (read
-    every ``HALT_POLL`` completions; the status is then ``ST_HALTED`` and the outputs are incomplete).
+    every ``HALT_POLL`` completions, sooner when completions are expensive (re-rating many ps
+    holders or re-allocating many flows); the status is then ``ST_HALTED`` and the outputs are
+    incomplete).
     ``prog`` (int64[1]) receives the step completions so far at the same polls and at the end,
     for a progress bar.
     """
@@ -1187,6 +1190,7 @@ def run_replication(
                         for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
                             _rerate(psres_idx[k], now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate,
                                     s_ctime, s_seq, eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap)
+                            ev_limit -= ps_n[r_ps[psres_idx[k]]] // WORK_PER_EVENT
             if src >= 0 and qn[src] > 0:
                 ih_n = _promote(src, ih, ih_n, qh, qn, qhd, r_disc, rq_base, TD, TS, TF, used, r_cap)
             continue
@@ -1371,6 +1375,7 @@ def run_replication(
             for i in range(nsd):
                 f_pend[f_seeds[i]] = False
             nsd = 0
+            ev_limit -= (fu_nf + fu_nl) // WORK_PER_EVENT
         if eh_n == 0:
             status = ST_DEADLOCK
             break
@@ -1635,6 +1640,9 @@ def run_replication(
             else:
                 _rerate(r, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate, s_ctime, s_seq,
                         eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap)
+                # an expensive completion brings the next halt poll closer (WORK_PER_EVENT
+                # holders re-rated count as one completion), so Ctrl-C is seen in bounded time
+                ev_limit -= ps_n[r_ps[r]] // WORK_PER_EVENT
 
     # ------------------------------------------------------------- finish
     if hole:
