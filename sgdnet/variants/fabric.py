@@ -348,9 +348,11 @@ class Fabric:
         outputs: Iterable[str],
         tags: Mapping[str, Any] | None = None,
     ) -> str:
-        """Worker ``worker``'s share of a coarse all-reduce of ``nbytes``: one transition
-        ``name`` holding the worker's own uplink and downlink (:meth:`link_resources` of the
-        host to itself) for the closed-form collective time (CV ``cluster.comm_cv``).
+        """Worker ``worker``'s share of a coarse all-reduce of ``nbytes``, taking the
+        closed-form collective time: with flows, a flow of the bytes the closed form moves to
+        the ring successor (:meth:`_link_stage`) then its latency term as a delay; otherwise one
+        transition ``name`` holding the worker's own uplink and downlink (:meth:`link_resources`
+        of the host to itself) for that time (CV ``cluster.comm_cv``).
 
         The time is :func:`~sgdnet.workload.ring_allreduce_time` (``algorithm="ring"``) or
         :func:`~sgdnet.workload.tree_allreduce_time` (``"tree"``) of ``nbytes`` among
@@ -374,22 +376,13 @@ class Fabric:
             moved = closed(nbytes, n, bw, 0.0) * bw
             lat = t - moved / bw
             tg = dict(tags or {})
+            outs = [self.net.place(f"{name}.moved").name] if lat > 0 else list(outputs)
+            self._link_stage(name, moved, host, succ, list(inputs), outs,
+                             {**tg, "stage": "link", "bytes": moved}, 0)
             if lat > 0:
-                done = self.net.place(f"{name}.moved")
-                self.net.transfer(name, duration(moved, c.comm_cv), self.path(host, succ),
-                                  inputs={p: 1 for p in inputs}, outputs={done: 1},
-                                  connection=f"{self.host_name(host)}->{self.host_name(succ)}",
-                                  connection_tags={"host": self.host_name(host)},
-                                  tags={**tg, "stage": "link", "bytes": moved})
-                self.net.transition(f"{name}.lat", Deterministic(lat), inputs={done: 1},
+                self.net.transition(f"{name}.lat", Deterministic(lat), inputs={outs[0]: 1},
                                     outputs={p: 1 for p in outputs}, servers=math.inf,
                                     tags={**tg, "stage": "latency"})
-            else:
-                self.net.transfer(name, duration(moved, c.comm_cv), self.path(host, succ),
-                                  inputs={p: 1 for p in inputs}, outputs={p: 1 for p in outputs},
-                                  connection=f"{self.host_name(host)}->{self.host_name(succ)}",
-                                  connection_tags={"host": self.host_name(host)},
-                                  tags={**tg, "stage": "link", "bytes": moved})
             return name
         res = self.link_resources(host, host) if not self.flows else []
         self.net.transition(name, duration(t, c.comm_cv), inputs={p: 1 for p in inputs},
