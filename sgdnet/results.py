@@ -8,13 +8,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._check import is_int
 from ._gc import paused_gc
 from .errors import SimulationError, UnknownNameError
+
+if TYPE_CHECKING:
+    from .gate_stats import GateStats
 
 __all__ = ["Estimate", "RawReplication", "Result"]
 
@@ -153,6 +156,9 @@ class RawReplication:
     trace_end: np.ndarray = field(default_factory=lambda: np.zeros(0))
     gate_log: Any = field(default_factory=list)
     events: int = 0
+    #: leads of gate members at their counter completions: a (gates, bins) histogram (last bin:
+    #: that lead or more) or a list of (gate index, lead) pairs
+    gate_lead: Any = None
 
 
 TRACE_DTYPE = np.dtype([("rep", np.int64), ("transition", np.int64), ("start", np.float64), ("end", np.float64)])
@@ -183,6 +189,7 @@ class Result:
             self.resource_tags: list[dict] = [dict(t) for t in meta.resource_tags]
             self.resource_capacity: list[int] = list(meta.resource_capacity)
             self.gate_names: list[str] = list(meta.gate_names)
+            self.gate_kinds: list[str] = list(meta.gate_kinds)
             self.place_names: list[str] = list(meta.place_names)
             self._tidx = {n: i for i, n in enumerate(self.transition_names)}
             self._ridx = {n: i for i, n in enumerate(self.resource_names)}
@@ -385,6 +392,14 @@ class Result:
             else:
                 out.append(np.array([x[1] for x in gl if x[0] == g], dtype=np.int64))
         return np.concatenate(out).astype(np.int64) if out else np.zeros(0, dtype=np.int64)
+
+    def gate_stats(self, gate_name: str) -> GateStats:
+        """What gate ``gate_name`` did in each replication since time 0: the ``r*`` decisions
+        and the leads at its members' counter completions (:class:`~sgdnet.gate_stats.GateStats`)."""
+        from .gate_stats import gate_stats
+
+        self.gate_log(gate_name)  # the unknown-name error
+        return gate_stats(self, gate_name)
 
     def to_dict(self) -> dict:
         """JSON-able summary (figures as :meth:`Estimate.to_dict`)."""
