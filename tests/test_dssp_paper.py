@@ -111,9 +111,9 @@ def paper_server(rng, s_upper, n_steps, rule="paper"):
 
 
 def lead_bins(s_upper):
-    """Edges of the lead bins compared: each lead up to S_U + 1 (or S_L + r_max + 1), then one bin."""
-    top = (s_upper if s_upper is not None else S_L + R_MAX) + 2
-    return list(range(top)) + [10**9]
+    """Lower edges of the lead bins compared: each lead up to S_U + 1 (the largest with a cap);
+    without a cap each lead up to S_L + r_max, then one bin for S_L + r_max + 1 and more."""
+    return list(range((s_upper if s_upper is not None else S_L + R_MAX) + 2))
 
 
 def shares(values, edges):
