@@ -23,7 +23,7 @@ Modelling choices
   ``s_lower`` consults the controller at every push whose allowance is spent, and the
   controller always releases it (``r* + 1 >= 1`` releases).
 * ``Result.gate_stats("dssp")`` holds every ``r*`` and the lead of every push
-  (:class:`sgdnet.gate_stats.GateStats`; ``metrics.r_star`` the decisions alone).
+  (:class:`sgdnet.results.GateStats`; ``metrics.r_star`` the decisions alone).
 
 What holds (tested, or measured by ``scripts/dssp_rstar.py``; ``docs/validation.md``)
 -----------------------------------------------------------------------------------
