@@ -72,7 +72,13 @@ OPTIONS = (
 def _control(net: Net, n: int) -> list[str]:
     """Receipts, push-arrival joins and OK transitions; returns the joins (the counters)."""
     plan = net.meta["ps_plan"]
-    trans = list(net.transitions.values())
+    producers: dict[str, list] = {}
+    readers: dict[str, list] = {}
+    for t in net.transitions.values():
+        for p in t.outputs:
+            producers.setdefault(p, []).append(t)
+        for p in t.inputs:
+            readers.setdefault(p, []).append(t)
     joins = []
     for i in range(n):
         arrived, oks = [], []
@@ -84,15 +90,14 @@ def _control(net: Net, n: int) -> list[str]:
                 local = back not in net.places
                 if local:
                     back = f"w{i}.l{l}.c{c}.param"
-                producers = [t for t in trans if recv in t.outputs]
-                readers = [t for t in trans if back in t.inputs]
-                if recv not in net.places or len(producers) != 1 or len(readers) != 1:
+                made, read = producers.get(recv, []), readers.get(back, [])
+                if len(made) != 1 or len(read) != 1:
                     raise VariantError(f"dssp: the parameter-server net {net.name!r} has no single "
                                        f"arrival / reader of piece l{l}.c{c} of worker {i}")
                 a = net.place(f"dssp.w{i}.l{l}.c{c}.arrived", worker=i).name
-                producers[0].outputs[a] = 1
+                made[0].outputs[a] = 1
                 ok = net.place(f"dssp.w{i}.l{l}.c{c}.ok", 1 if local else 0, worker=i).name
-                readers[0].inputs[ok] = 1
+                read[0].inputs[ok] = 1
                 arrived.append(a)
                 oks.append(ok)
         pushed = net.place(f"dssp.w{i}.pushed", worker=i).name
