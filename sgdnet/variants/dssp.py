@@ -33,7 +33,7 @@ What holds (tested, or measured by ``scripts/dssp_rstar.py``; ``docs/validation.
   worker runs at the slowest's pace in the long run; ``s_lower = s_upper = 0`` is BSP paced by
   the slowest (exact closed form on free messages).
 * Without it, the fastest worker runs free (exact closed form with ``r_max = 0``) and leads grow
-  with the run (past 63 pushes in 4,000-step runs of 4 workers, speeds 1, 1, 0.4, 0.4).
+  with the run (to 63 pushes or more in 4,000-step runs of 4 workers, speeds 1, 1, 0.4, 0.4).
 * Throughput is *not* between SSP(``s_lower``)'s and ASP's in general: uncapped DSSP(3, 12)
   measured above SSP(3) on 4 workers (speeds 1, 1, 0.4, 0.4) and below it on 8 (half at 0.5,
   25 Gb/s); capped at 15 it measured below SSP(3) at 10 and 25 Gb/s (the released fast
