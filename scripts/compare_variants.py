@@ -42,6 +42,8 @@ def nets(model, c, granularity: str, max_layers: int):
         ("ASP (async PS)", build_ps_net("asp", model, c, synchronous=False, **ps), True),
         ("SSP s=3", build_ps_net("ssp", model, c, synchronous=False, staleness=3, **ps), True),
         ("DSSP S_L=3, r_max=12", variants.build("dssp", model, c, s_lower=3, r_max=12, **g), True),
+        ("DSSP S_L=3, r_max=12, S_U=15", variants.build("dssp", model, c, s_lower=3, r_max=12,
+                                                        s_upper=15, **g), True),
         ("CoCoD k=4", variants.build("cocod", model, c, k=4, **g), False),
         ("CoCoD k=4, batch ∝ speed", variants.build("cocod", model, c, k=4, balance="batch", **g),
          False),

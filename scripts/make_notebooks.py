@@ -119,8 +119,9 @@ A *straggler* here is a per-step slowdown: with probability `p`, a worker's whol
   rest, so one slow worker per step costs nothing when `b >= 1`.
 * **SSP** (`ssp`, staleness `s`): a worker may run up to `s` steps ahead of the slowest, so a
   slow step is absorbed as long as it is made up within `s` steps.
-* **DSSP** (`dssp`): SSP whose allowance is chosen at run time between `s_L` and `s_L + r_max`
-  from the workers' recent push intervals.
+* **DSSP** (`dssp`): like SSP(`s_L`), except that the fastest worker beyond `s_L` is released
+  `r* + 1` more times, `r*` in `[0, r_max]` chosen at run time from the fastest's and the
+  slowest's recent push intervals (no bound on its lead unless `s_upper` is set).
 """),
     code("""
 import numpy as np

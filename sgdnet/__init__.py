@@ -39,7 +39,7 @@ from .errors import (
 from .net import Net
 from .net.compiled import compile_net
 from .prediction import Prediction, ScalingPoint, WorkerFigures, predict, scaling
-from .results import Estimate, Result
+from .results import Estimate, GateStats, Result
 from .study import Study
 from .workload import (
     Cluster,
@@ -97,6 +97,7 @@ __all__ = [
     "simulate",
     "Result",
     "Estimate",
+    "GateStats",
     "Net",
     "compile_net",
     "Deterministic",

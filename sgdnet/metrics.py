@@ -30,11 +30,11 @@ Staleness of an applied update (parameter-server variants)
     step's compute ended; it read every version completed by the time the last piece of that
     group started to be sent (the link stage's start; 0 versions before the first pull). The staleness of the update of ``i``'s step ``c`` is the number
     of versions completed strictly before that update's own version completes, minus the number
-    it read. BSP gives 0; ASP with ``n`` identical workers about ``n - 1``; SSP(s) and DSSP are
-    bounded by the gate. Updates whose version completes inside the window are reported.
+    it read. BSP gives 0; ASP with ``n`` identical workers about ``n - 1``; SSP(s) and DSSP with
+    ``s_upper`` are bounded by the gate (DSSP's gate bounds nothing without it). Updates whose version completes inside the window are reported.
 ``r*`` (DSSP)
     Every decision of a ``dynamic_lag`` gate's controller, in ``[0, r_max]``
-    (``Result.gate_log``).
+    (``Result.gate_log``; per replication, with the members' leads, ``Result.gate_stats``).
 
 Tags read (the variants' conventions): ``worker``, ``kind``, ``step``, ``direction`` (or
 ``role``) ``"pull"``.

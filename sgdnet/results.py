@@ -16,7 +16,7 @@ from ._check import is_int
 from ._gc import paused_gc
 from .errors import SimulationError, UnknownNameError
 
-__all__ = ["Estimate", "RawReplication", "Result"]
+__all__ = ["Estimate", "RawReplication", "Result", "GateStats"]
 
 
 def _fmt(x: float, digits: int) -> str:
@@ -153,6 +153,9 @@ class RawReplication:
     trace_end: np.ndarray = field(default_factory=lambda: np.zeros(0))
     gate_log: Any = field(default_factory=list)
     events: int = 0
+    #: leads of gate members at their counter completions: a (gates, bins) histogram (last bin:
+    #: that lead or more) or a list of (gate index, lead) pairs
+    gate_lead: Any = None
 
 
 TRACE_DTYPE = np.dtype([("rep", np.int64), ("transition", np.int64), ("start", np.float64), ("end", np.float64)])
@@ -183,6 +186,7 @@ class Result:
             self.resource_tags: list[dict] = [dict(t) for t in meta.resource_tags]
             self.resource_capacity: list[int] = list(meta.resource_capacity)
             self.gate_names: list[str] = list(meta.gate_names)
+            self.gate_kinds: list[str] = list(meta.gate_kinds)
             self.place_names: list[str] = list(meta.place_names)
             self._tidx = {n: i for i, n in enumerate(self.transition_names)}
             self._ridx = {n: i for i, n in enumerate(self.resource_names)}
@@ -386,6 +390,12 @@ class Result:
                 out.append(np.array([x[1] for x in gl if x[0] == g], dtype=np.int64))
         return np.concatenate(out).astype(np.int64) if out else np.zeros(0, dtype=np.int64)
 
+    def gate_stats(self, gate_name: str) -> GateStats:
+        """What gate ``gate_name`` did in each replication since time 0: the ``r*`` decisions
+        and the leads at its members' counter completions (:class:`GateStats`)."""
+        self.gate_log(gate_name)  # the unknown-name error
+        return gate_stats(self, gate_name)
+
     def to_dict(self) -> dict:
         """JSON-able summary (figures as :meth:`Estimate.to_dict`)."""
         return {
@@ -416,3 +426,111 @@ class Result:
     def __repr__(self) -> str:
         return (f"Result({self.net_name!r}: {self.throughput!r}, steps={self.steps}, warmup={self.warmup}, "
                 f"replications={self.replications})")
+
+# ------------------------------------------------------------------ gate statistics
+# What a gate did, counted from time 0 (warm-up included) in every replication by both engines:
+# ``r*``, every decision of a ``dynamic_lag`` gate's controller (none for ``lag`` gates); the
+# *lead* at every completion of a member's counter transition (for DSSP a push arriving at the
+# server): that member's count minus the gate's least count, after the completion. The kernel
+# keeps leads in a histogram whose last bin holds that lead or more.
+
+
+@dataclass(frozen=True)
+class GateStats:
+    """Per-replication counts of one gate's decisions and leads.
+
+    Attributes
+    ----------
+    gate, kind : str
+        The gate's name and kind (``"lag"`` or ``"dynamic_lag"``).
+    r_star_counts : numpy.ndarray
+        ``(replications, max r* + 1)``: controller decisions by ``r*`` (one zero column for a
+        ``lag`` gate).
+    lead_counts : numpy.ndarray
+        ``(replications, bins)``: counter completions by the member's lead; with a kernel
+        histogram the last column counts leads ``>= lead_overflow_at``.
+    lead_overflow_at : int
+        The lead from which completions share the last column (``bins``, never reached,
+        for the reference engine's exact lists).
+    """
+
+    gate: str
+    kind: str
+    r_star_counts: np.ndarray
+    lead_counts: np.ndarray
+    lead_overflow_at: int
+
+    @property
+    def decisions(self) -> int:
+        """Controller decisions over all replications."""
+        return int(self.r_star_counts.sum())
+
+    def r_star_pmf(self) -> np.ndarray:
+        """Share of the decisions (all replications pooled) by ``r* = 0..r_max``."""
+        tot = self.r_star_counts.sum()
+        return self.r_star_counts.sum(axis=0) / tot if tot else np.zeros(self.r_star_counts.shape[1])
+
+    def lead_pmf(self) -> np.ndarray:
+        """Share of the counter completions (pooled) by lead (last entry: that lead or more)."""
+        tot = self.lead_counts.sum()
+        return self.lead_counts.sum(axis=0) / tot if tot else np.zeros(self.lead_counts.shape[1])
+
+    def mean_r_star(self) -> Estimate:
+        """Mean ``r*`` per replication (nan for a replication without decisions)."""
+        return Estimate(_row_means(self.r_star_counts), unit="steps",
+                        label=f"mean r* of gate {self.gate}")
+
+    def mean_lead(self) -> Estimate:
+        """Mean lead at counter completions per replication (overflowed leads count as
+        ``lead_overflow_at``, so a lower bound when :meth:`lead_overflowed`)."""
+        return Estimate(_row_means(self.lead_counts), unit="steps",
+                        label=f"mean lead of gate {self.gate}")
+
+    def lead_overflowed(self) -> bool:
+        """True when some lead reached ``lead_overflow_at`` (and so shares the last column)."""
+        return self.lead_overflow_at < self.lead_counts.shape[1] and bool(self.lead_counts[:, -1].sum())
+
+
+def _row_means(counts: np.ndarray) -> np.ndarray:
+    v = np.arange(counts.shape[1], dtype=float)
+    n = counts.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, (counts * v).sum(axis=1) / np.maximum(n, 1), np.nan)
+
+
+def _lead_rows(raws: list, g: int) -> tuple[np.ndarray, int]:
+    rows = []
+    for r in raws:
+        gl = r.gate_lead
+        if isinstance(gl, np.ndarray) and gl.ndim == 2:
+            rows.append(np.asarray(gl[g], dtype=np.int64))
+        else:
+            leads = np.array([x[1] for x in (gl or []) if x[0] == g], dtype=np.int64)
+            rows.append(np.bincount(leads, minlength=1))
+    bins = max(len(x) for x in rows)
+    out = np.zeros((len(rows), bins), dtype=np.int64)
+    for k, x in enumerate(rows):
+        out[k, :len(x)] = x
+    # kernel histograms already fold large leads into their last bin; lists never do
+    folded = any(isinstance(r.gate_lead, np.ndarray) for r in raws)
+    return out, (bins - 1 if folded else bins)
+
+
+def gate_stats(result: Any, gate_name: str) -> GateStats:
+    """The :class:`GateStats` of gate ``gate_name`` in ``result`` (see ``Result.gate_stats``)."""
+    g = result.gate_names.index(gate_name)
+    kind = result.gate_kinds[g]
+    raws = result._raws
+    rs = []
+    for r in raws:
+        gl = r.gate_log
+        if isinstance(gl, np.ndarray) and gl.ndim == 2:
+            rs.append(np.asarray(gl[gl[:, 0] == g, 1], dtype=np.int64))
+        else:
+            rs.append(np.array([x[1] for x in gl if x[0] == g], dtype=np.int64))
+    width = max([int(x.max()) + 1 for x in rs if x.size] + [1])
+    rc = np.zeros((len(rs), width), dtype=np.int64)
+    for k, x in enumerate(rs):
+        rc[k] = np.bincount(x, minlength=width)
+    lc, over = _lead_rows(raws, g)
+    return GateStats(gate_name, kind, rc, lc, over)

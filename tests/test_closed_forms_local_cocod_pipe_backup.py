@@ -3,12 +3,15 @@
 Homogeneous workers, deterministic durations: ``local-sgd`` period ``H T_c + T_AR``; ``cocod``
 period ``max(k T_c, T_AR)`` after the first round; ``pipe-sgd`` step ``max(T_c, T_AR)`` (and
 ``T_c + T_AR`` for width 1); ``backup`` with ``b = 0`` (and, with identical workers, any ``b``)
-equals synchronous PS SGD. ``T_AR`` is :func:`sgdnet.workload.ring_allreduce_time`.
+equals synchronous PS SGD. ``T_AR`` is :func:`sgdnet.workload.ring_allreduce_time`. DSSP on
+free messages (latency ``L`` only, speeds 1, 0.8, 0.5): capped at ``S_U = 0`` every worker's step
+is ``T_c / 0.5 + 2L``; uncapped the fastest runs at ``T_c + 2L``.
 """
 
 import functools
 import math
 
+import numpy as np
 import pytest
 
 from sgdnet import Cluster, Layer, ModelProfile, variants
@@ -100,13 +103,42 @@ def test_backup_rounds_do_not_wait_for_the_last_pushes(late):
     assert r1 < r0 * (1 - 1e-6)
 
 
-def test_dssp_with_zero_lower_bound_and_no_allowance_is_bsp_like_ssp0():
-    c = Cluster(workers=3, bandwidth="10Gbps", speeds=[1.0, 0.8, 0.5])
-    d = build("dssp", PROF, c, granularity="coarse", s_lower=0, r_max=0)
-    s = build_ps_net("ssp", PROF, c, synchronous=False, coarse=True, staleness=0, discipline="fifo")
-    r1 = simulate(d, steps=300, warmup=30, replications=1, seed=0)
-    r2 = simulate(s, steps=300, warmup=30, replications=1, seed=0)
-    assert rel(float(r1.sim_time[0]), float(r2.sim_time[0])) < 1e-9
+#: DSSP on free messages: one compute op, zero bytes, pushes and pulls that take the latency L
+ONE = ModelProfile("one", [Layer("all", 0.010, 0.020, 0.0)], batch_size=32)
+DSSP_C = Cluster(workers=3, speeds=[1.0, 0.8, 0.5], latency="1ms", update_s_per_layer=0,
+                 update_s_per_byte=0)
+
+
+def worker_periods(net):
+    """Each worker's (min, max) time between its counted steps in a deterministic run."""
+    r = simulate(net, steps=600, warmup=60, replications=1, seed=0)
+    t, tr = r.step_completion_times(0)
+    out = {}
+    for i in range(3):
+        step = next(n for n, x in net.transitions.items() if x.is_step and x.tags.get("worker") == i)
+        d = np.diff(t[tr == r.transition_names.index(step)])
+        out[i] = (float(d.min()), float(d.max()))
+    return out
+
+
+@pytest.mark.parametrize("granularity", ["fine", "coarse"])
+def test_dssp_capped_at_zero_is_bsp_paced_by_the_slowest(granularity):
+    # S_L = S_U = 0: every OK waits for the last push of the round, then the pull: T_c/0.5 + 2L
+    net = build("dssp", ONE, DSSP_C, granularity=granularity, s_lower=0, r_max=0, s_upper=0)
+    want = ONE.compute_s / 0.5 + 2 * DSSP_C.latency
+    for lo, hi in worker_periods(net).values():
+        assert rel(lo, want) < 1e-9 and rel(hi, want) < 1e-9
+
+
+def test_dssp_without_cap_lets_the_fastest_run_free():
+    # as published, the fastest worker beyond S_L is released at every push (r* + 1 >= 1), so it
+    # runs at its own pace T_c + 2L; the second fastest is never the fastest and waits for the
+    # slowest at every push
+    net = build("dssp", ONE, DSSP_C, granularity="coarse", s_lower=0, r_max=0)
+    per = worker_periods(net)
+    fast, slow = ONE.compute_s + 2 * DSSP_C.latency, ONE.compute_s / 0.5 + 2 * DSSP_C.latency
+    assert all(rel(x, fast) < 1e-9 for x in per[0])
+    assert all(rel(x, slow) < 1e-9 for x in per[1] + per[2])
 
 
 @pytest.mark.parametrize("name, opts, want", [

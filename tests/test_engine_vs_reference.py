@@ -135,6 +135,9 @@ def gate_net(seed, kind, det=False):
         net.transition(f"w{i}.push", duration(rng, 0.25, det), inputs=[f"w{i}.grad"],
                        outputs=[f"w{i}.ready"], resources=["link"],
                        tags={"worker": i, "kind": "comm", "step": True})
+    if kind == "dynamic_lag" and seed % 2:  # odd seeds: a hard cap s_upper too
+        g = net.gates["g"]
+        g.s_upper = g.s_lower + int(rng.integers(0, 3))
     return net.validate()
 
 
@@ -215,6 +218,11 @@ def test_deterministic_nets_give_the_same_run(name):
     np.testing.assert_allclose(kraw.busy, rraw.busy, rtol=1e-9, atol=1e-9)
     for g in net.gates:
         assert k.gate_log(g).tolist() == r.gate_log(g).tolist()
+        ks, rs = k.gate_stats(g), r.gate_stats(g)  # the leads at every counter completion
+        assert not ks.lead_overflowed()
+        kl, rl = ks.lead_counts[0], rs.lead_counts[0]
+        assert kl[:rl.size].tolist() == rl.tolist() and not kl[rl.size:].any()
+        assert rs.lead_counts.sum() > 0
     assert (_in_order(k.trace["end"], k.trace["transition"], rounded)
             == _in_order(r.trace["end"], r.trace["transition"], rounded))
     if not rounded:
@@ -267,6 +275,7 @@ def test_stochastic_nets_agree_in_distribution(name):
     for g in net.gates:
         if net.gates[g].kind == "dynamic_lag":
             figures[f"mean r* {g}"] = (mean_r_per_rep(k), mean_r_per_rep(r))
+        figures[f"mean lead {g}"] = (k.gate_stats(g).mean_lead().samples, r.gate_stats(g).mean_lead().samples)
     alpha = 1e-3 / (len(figures) + 1)
     bad = {}
     # the spread across replications too (Brown-Forsythe), e.g. a modulator never redrawn

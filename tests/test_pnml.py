@@ -289,6 +289,7 @@ def test_every_builtin_variant_round_trips(variant, granularity, small_setup):
     ("sync-ps", {"shards": 2, "discipline": "ps"}),
     ("local-sgd", {"sync": "ps", "H": 2}),
     ("dssp", {"s_lower": 1, "r_max": 2}),
+    ("dssp", {"s_lower": 1, "r_max": 2, "s_upper": 2}),
 ])
 def test_variant_options_that_change_the_structure_round_trip(variant, options, small_setup):
     from sgdnet import variants

@@ -162,7 +162,7 @@ def simulate(
             firings=out.firings[k].copy(), busy=out.busy[k].copy(), wait_sum=out.wait_sum[k].copy(),
             wait_n=out.wait_n[k].copy(), trace_trans=out.tr_t[k, :ntr].copy(),
             trace_start=out.tr_s[k, :ntr].copy(), trace_end=out.tr_e[k, :ntr].copy(),
-            gate_log=glog, events=int(out.i[k, K.OI_EVENTS]),
+            gate_log=glog, events=int(out.i[k, K.OI_EVENTS]), gate_lead=out.glead[k].copy(),
         ))
     if len(raws) < len(seeds):
         raws = raws * len(seeds)

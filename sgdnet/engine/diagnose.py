@@ -66,7 +66,8 @@ def stuck_transitions(cn: CompiledNet, marking: np.ndarray, gcount: np.ndarray, 
             if cn.g_kind[g] == 0:
                 gated = lead > cn.g_s[g]
             else:
-                gated = not greleased[gm] and lead > cn.g_slow[g]
+                gated = ((not greleased[gm] and lead > cn.g_slow[g])
+                         or (cn.g_cap[g] >= 0 and lead > cn.g_cap[g]))
         if inhibited or gated:
             out.append(cn.transition_names[t])
     return out

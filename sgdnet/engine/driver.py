@@ -58,6 +58,7 @@ class RunOutput:
     marking: np.ndarray
     gcount: np.ndarray
     greleased: np.ndarray
+    glead: np.ndarray  # (R, G, B) gate member completions by lead (last bin: that or more)
 
 
 def gate_log_capacity(cn: CompiledNet, steps: int, warmup: int, samples: bool) -> int:
@@ -65,6 +66,15 @@ def gate_log_capacity(cn: CompiledNet, steps: int, warmup: int, samples: bool) -
     if not samples or not any(k == "dynamic_lag" for k in cn.gate_kinds):
         return 0
     return 2 * (steps + warmup) + 1024
+
+
+def lead_bins(cn: CompiledNet) -> int:
+    """Bins of the per-gate lead histograms: leads ``0..B-2`` exactly, the last bin ``>= B-1``
+    (at least twice any bound the gates declare)."""
+    if not len(cn.gate_names):
+        return 1
+    bound = int(max(cn.g_s.max(), (cn.g_slow + cn.g_rmax).max(), cn.g_cap.max()))
+    return max(64, 2 * bound + 2)
 
 
 def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_events: int,
@@ -95,6 +105,7 @@ def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_event
     L = trace_limit
     GL = gate_log_capacity(cn, steps, warmup, samples)
     rmax = int(cn.g_rmax.max()) + 1 if G else 1
+    LB = lead_bins(cn)
     out = RunOutput(
         seeds=list(seeds),
         f=np.zeros((R, N_OF)), i=np.zeros((R, N_OI), dtype=np.int64),
@@ -104,7 +115,7 @@ def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_event
         tr_t=np.zeros((R, L), dtype=np.int64), tr_s=np.zeros((R, L)), tr_e=np.zeros((R, L)),
         glog=np.zeros((R, GL, 2), dtype=np.int64), ghist=np.zeros((R, G, rmax), dtype=np.int64),
         marking=np.zeros((R, P), dtype=np.int64), gcount=np.zeros((R, NM), dtype=np.int64),
-        greleased=np.zeros((R, NM), dtype=np.int64),
+        greleased=np.zeros((R, NM), dtype=np.int64), glead=np.zeros((R, G, LB), dtype=np.int64),
     )
     caps = _initial_caps(cn)
     args = cn.kernel_args()
@@ -116,7 +127,7 @@ def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_event
     def one(k: int) -> None:
         rows = (out.f[k], out.i[k], out.step_t[k], out.step_tr[k], out.firings[k], out.busy[k],
                 out.wait_sum[k], out.wait_n[k], out.tr_t[k], out.tr_s[k], out.tr_e[k], out.glog[k],
-                out.ghist[k], out.marking[k], out.gcount[k], out.greleased[k])
+                out.ghist[k], out.marking[k], out.gcount[k], out.greleased[k], out.glead[k])
         c = dict(caps)
         while True:
             run_replication(*args, np.uint64(seeds[k] & (2**64 - 1)), *scalars,

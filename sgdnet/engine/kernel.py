@@ -607,11 +607,11 @@ def run_replication(
     servers, pcls, rank, is_step, mod_of, guard,
     d_code, d_par, d_pool,
     g_kind, g_s, g_slow, g_rmax, g_ptr, mem_gate, mem_counter,
-    cnt_ptr, cnt_mem, gg_ptr, gg_trans, mg_ptr, mg_trans,
+    cnt_ptr, cnt_mem, gg_ptr, gg_trans, mg_ptr, mg_trans, g_cap,
     mod_kind, mod_par, rs_ptr, rs_mod,
     seed, steps, warmup, max_events, zeno_limit, samples, trace_limit, cap_slots, cap_requests, cap_holders,
     o_f, o_i, o_step_t, o_step_tr, o_firings, o_busy, o_wsum, o_wn,
-    o_tr_t, o_tr_s, o_tr_e, o_glog, o_ghist, o_mark, o_gcnt, o_grel, halt, prog,
+    o_tr_t, o_tr_s, o_tr_e, o_glog, o_ghist, o_mark, o_gcnt, o_grel, o_glead, halt, prog,
 ):
     """Play one replication; write the outputs into the ``o_*`` arrays (see the module doc).
 
@@ -724,6 +724,7 @@ def run_replication(
     gmin = np.zeros(nG, dtype=np.int64)
     nglog = 0
     glog_cap = o_glog.shape[0]
+    glead_cap = o_glead.shape[1]
     # modulators
     modval = np.ones(nM, dtype=np.float64)
     mk_state = np.zeros(nM, dtype=np.int64)
@@ -877,7 +878,7 @@ def run_replication(
                     if g_kind[g] == 0:
                         if lead > g_s[g]:
                             d = 0
-                    elif grel[gm] == 0 and lead > g_slow[g]:
+                    elif (grel[gm] == 0 and lead > g_slow[g]) or (g_cap[g] >= 0 and lead > g_cap[g]):
                         d = 0
             cur = TD[t, TD_DEG]
             if f & F_S1:
@@ -1569,6 +1570,11 @@ def run_replication(
                         isd[u] = True
                         dl[dn] = u
                         dn += 1
+                # lead of the member at this completion, histogrammed (last bin: that or more)
+                ld = gcnt[gm] - gmin[g]
+                if ld >= glead_cap:
+                    ld = glead_cap - 1
+                o_glead[g, ld] += 1
                 if g_kind[g] == 1:
                     if galw[gm] > 0:
                         galw[gm] -= 1
@@ -1584,13 +1590,21 @@ def run_replication(
                             if gcnt[q] < gcnt[sl]:
                                 sl = q
                         if gcnt[gm] == mx:
+                            # the two-sided controller: the fastest's next pushes now + r I_f
+                            # (r = 0..r_max) against the slowest's t_s + k I_s (k = 1..r_max);
+                            # r* = the smallest r with the least gap; r* + 1 releases
                             i_f = glast[gm] - gprev[gm]
                             i_s = glast[sl] - gprev[sl]
-                            target = glast[sl] + i_s
+                            ts = glast[sl]
                             best = 0
-                            bestv = abs(now + 0.0 * i_f - target)
-                            for rr in range(1, g_rmax[g] + 1):
-                                v = abs(now + rr * i_f - target)
+                            bestv = np.inf
+                            for rr in range(g_rmax[g] + 1):
+                                tf = now + rr * i_f
+                                v = np.inf
+                                for kk in range(1, g_rmax[g] + 1):
+                                    w = abs(tf - (ts + kk * i_s))
+                                    if w < v:
+                                        v = w
                                 if v < bestv:
                                     bestv = v
                                     best = rr
@@ -1599,9 +1613,8 @@ def run_replication(
                                 o_glog[nglog, 1] = best
                             nglog += 1
                             o_ghist[g, best] += 1
-                            if best > 0:
-                                grel[gm] = 1
-                                galw[gm] = best - 1
+                            grel[gm] = 1
+                            galw[gm] = best
             if f & F_STEP:
                 nsteps += 1
                 if counting:

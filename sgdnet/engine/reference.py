@@ -53,15 +53,17 @@ Accounting window
 Gates (see :class:`~sgdnet.net.builder.Gate`)
     Member counts are completions of ``counters[i]`` since time 0. ``lag``: member ``i`` may
     start iff ``count[i] - min(count) <= s``. ``dynamic_lag``: per member a *released* flag and an
-    *allowance*; member ``p`` may start iff released or ``count[p] - min(count) <= s_lower``;
-    a guarded start clears the flag. On a completion of ``counters[p]`` (count already
-    incremented): allowance > 0 -> use one, release; elif within ``s_lower`` -> release; elif
-    ``count[p] == max(count)`` -> controller; else nothing. The controller takes ``t_f = now``,
-    ``I_f`` = p's last inter-completion interval, the slowest member ``s`` (minimum count, lowest
-    index on ties) with last completion ``t_s`` and last interval ``I_s`` (missing completion
-    times count as time 0), and picks the smallest ``r`` in ``0..r_max`` minimising
-    ``|t_f + r I_f - (t_s + I_s)|``; every controller decision is logged as ``(gate index, r)``;
-    ``r > 0`` releases p with ``r - 1`` allowance left.
+    *allowance*; member ``p`` may start iff released or ``count[p] - min(count) <= s_lower``,
+    and, when ``s_upper`` is set, ``count[p] - min(count) <= s_upper``; a guarded start clears
+    the flag. On a completion of ``counters[p]`` (count already incremented; the lead
+    ``count[p] - min(count)`` is logged for every gate): allowance > 0 -> use one, release; elif
+    within ``s_lower`` -> release; elif ``count[p] == max(count)`` -> controller; else nothing.
+    The controller takes ``t_f = now``, ``I_f`` = p's last inter-completion interval, the
+    slowest member ``s`` (minimum count, lowest index on ties) with last completion ``t_s`` and
+    last interval ``I_s`` (missing completion times count as time 0), and picks the smallest
+    ``r`` in ``0..r_max`` minimising ``min over k in 1..r_max of |t_f + r I_f - (t_s + k I_s)|``;
+    every controller decision is logged as ``(gate index, r)``; p is released with allowance
+    ``r`` (``r + 1`` releases).
 
 Modulators (see :class:`~sgdnet.net.builder.Modulator`)
     ``iid``: drawn at time 0 and whenever a ``resample_on`` transition starts, before that
@@ -114,6 +116,7 @@ class ReferenceReplication:
     trace_end: np.ndarray
     gate_log: list = field(default_factory=list)
     events: int = 0
+    gate_lead: list = field(default_factory=list)
 
 
 def derive_seeds(seed, n: int) -> list[int]:
@@ -232,6 +235,7 @@ class _Replication:
         self.released = [[False] * len(g.counters) for g in M.gates]
         self.allowance = [[0] * len(g.counters) for g in M.gates]
         self.gate_log: list[tuple[int, int]] = []
+        self.gate_lead: list[tuple[int, int]] = []  # (gate, lead) at every counter completion
         # modulator state
         self.modval = [1.0] * len(M.mods)
         self.mstate = [0] * len(M.mods)  # markov: 0 fast, 1 slow
@@ -270,6 +274,8 @@ class _Replication:
         lead = c[p] - min(c)
         if gate.kind == "lag":
             return lead <= gate.s
+        if gate.s_upper is not None and lead > gate.s_upper:
+            return False
         return self.released[gi][p] or lead <= gate.s_lower
 
     def token_degree(self, i: int):
@@ -494,6 +500,7 @@ class _Replication:
         c[p] += 1
         self.prev_t[gi][p], self.last_t[gi][p] = self.last_t[gi][p], now
         self.touch_gate(gi)
+        self.gate_lead.append((gi, c[p] - min(c)))
         if gate.kind != "dynamic_lag":
             return
         if self.allowance[gi][p] > 0:
@@ -505,12 +512,16 @@ class _Replication:
             s = c.index(min(c))
             i_f = self.last_t[gi][p] - self.prev_t[gi][p]
             i_s = self.last_t[gi][s] - self.prev_t[gi][s]
-            target = self.last_t[gi][s] + i_s
-            best = min(range(gate.r_max + 1), key=lambda r: (abs(now + r * i_f - target), r))
+            t_s = self.last_t[gi][s]
+
+            def gap(r):
+                t_f = now + r * i_f
+                return min((abs(t_f - (t_s + k * i_s)) for k in range(1, gate.r_max + 1)), default=math.inf)
+
+            best = min(range(gate.r_max + 1), key=lambda r: (gap(r), r))
             self.gate_log.append((gi, best))
-            if best > 0:
-                self.released[gi][p] = True
-                self.allowance[gi][p] = best - 1
+            self.released[gi][p] = True
+            self.allowance[gi][p] = best
 
     # ------------------------------------------------------------------ loop
     def next_time(self) -> float:
@@ -577,6 +588,7 @@ class _Replication:
             trace_end=tr[:, 2].copy(),
             gate_log=list(self.gate_log),
             events=self.events,
+            gate_lead=list(self.gate_lead),
         )
 
 

@@ -189,13 +189,20 @@ class _GateFields:
     worker i's gradient push). A transition guarded by ``(gate, i)`` may start only when:
 
     - ``lag``: ``count[i] - min(count) <= s`` (stale synchronous parallel);
-    - ``dynamic_lag``: DSSP. On each completion of ``counters[p]``: if p has allowance left it
-      uses one and is released; else if ``count[p] - min(count) <= s_lower`` it is released; else
-      if p is (one of) the fastest, the controller picks ``r*`` in ``[0, r_max]`` from the last two
-      completion times of the fastest and the slowest members (the ``r`` for which the fastest's
-      predicted completion ``t_f + r * I_f`` lies closest to the slowest's predicted next one
-      ``t_s + I_s``); if ``r* > 0`` p is released with ``r* - 1`` allowance left. A guarded start
-      consumes the release. Otherwise p waits until ``count[p] - min(count) <= s_lower``.
+    - ``dynamic_lag``: DSSP's server (Zhao et al., 2019). A completion of ``counters[p]`` is a
+      push of member p arriving at the server. With ``count`` incremented: if p has allowance
+      left it uses one and is released; else if ``count[p] - min(count) <= s_lower`` it is
+      released; else if p is (one of) the fastest (``count[p] == max(count)``), the controller
+      simulates the next pushes of p, ``t_f + r * I_f`` for ``r = 0..r_max``, and of the
+      slowest member s (lowest index among the minimum counts), ``t_s + k * I_s`` for
+      ``k = 1..r_max`` (``t`` the last push times, ``I`` the last intervals between pushes;
+      missing times count as 0), picks ``r*``, the smallest ``r`` whose least gap
+      ``min_k |t_f + r I_f - t_s - k I_s|`` is the least, releases p and leaves it ``r*``
+      allowance (``r* + 1`` releases in all). Otherwise nothing. A guarded transition of p may
+      start when p is released or ``count[p] - min(count) <= s_lower``, and, with ``s_upper``
+      set, only while ``count[p] - min(count) <= s_upper`` (a hard cap); a start consumes
+      the release. Nothing else bounds the lead: a fastest member beyond ``s_lower`` is
+      released at each of its pushes.
     """
 
     name: str
@@ -204,6 +211,7 @@ class _GateFields:
     s: int = 0
     s_lower: int = 0
     r_max: int = 0
+    s_upper: int | None = None
 
 
 class Gate(_GateFields):
@@ -543,8 +551,10 @@ class Net:
         self._add(self.transitions, name, t)
         return t
 
-    def gate(self, name: str, kind: str, counters: Iterable, *, s: int = 0, s_lower: int = 0, r_max: int = 0) -> Gate:
-        """Add a ``lag`` (SSP, threshold ``s``) or ``dynamic_lag`` (DSSP, ``s_lower``, ``r_max``) gate.
+    def gate(self, name: str, kind: str, counters: Iterable, *, s: int = 0, s_lower: int = 0, r_max: int = 0,
+             s_upper: int | None = None) -> Gate:
+        """Add a ``lag`` (SSP, threshold ``s``) or ``dynamic_lag`` (DSSP, ``s_lower``, ``r_max``,
+        optional hard cap ``s_upper``) gate.
 
         ``counters`` lists one transition per member; guard a transition of member ``i`` with
         ``transition(..., gate=(name, i))``.
@@ -552,7 +562,7 @@ class Net:
         self._fresh(name, self.gates, "gate")
         g = _new(Gate, name=name, kind=kind,
                  counters=tuple(_name_of(c, f"gate {name!r} counter") for c in counters),
-                 s=s, s_lower=s_lower, r_max=r_max)
+                 s=s, s_lower=s_lower, r_max=r_max, s_upper=s_upper)
         self._add(self.gates, name, g)
         return g
 
@@ -718,6 +728,11 @@ class Net:
                 v = getattr(g, k)
                 if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                     P.append(f"{where}: {k}={v!r} must be an integer >= 0")
+            su = g.s_upper
+            if su is not None and (isinstance(su, bool) or not isinstance(su, int) or not
+                                   (isinstance(g.s_lower, int) and su >= g.s_lower)):
+                P.append(f"{where}: s_upper={su!r} must be None (no cap) or an integer >= "
+                         f"s_lower={g.s_lower!r}")
             if not any(t.gate is not None and t.gate[0] == g.name for t in self.transitions.values()):
                 P.append(f"{where} guards no transition; pass gate=({g.name!r}, i) to the guarded transitions")
         for m in self.modulators.values():

@@ -25,7 +25,8 @@ Layout (structure of arrays; ``T`` transitions, ``P`` places, ``R`` resources, `
 - gates: ``g_kind`` (0 lag, 1 dynamic_lag), ``g_s``, ``g_slow``, ``g_rmax``, ``g_ptr`` (G+1,)
   member offsets; per member ``mem_gate``, ``mem_counter``; CSRs ``cnt_ptr/cnt_mem`` (transition ->
   members it counts), ``gg_ptr/gg_trans`` (gate -> guarded transitions), ``mg_ptr/mg_trans``
-  (member -> guarded transitions);
+  (member -> guarded transitions), ``g_cap`` (G,) a ``dynamic_lag`` gate's hard cap ``s_upper``
+  (-1: none);
 - modulators: ``mod_kind`` (0 iid, 1 markov), ``mod_par`` (M, 3) = (slow_factor, mean_fast,
   mean_slow); ``rs_ptr/rs_mod`` transition -> iid modulators it resamples when it starts.
 
@@ -69,7 +70,7 @@ KERNEL_FIELDS = (
     "servers", "prio_class", "rank", "is_step", "mod_of", "guard",
     "d_code", "d_par", "d_pool",
     "g_kind", "g_s", "g_slow", "g_rmax", "g_ptr", "mem_gate", "mem_counter",
-    "cnt_ptr", "cnt_mem", "gg_ptr", "gg_trans", "mg_ptr", "mg_trans",
+    "cnt_ptr", "cnt_mem", "gg_ptr", "gg_trans", "mg_ptr", "mg_trans", "g_cap",
     "mod_kind", "mod_par", "rs_ptr", "rs_mod",
 )
 
@@ -116,7 +117,7 @@ def _structural_key(net: Net) -> str:
          t.modulator, t.gate, repr(t.flow_cap))
         for t in net.transitions.values()
     ])
-    parts.append([(g.name, g.kind, g.counters, g.s, g.s_lower, g.r_max) for g in net.gates.values()])
+    parts.append([(g.name, g.kind, g.counters, g.s, g.s_lower, g.r_max, g.s_upper) for g in net.gates.values()])
     parts.append([
         (m.name, m.kind, None if m.multiplier is None else _dist_key(m.multiplier), m.resample_on,
          m.slow_factor, m.mean_fast, m.mean_slow)
@@ -235,6 +236,7 @@ class CompiledNet:
         self.g_s = np.array([g.s for g in Gs], dtype=_I)
         self.g_slow = np.array([g.s_lower for g in Gs], dtype=_I)
         self.g_rmax = np.array([g.r_max for g in Gs], dtype=_I)
+        self.g_cap = np.array([-1 if g.s_upper is None else g.s_upper for g in Gs], dtype=_I)
         self.g_ptr = np.zeros(len(Gs) + 1, dtype=_I)
         self.g_ptr[1:] = np.cumsum([len(g.counters) for g in Gs]) if Gs else []
         self.mem_gate = np.array([gi for gi, g in enumerate(Gs) for _ in g.counters], dtype=_I)

@@ -207,7 +207,7 @@ def to_pnml(net: Net, path: str | os.PathLike | None = None) -> str:
         ],
         "gates": [
             {"name": g.name, "kind": g.kind, "counters": list(g.counters), "s": g.s,
-             "s_lower": g.s_lower, "r_max": g.r_max}
+             "s_lower": g.s_lower, "r_max": g.r_max, "s_upper": g.s_upper}
             for g in net.gates.values()
         ],
         "modulators": [
@@ -526,7 +526,8 @@ def _from_tree(root: ET.Element, where: str, default_duration: float, validate: 
 
     for g in nt.get("gates", []):
         try:
-            net.gate(g["name"], g["kind"], g["counters"], s=g["s"], s_lower=g["s_lower"], r_max=g["r_max"])
+            net.gate(g["name"], g["kind"], g["counters"], s=g["s"], s_lower=g["s_lower"], r_max=g["r_max"],
+                     s_upper=g.get("s_upper"))
         except (KeyError, TypeError) as ex:
             raise R.err(f"sgdnet gate entry {g!r} is incomplete ({ex})", enet) from None
     for m in nt.get("modulators", []):
