@@ -72,7 +72,8 @@ OPTIONS = (
 
 
 def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, backups: int, late: str,
-           lanes: int, shards, placement, balance: str, discipline: str, max_layers) -> Net:
+           lanes: int, shards, placement, discipline: str, max_layers,
+           balance: str = "none") -> Net:
     cl = ps_cluster(cluster, shards, placement)
     n = cl.workers
     if backups >= n:

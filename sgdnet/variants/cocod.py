@@ -57,8 +57,8 @@ OPTIONS = (
 )
 
 
-def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, k, balance: str,
-           compression, discipline: str, max_layers) -> Net:
+def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, k, discipline: str,
+           max_layers, balance: str = "none", compression=None) -> Net:
     n = cluster.workers
     ks = per_worker("k", k, n, "cocod")
     net = Net(f"cocod-{'coarse' if coarse else 'fine'}")

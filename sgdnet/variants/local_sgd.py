@@ -85,7 +85,8 @@ def _split_join(net: Net, n: int, loops, H: list[int], pieces: int = 1) -> tuple
 
 
 def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, H, sync: str,
-           shards, placement, balance: str, compression, discipline: str, max_layers) -> Net:
+           shards, placement, discipline: str, max_layers, balance: str = "none",
+           compression=None) -> Net:
     if compression is not None and sync != "allreduce":
         raise VariantError(f"variant 'local-sgd': option compression={compression!r} is "
                            "modelled on the all-reduce; with sync='ps' pass compression=None "

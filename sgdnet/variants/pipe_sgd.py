@@ -58,7 +58,8 @@ OPTIONS = (
 
 
 def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, width: int, bucket_bytes,
-           discipline: str, max_layers, balance: str, compression, comm_granularity: str) -> Net:
+           discipline: str, max_layers, balance: str = "none", compression=None,
+           comm_granularity: str = "layer") -> Net:
     n = cluster.workers
     net = Net(f"pipe-sgd-{'coarse' if coarse else 'fine'}")
     fab = Fabric(net, cluster, discipline)
