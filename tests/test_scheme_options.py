@@ -4,7 +4,7 @@ proportional sampling (``balance="batch"``), per-worker local steps, gradient co
 
 ``T_AR = 2(n-1)(alpha + S/(nB))`` is the ring all-reduce, ``(n-1)(alpha + c/B)`` the ring
 all-gather of ``c`` bytes per worker; the FIFO NIC model is used where a closed form is
-checked (flows agree alone on their links, tests/test_fabric_flows.py).
+checked, and flows (the default) where the all-reduce runs alone on its links.
 """
 
 import functools
@@ -59,15 +59,17 @@ def test_batches_are_proportional_keep_the_global_batch_and_round_by_largest_rem
     assert bs == [38, 37, 37, 37, 11]
 
 
+@pytest.mark.parametrize("discipline", ["fifo", "flows"])
 @pytest.mark.parametrize("granularity", ["coarse", "fine"])
-def test_balanced_allreduce_step_is_tc_n_over_sum_of_speeds_plus_t_ar(granularity):
+def test_balanced_allreduce_step_is_tc_n_over_sum_of_speeds_plus_t_ar(granularity, discipline):
     """Worker i computes T_c (b_i/B)/s_i = T_c n/sum(s) = 0.75 T_c: step 0.75 T_c + T_AR
     (fine: one bucket, no overlap, so the same sum); unbalanced, the slowest sets T_c/1."""
     fine = dict(bucket_bytes=math.inf, overlap=False) if granularity == "fine" else {}
-    net = build("allreduce", PROF, HET, granularity, balance="batch", **fine)
+    fine["discipline"] = discipline
+    net = variants.build("allreduce", PROF, HET, granularity, balance="batch", **fine)
     assert net.meta["batch_sizes"] == [48, 24, 24]
     assert rel(period(net, 3), 0.75 * TC + t_ar(M, 3)) < 1e-9
-    net = build("allreduce", PROF, HET, granularity, **fine)
+    net = variants.build("allreduce", PROF, HET, granularity, **fine)
     assert rel(period(net, 3), TC + t_ar(M, 3)) < 1e-9
 
 
@@ -148,12 +150,14 @@ BIG = ModelProfile("big", [Layer("w", 0.001, 0.002, 4e6 * 4)], batch_size=8)  # 
     ("powersgd:4;s_per_byte=0", lambda n: 2 * t_ar(4 * 2000 * 4, n)),   # side 2000: P = Q
     ("topk:0.01;s_per_byte=0", lambda n: (n - 1) * (ALPHA + 2 * 0.01 * 16e6 / BW)),
 ])
-def test_compressed_step_closed_forms(granularity, spec, comm):
+@pytest.mark.parametrize("discipline", ["fifo", "flows"])
+def test_compressed_step_closed_forms(granularity, spec, comm, discipline):
     """One square 2000 x 2000 fp32 tensor: 1-bit is a ring all-reduce of S/32; PowerSGD rank 4
     two dependent all-reduces of 4*2000 elements; top-k an all-gather of 2 r S per worker."""
     n = 4
     fine = dict(bucket_bytes=math.inf, overlap=False) if granularity == "fine" else {}
-    net = build("allreduce", BIG, _comp_cluster(n), granularity, compression=spec, **fine)
+    net = variants.build("allreduce", BIG, _comp_cluster(n), granularity, compression=spec,
+                         discipline=discipline, **fine)
     assert rel(period(net, n), BIG.compute_s + comm(n)) < 1e-9
 
 
