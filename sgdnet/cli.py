@@ -459,10 +459,11 @@ def _use_agg() -> None:
 
 # ---------------------------------------------------------------------------- commands
 def _load_model(args: argparse.Namespace) -> Any:
-    """``--model`` re-timed for ``--device/--batch-size/--precision``, step costs folded.
+    """``--model`` re-timed for ``--device/--batch-size/--precision``.
 
-    The variants read layer times only, so a profile's costs outside the layers (loss,
-    optimizer step) are folded into its layers here (a no-op for profiles without them).
+    The profile's costs outside the layers (loss, optimizer step) are folded into its layers
+    where every net is built (:meth:`sgdnet.variants.VariantSpec.build`), as for
+    :func:`sgdnet.predict`.
     """
     from . import models
     from .workload.compute import retime
@@ -473,7 +474,7 @@ def _load_model(args: argparse.Namespace) -> Any:
     model = models.load(args.model)
     model = retime(model, device=args.device, batch_size=args.batch_size,
                    precision=args.precision)
-    return model.with_step_costs_folded()
+    return model
 
 
 def cmd_predict(args: argparse.Namespace) -> int:

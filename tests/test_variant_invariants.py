@@ -70,3 +70,55 @@ def test_fine_and_coarse_compute_the_same_mean_work(name):
             lanes = {t.tags.get("lane", 0) for t in work}
             total = math.fsum(t.duration.mean for t in work) / len(lanes)
             assert total == pytest.approx(PROF.compute_s / c.speed(w), rel=1e-12), (g, w)
+
+
+#: Non-default values of the options of issue #16 / #18, tried on every variant that has them.
+NEW_OPTIONS = {"balance": ["batch"], "compression": ["topk:0.2", "powersgd:2", "onebit"],
+               "comm_granularity": ["tensor", "bucket"], "k": [[1, 2, 3]], "H": [[3, 2, 1]]}
+TPROF = ModelProfile("toy-t", [Layer("a", 0.010, 0.020, 4e6), Layer("b", 0.005, 0.015, 8e6),
+                               Layer("c", 0.002, 0.004, 1e6)], batch_size=32).split_tensors()
+
+
+def _new_cases():
+    out = []
+    for name in variants.names():
+        for o in variants.get(name).option_names():
+            out += [(name, o, v) for v in NEW_OPTIONS.get(o, ())]
+    return out
+
+
+@pytest.mark.parametrize("granularity", list(variants.GRANULARITIES))
+@pytest.mark.parametrize("name,option,value", _new_cases())
+def test_new_options_keep_the_conventions(name, option, value, granularity):
+    """Every variant with a #16/#18 option builds, runs and keeps the conventions with it; the
+    mean compute work of a worker step is the profile's at its batch (balance) and excludes the
+    compress / decompress work (compression)."""
+    c = _cluster("step")
+    net = variants.build(name, PROF, c, granularity=granularity, **{option: value})
+    bs = net.meta.get("batch_sizes") or [32] * 3
+    if option == "balance":
+        assert bs == [42, 33, 21]  # 96 * (1, .8, .5) / 2.3 = 41.7, 33.4, 20.9: sum kept at 96
+    for t in net.transitions.values():
+        assert t.tags.get("kind") in KINDS, (t.name, t.tags)
+    res = simulate(net, steps=45, warmup=6, replications=2, seed=5)
+    assert res.throughput.mean > 0 and set(res.throughput_by("worker")) == {0, 1, 2}
+    if option == "compression":
+        ops = [t for t in net.transitions.values() if t.tags.get("compression")]
+        assert ops and {t.tags.get("phase") for t in ops if t.tags["kind"] == "compute"} == \
+            {"compress", "decompress"}
+    if name == "backup" and option != "balance" or option in ("k", "H"):
+        return
+    for w in range(3):
+        work = [t for t in net.transitions.values()
+                if t.tags.get("kind") == "compute" and t.tags.get("worker") == w
+                and t.tags.get("phase") not in ("merge", "compress", "decompress")]
+        lanes = {t.tags.get("lane", 0) for t in work}
+        total = math.fsum(t.duration.mean for t in work) / len(lanes)
+        assert total == pytest.approx(PROF.compute_s * bs[w] / 32 / c.speed(w), rel=1e-12)
+
+
+def test_comm_granularity_on_a_tensor_profile_runs_for_every_variant_that_has_it():
+    for name, option, value in _new_cases():
+        if option == "comm_granularity":
+            net = variants.build(name, TPROF, Cluster(workers=2), **{option: value})
+            assert simulate(net, steps=10, warmup=2, replications=1, seed=1).throughput.mean > 0

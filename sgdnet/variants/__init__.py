@@ -21,7 +21,8 @@ One module per variant (``sync_ps``, ``async_ps``, ``ssp``, ``dssp``, ``allreduc
 itself with :func:`register` and is imported the first time the registry is queried. The
 shared building blocks, one concept each: :mod:`.registry`, :mod:`.options`, :mod:`.inputs`,
 :mod:`.durations`, :mod:`.layers`, :mod:`.fabric` (bytes and bandwidth -> durations),
-:mod:`.compute`, :mod:`.collectives` (all-reduce, PS exchange) and :mod:`.parameter_server`.
+:mod:`.compute` (also per-worker batches), :mod:`.collectives` (all-reduce, PS exchange),
+:mod:`.compression` (gradient compression) and :mod:`.parameter_server`.
 This package builds nets only; it imports neither the engine nor the analysis of results
 (:mod:`sgdnet.prediction`, :mod:`sgdnet.metrics` sit above it).
 

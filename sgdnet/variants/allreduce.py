@@ -23,6 +23,14 @@ Coarse-grained net
     worker's NICs, then the update; no overlap (TPDS 2022). ``"hierarchical"`` has no single
     closed form on a shared topology, so its coarse net runs the collective step by step.
 
+Options of issue #16
+    ``balance="batch"``: proportional sampling (worker ``i``'s batch ``B n s_i / sum(s)``,
+    :func:`.compute.worker_profiles`), so the slowest worker no longer sets the pace; the
+    deterministic coarse step is ``T_c n / sum(s) + T_AR`` and throughput is counted in samples.
+    ``compression``: top-k (all-gather), PowerSGD (all-reduces of P and Q) or 1-bit (all-reduce
+    of 1/32), with compress / decompress work on the GPU (:mod:`.compression`).
+    ``comm_granularity``: what ``bucket_bytes`` fuses (:func:`.layers.message_profile`).
+
 Closed form (deterministic, homogeneous, one bucket, no overlap, no update cost): a step takes
 ``T_fwd+bwd + 2(n-1)(alpha + M/(n B))`` exactly (ring). Bucketing with overlap is never
 slower. Without update cost the fine net's resources are never contended (each worker's
@@ -38,12 +46,15 @@ import math
 from ..errors import VariantError
 from ..net import Net
 from ..workload import Cluster, ModelProfile
-from .collectives import allreduce
-from .compute import compute_chain, compute_phase
+from .compression import compressed_allreduce, tensor_sizes
+from .compute import compute_chain, compute_phase, worker_profiles
 from .durations import duration
 from .fabric import Fabric
-from .layers import group_layers
+from .layers import group_layers, message_profile
 from .options import (
+    BALANCE,
+    COMM_GRANULARITY,
+    COMPRESSION,
     DISCIPLINE,
     MAX_LAYERS,
     Option,
@@ -73,6 +84,9 @@ OPTIONS = (
     Option("channels", 1, "an integer >= 1: concurrent rings of a fine 'ring' all-reduce, as "
            "NCCL's channels; on a topology ring k crosses nodes through NIC k mod nics, so "
            "channels = nics_per_node uses every NIC (1: one ring)", check_int(1)),
+    BALANCE,
+    COMPRESSION,
+    COMM_GRANULARITY,
     DISCIPLINE,
     MAX_LAYERS,
 )
@@ -89,17 +103,19 @@ def _update(net: Net, fab: Fabric, cluster: Cluster, i: int, name: str, nbytes: 
 
 def build_coarse(model: ModelProfile, cluster: Cluster, *, algorithm: str, discipline: str,
                  chunks: int = 1, channels: int = 1, bucket_bytes=None, overlap=None,
-                 max_layers=None) -> Net:
+                 max_layers=None, balance: str = "none", compression=None,
+                 comm_granularity: str = "layer") -> Net:
     """Coarse-grained all-reduce SGD: compute phase, all-reduce of the model, update."""
     n = cluster.workers
     net = Net(f"allreduce-{algorithm}-coarse")
     fab = Fabric(net, cluster, discipline)
     upd = cluster.update_time(model.grad_bytes) > 0
+    profs, bs = worker_profiles(model, cluster, balance)
     grads, backs = {}, {}
     for i in range(n):
         start = net.place(f"w{i}.start", 1, worker=i).name
         grad = net.place(f"w{i}.grad", worker=i).name
-        compute_phase(net, fab, model, cluster, i, inputs=[start], outputs=[grad])
+        compute_phase(net, fab, profs[i], cluster, i, inputs=[start], outputs=[grad])
         grads[i] = [grad]
         if upd:
             avg = net.place(f"w{i}.avg", worker=i).name
@@ -108,11 +124,13 @@ def build_coarse(model: ModelProfile, cluster: Cluster, *, algorithm: str, disci
             backs[i] = [avg]
         else:
             backs[i] = [start]
-    allreduce(net, fab, cluster, "ar", model.grad_bytes, inputs=grads, outputs=backs,
-              coarse=True, stream=None, algorithm=algorithm, chunks=chunks,
-              channels=channels)
+    compressed_allreduce(net, fab, cluster, model, "ar", model.grad_bytes, tensor_sizes(model),
+                         compression, inputs=grads, outputs=backs, coarse=True, stream=None,
+                         algorithm=algorithm, chunks=chunks, channels=channels)
     net.meta["buckets"] = [list(range(model.n_layers - 1, -1, -1))]
     net.meta["cluster"] = cluster
+    if balance != "none":
+        net.meta["batch_sizes"] = bs
     return net
 
 
@@ -121,14 +139,17 @@ def build_coarse(model: ModelProfile, cluster: Cluster, *, algorithm: str, disci
           lockstep=True)
 def build_fine(model: ModelProfile, cluster: Cluster, *, algorithm: str, bucket_bytes,
                overlap: bool, discipline: str, max_layers, chunks: int = 1,
-               channels: int = 1) -> Net:
+               channels: int = 1, balance: str = "none", compression=None,
+               comm_granularity: str = "layer") -> Net:
     """Fine-grained all-reduce SGD: per-layer compute, bucketed all-reduces, per-bucket update."""
     n = cluster.workers
     net = Net(f"allreduce-{algorithm}-fine")
     fab = Fabric(net, cluster, discipline)
-    prof = group_layers(model, max_layers, cluster.compute_cv)
+    prof, thr = message_profile(model, comm_granularity, bucket_bytes)
+    prof = group_layers(prof, max_layers, cluster.compute_cv)
+    profs, bs = worker_profiles(prof, cluster, balance)
     L = prof.n_layers
-    buckets = prof.buckets(math.inf if bucket_bytes == math.inf else bucket_bytes)
+    buckets = prof.buckets(thr)
     sizes = [math.fsum(prof.layers[la].grad_bytes for la in b) for b in buckets]
     B = len(buckets)
     param = {(i, l): net.place(f"w{i}.l{l}.param", 1, worker=i, layer=l).name
@@ -144,7 +165,7 @@ def build_fine(model: ModelProfile, cluster: Cluster, *, algorithm: str, bucket_
             at = min(layers) if overlap else 0  # the bucket's last backward, or the step's
             bout.setdefault(at, []).append(grad[i, b])
         fin = {l: [param[i, l]] for l in range(L)}
-        chains.append(compute_chain(net, fab, prof, cluster, i, fwd_inputs=fin,
+        chains.append(compute_chain(net, fab, profs[i], cluster, i, fwd_inputs=fin,
                                     bwd_outputs=bout))
     for b, layers in enumerate(buckets):
         outs: dict[int, list[str]] = {}
@@ -160,12 +181,15 @@ def build_fine(model: ModelProfile, cluster: Cluster, *, algorithm: str, bucket_
         ins = {i: [grad[i, b]] for i in range(n)}
         ins[0] = [*ins[0], seq[b]]
         outs[0] = [*outs[0], seq[(b + 1) % B]]
-        allreduce(net, fab, cluster, f"ar.b{b}", sizes[b], inputs=ins, outputs=outs,
-                  coarse=False, stream=None, tags={"bucket": b}, algorithm=algorithm,
-                  chunks=chunks, channels=channels)
+        compressed_allreduce(net, fab, cluster, prof, f"ar.b{b}", sizes[b],
+                             tensor_sizes(prof, layers), compression, inputs=ins, outputs=outs,
+                             coarse=False, stream=None, tags={"bucket": b},
+                             algorithm=algorithm, chunks=chunks, channels=channels)
     net.meta["buckets"] = buckets
     net.meta["bucket_bytes"] = sizes
     net.meta["cluster"] = cluster
+    if balance != "none":
+        net.meta["batch_sizes"] = bs
     return net
 
 

@@ -29,6 +29,10 @@ Modelling choices
   whole workers' gradients, so with several shards a shard's update waits for all shards'
   pieces (``sync-ps`` updates each shard on its own); with ``backups=0`` and one shard the net
   times exactly like ``sync-ps``'s.
+* ``balance="batch"``: per-worker batch proportional to speed (:func:`.compute.batch_sizes`);
+  a round then accepts the samples of the first ``n - b`` arrivals (whose batches differ), and
+  samples/s weights each accepted gradient by its worker's batch. With equal compute times
+  the arrivals are decided by the noise alone, which is the point of backup workers.
 * ``step=True`` is on ``w{i}.arrive``, the acceptance of worker ``i``'s gradient: throughput
   counts accepted gradients (``n - b`` per round), not discarded work.
 """
@@ -41,11 +45,11 @@ from ..errors import VariantError
 from ..net import Net
 from ..workload import Cluster, ModelProfile
 from .collectives import PSExchange, ps_cluster
-from .compute import apply_straggler, compute_chain, compute_phase
+from .compute import apply_straggler, compute_chain, compute_phase, worker_profiles
 from .durations import duration
 from .fabric import Fabric
 from .layers import compute_cv, group_layers
-from .options import DISCIPLINE, MAX_LAYERS, Option, check_choice, check_int
+from .options import BALANCE, DISCIPLINE, MAX_LAYERS, Option, check_choice, check_int
 from .registry import register
 
 __all__ = ["build_fine", "build_coarse", "OPTIONS"]
@@ -61,13 +65,15 @@ OPTIONS = (
            check_int(1, allow_none=True)),
     Option("placement", None, "None (cluster.ps_placement), 'dedicated' or 'colocated'",
            check_choice(None, "dedicated", "colocated")),
+    BALANCE,
     DISCIPLINE,
     MAX_LAYERS,
 )
 
 
 def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, backups: int, late: str,
-           lanes: int, shards, placement, discipline: str, max_layers) -> Net:
+           lanes: int, shards, placement, discipline: str, max_layers,
+           balance: str = "none") -> Net:
     cl = ps_cluster(cluster, shards, placement)
     n = cl.workers
     if backups >= n:
@@ -83,6 +89,7 @@ def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, backups: int,
     prof = model if coarse else group_layers(model, max_layers, cl.compute_cv)
     pieces = cl.shard_tensor(0, model.grad_bytes)
     P = len(pieces)
+    profs, bs = worker_profiles(prof, cl, balance)
 
     local = ex.local
 
@@ -110,16 +117,16 @@ def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, backups: int,
                            outputs={go: 1, lv: 1}, tags={**w, **sync})
             if late == "abort":
                 name = f"w{i}.compute{j}"
-                net.transition(name, duration(prof.compute_s / cl.speed(i),
-                                              compute_cv(prof, cl.compute_cv)),
+                net.transition(name, duration(profs[i].compute_s / cl.speed(i),
+                                              compute_cv(profs[i], cl.compute_cv)),
                                inputs={go: 1}, outputs={g: 1},
                                tags={**w, "kind": "compute", "lane": j, "step": False})
                 apply_straggler(net, cl, i, name, [name])
             elif coarse:
-                t = compute_phase(net, fab, prof, cl, i, inputs=[go], outputs=[g])
+                t = compute_phase(net, fab, profs[i], cl, i, inputs=[go], outputs=[g])
                 net.transitions[t].tags["step"] = False
             else:
-                ch = compute_chain(net, fab, prof, cl, i, fwd_inputs={0: [go]},
+                ch = compute_chain(net, fab, profs[i], cl, i, fwd_inputs={0: [go]},
                                    bwd_outputs={0: [g]})
                 net.transitions[ch.step].tags["step"] = False
             net.transition(f"w{i}.abandon{j}", 0.0, inputs={g: 1, ghost: 1},
@@ -178,6 +185,8 @@ def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, backups: int,
                        outputs={model_p: 1}, tags={**w, **sync})
     net.meta["cluster"] = cl
     net.meta["backups"] = backups
+    if balance != "none":
+        net.meta["batch_sizes"] = bs
     net.meta["ps_plan"] = [[(int(k), float(b)) for k, b in pieces]]
     if math.isfinite(model.grad_bytes):
         net.meta["round_size"] = n - backups

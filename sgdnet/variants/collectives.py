@@ -35,6 +35,11 @@ All-reduce
       alone on the links: ``2 (g-1)(alpha_i + S/(g B_i)) + 2(N-1)(alpha + S/(g N B_share))``
       with ``B_share = B_nic * nics / g``; ``chunks=k`` pipelines the phases in ``k`` pieces.
 
+    * ``algorithm="allgather"`` (top-k compression, :mod:`.compression`): ``nbytes`` is each
+      worker's contribution; a ring all-gather, ``n-1`` rounds in which each worker forwards one
+      ``nbytes`` piece to its successor, fine and coarse nets alike:
+      ``(n-1)(alpha + nbytes/B)``.
+
     Transfers are tagged ``worker`` (the sender), ``kind="comm"``, ``collective=name``.
 
 Parameter-server exchange
@@ -55,8 +60,9 @@ from ..workload import Cluster
 from .durations import duration
 from .fabric import Fabric
 
-#: All-reduce algorithms.
-ALGORITHMS = ("ring", "tree", "hierarchical")
+#: All-reduce algorithms ("allgather": every worker ends with every worker's ``nbytes``, the
+#: exchange of top-k sparse gradients, :mod:`.compression`).
+ALGORITHMS = ("ring", "tree", "hierarchical", "allgather")
 
 __all__ = ["ALGORITHMS", "channel_order", "collective_stream", "allreduce", "ps_cluster",
            "PSExchange", "ps_average"]
@@ -151,12 +157,14 @@ def allreduce(
                    tags=sync)
     done = {i: net.place(f"{name}.w{i}.done", worker=i).name for i in range(n)}
     ctag = {"collective": name, "step": False, **extra}
-    if coarse and algorithm != "hierarchical":
+    if coarse and algorithm not in ("hierarchical", "allgather"):
         for i in range(n):
             fabric.allreduce_share(f"{name}.w{i}", nbytes, i, algorithm, inputs=[ready[i]],
                                    outputs=[done[i]], tags={"worker": i, "kind": "comm", **ctag})
     elif algorithm == "tree":
         _tree(net, fabric, name, nbytes, n, ready, done, ctag)
+    elif algorithm == "allgather":  # ring all-gather of nbytes per worker, fine and coarse
+        _ring(net, fabric, name, list(range(n)), nbytes, n - 1, 0, ready, done, ctag, sync)
     elif algorithm == "hierarchical":
         _hierarchical(net, fabric, cluster, name, nbytes, ready, done, ctag, sync, chunks)
     elif channels == 1:

@@ -13,6 +13,14 @@ Stragglers
     ``cluster.straggler.modulator(net, worker, step_start_transition_name)``; a returned
     modulator name is set on every compute transition of that worker (``None``: no modulator).
 
+Proportional sampling (option ``balance``)
+    :func:`batch_sizes` gives worker ``i`` the batch ``B n s_i / sum(s)`` (``balance="batch"``;
+    rounded by largest remainder so the global batch stays ``n B``, at least 1 each) and
+    :func:`worker_profiles` the profile each worker computes with (compute time linear in the
+    batch, :meth:`ModelProfile.scaled`; gradient bytes unchanged), so every worker's step
+    takes about ``T_c n / sum(s)`` and a fast worker does more samples per step. The batches
+    go to ``net.meta["batch_sizes"]``, by which :func:`sgdnet.predict` counts samples.
+
 Local-step loops
     :func:`local_loop` makes worker ``i`` run ``k`` SGD steps, then stop: a ``w{i}.budget``
     place holding ``k`` tokens is an extra input of the step's first compute operation, and every
@@ -22,6 +30,7 @@ Local-step loops
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -33,7 +42,46 @@ from .fabric import Fabric
 from .layers import compute_cv
 
 __all__ = ["Chain", "compute_chain", "compute_phase", "apply_straggler", "LocalLoop",
-           "first_compute", "local_loop"]
+           "first_compute", "local_loop", "batch_sizes", "worker_profiles"]
+
+
+def batch_sizes(model: ModelProfile, cluster: Cluster, balance: str) -> list[int]:
+    """Per-worker batch sizes: the profile's (``balance="none"``), or proportional to speed
+    (``"batch"``): ``B n s_i / sum(s)`` rounded by largest remainder (the global batch stays
+    ``n B``; ties to the lower worker index), at least 1 each.
+
+    Raises
+    ------
+    VariantError
+        An unknown ``balance``.
+    """
+    n, B = cluster.workers, model.batch_size
+    if balance == "none":
+        return [B] * n
+    if balance != "batch":
+        raise VariantError(f"balance={balance!r}: use 'none' or 'batch'")
+    sp = [cluster.speed(i) for i in range(n)]
+    tot = math.fsum(sp)
+    exact = [B * n * s / tot for s in sp]
+    out = [math.floor(x) for x in exact]
+    left = n * B - sum(out)
+    for i in sorted(range(n), key=lambda i: (-(exact[i] - out[i]), i))[:left]:
+        out[i] += 1
+    return [max(1, b) for b in out]
+
+
+def worker_profiles(model: ModelProfile, cluster: Cluster, balance: str
+                    ) -> tuple[list[ModelProfile], list[int]]:
+    """Each worker's profile and batch for ``balance`` (see :func:`batch_sizes`): ``model``
+    itself where the batch is the profile's, else ``model.scaled(batch_size=b)``."""
+    bs = batch_sizes(model, cluster, balance)
+    cache: dict[int, ModelProfile] = {model.batch_size: model}
+    profs = []
+    for b in bs:
+        if b not in cache:
+            cache[b] = model.scaled(batch_size=b)
+        profs.append(cache[b])
+    return profs, bs
 
 
 @dataclass

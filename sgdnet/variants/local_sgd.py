@@ -13,6 +13,12 @@ Modelling choices
   the shards, each shard averages a piece once every worker's copy arrived
   (``cluster.update_time`` on its CPU) and sends it back to every worker
   (:func:`.collectives.ps_average`).
+* ``H`` may be one integer per worker (``H=[8, 8, 4, 4]``): worker ``i`` runs ``H_i`` steps
+  per round, so a fast worker can do more local steps instead of waiting; deterministic
+  period ``max_i(H_i T_c / s_i) + T_AR`` with ``sum(H_i)`` steps per round.
+* ``balance="batch"``: per-worker batch proportional to speed (:func:`.compute.worker_profiles`).
+  ``compression`` (``sync="allreduce"``): the model average is compressed as a gradient would
+  be (:mod:`.compression`).
 * Deterministic homogeneous period (all-reduce): ``H * T_c + T_AR`` with ``T_AR`` the ring
   all-reduce time of the model; ``H = 1`` with ``sync="ps"`` is synchronous SGD on a PS
   without overlap of communication and compute.
@@ -21,19 +27,33 @@ Modelling choices
 
 from __future__ import annotations
 
+from ..errors import VariantError
 from ..net import Net
 from ..workload import Cluster, ModelProfile
-from .collectives import allreduce, ps_average, ps_cluster
-from .compute import local_loop
+from .collectives import ps_average, ps_cluster
+from .compression import compressed_allreduce, tensor_sizes
+from .compute import local_loop, worker_profiles
 from .fabric import Fabric
 from .layers import group_layers
-from .options import DISCIPLINE, MAX_LAYERS, Option, check_choice, check_int
+from .options import (
+    BALANCE,
+    COMPRESSION,
+    DISCIPLINE,
+    MAX_LAYERS,
+    Option,
+    check_choice,
+    check_int,
+    check_per_worker_int,
+    largest,
+    per_worker,
+)
 from .registry import register
 
 __all__ = ["build_fine", "build_coarse", "ps_average", "OPTIONS"]
 
 OPTIONS = (
-    Option("H", 4, "an int >= 1: local steps between two model averagings", check_int(1)),
+    Option("H", 4, "an int >= 1, or one per worker (a list of length workers, e.g. [8, 8, 4, "
+           "4]): local steps between two model averagings", check_per_worker_int(1)),
     Option("sync", "allreduce", "'allreduce' (ring all-reduce of the model) or 'ps' (push the "
            "model to parameter-server shards, pull the average)",
            check_choice("allreduce", "ps")),
@@ -41,42 +61,55 @@ OPTIONS = (
            check_int(1, allow_none=True)),
     Option("placement", None, "None (cluster.ps_placement), 'dedicated' or 'colocated' "
            "(sync='ps' only)", check_choice(None, "dedicated", "colocated")),
+    BALANCE,
+    COMPRESSION,
     DISCIPLINE,
     MAX_LAYERS,
 )
 
 
-def _split_join(net: Net, n: int, loops, H: int, pieces: int = 1) -> tuple[dict, dict]:
-    """Per worker: ``pieces`` places fed after H steps, and one that gives the budget back."""
+def _split_join(net: Net, n: int, loops, H: list[int], pieces: int = 1) -> tuple[dict, dict]:
+    """Per worker: ``pieces`` places fed after ``H[i]`` steps, and one that gives the budget
+    back."""
     ins, outs = {}, {}
     for i in range(n):
         lp = loops[i]
         go = [net.place(f"w{i}.avg.go{c}", worker=i).name for c in range(pieces)]
         done = net.place(f"w{i}.avg.done", worker=i).name
-        net.transition(f"w{i}.avg.join", 0.0, inputs={lp.acc: H}, outputs={p: 1 for p in go},
-                       tags={"worker": i, "kind": "sync", "step": False})
-        net.transition(f"w{i}.avg.resume", 0.0, inputs={done: 1}, outputs={lp.budget: H},
+        net.transition(f"w{i}.avg.join", 0.0, inputs={lp.acc: H[i]},
+                       outputs={p: 1 for p in go}, tags={"worker": i, "kind": "sync", "step": False})
+        net.transition(f"w{i}.avg.resume", 0.0, inputs={done: 1}, outputs={lp.budget: H[i]},
                        tags={"worker": i, "kind": "sync", "step": False})
         ins[i], outs[i] = go, done
     return ins, outs
 
 
-def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, H: int, sync: str,
-           shards, placement, discipline: str, max_layers) -> Net:
+def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, H, sync: str,
+           shards, placement, discipline: str, max_layers, balance: str = "none",
+           compression=None) -> Net:
+    if compression is not None and sync != "allreduce":
+        raise VariantError(f"variant 'local-sgd': option compression={compression!r} is "
+                           "modelled on the all-reduce; with sync='ps' pass compression=None "
+                           "or use sync='allreduce'")
     cl = ps_cluster(cluster, shards, placement) if sync == "ps" else cluster
     n = cl.workers
+    hs = per_worker("H", H, n, "local-sgd")
     net = Net(f"local-sgd-{'coarse' if coarse else 'fine'}")
     fab = Fabric(net, cl, discipline)
     prof = model if coarse else group_layers(model, max_layers, cl.compute_cv)
-    loops = [local_loop(net, fab, prof, cl, i, H, coarse=coarse) for i in range(n)]
+    profs, bs = worker_profiles(prof, cl, balance)
+    loops = [local_loop(net, fab, profs[i], cl, i, hs[i], coarse=coarse) for i in range(n)]
     pieces = 1 if sync == "allreduce" else len(cl.shard_tensor(0, model.grad_bytes))
-    ins, outs = _split_join(net, n, loops, H, pieces)
+    ins, outs = _split_join(net, n, loops, hs, pieces)
     if sync == "allreduce":
-        allreduce(net, fab, cl, "avg", model.grad_bytes, inputs=ins,
-                  outputs={i: [outs[i]] for i in range(n)}, coarse=coarse)
+        compressed_allreduce(net, fab, cl, model, "avg", model.grad_bytes, tensor_sizes(model),
+                             compression, inputs=ins, outputs={i: [outs[i]] for i in range(n)},
+                             coarse=coarse)
     else:
         ps_average(net, fab, cl, model.grad_bytes, ins, outs)
     net.meta["cluster"] = cl
+    if balance != "none":
+        net.meta["batch_sizes"] = bs
     return net
 
 
@@ -87,7 +120,7 @@ def build_coarse(model: ModelProfile, cluster: Cluster, **opts) -> Net:
 
 @register("local-sgd", summary="H local steps, then a blocking model average (all-reduce or PS)",
           options=OPTIONS, coarse=build_coarse, lockstep=True,
-          warmup=lambda cluster, o: 2 * o.get("H", 4))
+          warmup=lambda cluster, o: 2 * largest(o.get("H", 4)))
 def build_fine(model: ModelProfile, cluster: Cluster, **opts) -> Net:
     """Fine-grained local SGD (per-layer compute, ring all-reduce step by step)."""
     return _build(model, cluster, coarse=False, **opts)

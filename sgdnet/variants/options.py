@@ -9,15 +9,18 @@ reason; :meth:`VariantSpec.resolve <sgdnet.variants.registry.VariantSpec.resolve
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .. import units
 from .._check import bool_problem, int_problem
+from ..errors import VariantError
+from .compression import check_compression
 
-__all__ = ["Option", "check_choice", "check_bool", "check_int", "check_bytes", "MAX_LAYERS",
-           "DISCIPLINE", "PS_OPTIONS"]
+__all__ = ["Option", "check_choice", "check_bool", "check_int", "check_bytes",
+           "check_per_worker_int", "per_worker", "largest", "MAX_LAYERS", "DISCIPLINE", "BALANCE",
+           "COMM_GRANULARITY", "COMPRESSION", "PS_OPTIONS", "SYNC_PS_OPTIONS", "OPTION_HINTS"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,60 @@ def check_bytes(allow_none: bool = False, positive: bool = False, allow_inf: boo
     return check
 
 
+def check_per_worker_int(lo: int = 1):
+    """Option check: an integer ``>= lo``, or one per worker (a list, a tuple or a string such as
+    ``"2,4,4,8"`` from the command line), normalised to an ``int`` or a ``tuple`` of ints. The
+    length is checked against the cluster by the builder (:func:`per_worker`)."""
+
+    def check(v):
+        if isinstance(v, str):
+            txt = v.strip().strip("[]()")
+            try:
+                v = [int(x) for x in txt.replace(",", " ").split()]
+            except ValueError:
+                raise ValueError(f"{v!r} is not an integer or a comma-separated list of "
+                                 "integers (one per worker)") from None
+            if len(v) == 1:
+                v = v[0]
+        if isinstance(v, (list, tuple)):
+            if not v:
+                raise ValueError("an empty list; give an integer or one per worker")
+            for x in v:
+                why = int_problem(x, lo)
+                if why is not None:
+                    raise ValueError(f"element {x!r} {why}")
+            return tuple(int(x) for x in v)
+        why = int_problem(v, lo)
+        if why is not None:
+            raise ValueError(why + " (or a list of them, one per worker)")
+        return int(v)
+
+    return check
+
+
+def per_worker(name: str, value: int | Sequence[int], workers: int, variant: str) -> list[int]:
+    """``value`` (an int, or one per worker) as a list of ``workers`` ints.
+
+    Raises
+    ------
+    VariantError
+        A list whose length is not ``workers``.
+    """
+    if isinstance(value, (list, tuple)):
+        if len(value) != workers:
+            raise VariantError(
+                f"variant {variant!r}: option {name}={list(value)!r} has {len(value)} entries "
+                f"but the cluster has {workers} workers; give one integer per worker or a "
+                "single integer for all")
+        return [int(x) for x in value]
+    return [int(value)] * workers
+
+
+def largest(value: int | Sequence[int]) -> int:
+    """The largest of an int-or-per-worker option value (e.g. for a warm-up length)."""
+    return max(value) if isinstance(value, (list, tuple)) else int(value)
+
+
 MAX_LAYERS = Option(
     "max_layers", None,
     "None (every layer) or an int >= 1: merge consecutive layers into at most that many groups",
@@ -103,6 +160,42 @@ DISCIPLINE = Option(
     "or 'ps' (each NIC processor-shared by its transfers)",
     check_choice("flows", "fifo", "ps"),
 )
+
+BALANCE = Option(
+    "balance", "none",
+    "'none' (every worker uses the profile's batch) or 'batch' (proportional sampling: worker "
+    "i's batch is B*n*speed_i/sum(speeds), rounded keeping the global batch n*B, so every worker "
+    "computes for about T_c*n/sum(speeds); throughput is counted in samples)",
+    check_choice("none", "batch"),
+)
+COMM_GRANULARITY = Option(
+    "comm_granularity", "layer",
+    "what one gradient message is in fine nets (ModelProfile.messages): 'layer' (one per layer, "
+    "the default), 'tensor' (one per parameter tensor, as a loop over p.grad or one PS key per "
+    "tensor) or 'bucket' (tensors fused into buckets of bucket_bytes, PyTorch DDP's rule); "
+    "profiles without tensor lists communicate per layer",
+    check_choice("layer", "tensor", "bucket"),
+)
+COMPRESSION = Option(
+    "compression", None,
+    "None, 'topk:R' (keep a fraction R of the gradient's elements, values + int32 indices, "
+    "exchanged with an all-gather), 'powersgd:R' (rank-R PowerSGD: all-reduces of P then Q, "
+    "square-matrix approximation of each tensor's shape), 'onebit' (sign + scale with error "
+    "feedback: an all-reduce of 1/32 of the bytes); append ';s_per_byte=X' to set the "
+    "compress and decompress cost per gradient byte (default: memory passes at the profile "
+    "device's bandwidth)",
+    check_compression,
+)
+#: Hints for options a variant does not have, appended to the "no option" error.
+OPTION_HINTS: dict[str, str] = {
+    "balance": "balance='batch' evens out the wait at a synchronisation barrier; asynchronous "
+               "variants (async-ps, ssp, dssp) have none: every worker already runs at its own "
+               "pace, so a bigger batch on a fast worker only changes what a step is",
+    "compression": "gradient compression is modelled on the all-reduce variants (allreduce, "
+                   "pipe-sgd, local-sgd, cocod): a parameter server aggregating sparse or "
+                   "low-rank pushes is another protocol, not modelled",
+    "k": "per-worker local steps are options of local-sgd (H) and cocod (k)",
+}
 
 
 PS_OPTIONS: tuple[Option, ...] = (
@@ -123,5 +216,11 @@ PS_OPTIONS: tuple[Option, ...] = (
     Option("shard_policy", "round_robin",
            "'round_robin' (small tensor l on shard l % k) or 'least_loaded' (greedy by bytes)",
            check_choice("round_robin", "least_loaded")),
+    COMM_GRANULARITY,
+    Option("bucket_bytes", 25e6, "a size (e.g. '25MB'): bucket capacity of "
+           "comm_granularity='bucket' (PS keys fused as DDP fuses tensors); unused otherwise",
+           check_bytes(positive=True)),
     MAX_LAYERS,
 )
+#: Options of the synchronous PS variant: the PS options and ``balance``.
+SYNC_PS_OPTIONS: tuple[Option, ...] = (*PS_OPTIONS, BALANCE)

@@ -8,9 +8,9 @@ import math
 from ..net import Net
 from ..workload import Cluster, ModelProfile
 from .collectives import PSExchange, ps_cluster
-from .compute import compute_chain, compute_phase
+from .compute import compute_chain, compute_phase, worker_profiles
 from .fabric import Fabric
-from .layers import group_layers
+from .layers import comm_profile, group_layers
 
 __all__ = ["build_ps_net"]
 
@@ -41,6 +41,9 @@ def build_ps_net(
     max_layers: int | None = None,
     staleness: int | None = None,
     staleness_impl: str = "gate",
+    comm_granularity: str = "layer",
+    bucket_bytes: float = 25e6,
+    balance: str = "none",
 ) -> Net:
     """The parameter-server net shared by ``sync-ps``, ``async-ps`` and ``ssp``.
 
@@ -63,6 +66,12 @@ def build_ps_net(
       no partitioning) and the compute is one phase, so push, update and pull follow the compute
       with no overlap.
 
+    * ``comm_granularity`` (fine nets): a piece is a layer's gradient (``"layer"``), a
+      parameter tensor's (``"tensor"``) or a bucket of tensors of ``bucket_bytes``
+      (``"bucket"``), see :func:`.layers.comm_profile`.
+    * ``balance="batch"`` (``sync-ps``): per-worker batches proportional to speed
+      (:func:`.compute.worker_profiles`), in ``net.meta["batch_sizes"]``.
+
     A push from worker ``k`` to a shard colocated on its own host, and the pull back, stay on
     the host (no transfer).
     """
@@ -75,7 +84,8 @@ def build_ps_net(
         prof = model
         plan = [cl.shard_tensor(0, model.grad_bytes)]
     else:
-        prof = group_layers(model, max_layers, cl.compute_cv)
+        prof = group_layers(comm_profile(model, comm_granularity, bucket_bytes, cl.compute_cv),
+                            max_layers, cl.compute_cv)
         plan = [_chunks(p, partition_bytes)
                 for p in cl.shard_plan([la.grad_bytes for la in prof.layers], shard_policy)]
     L = len(plan)
@@ -107,6 +117,7 @@ def build_ps_net(
                                              worker=i).name
 
     # compute
+    profs, bs = worker_profiles(prof, cl, balance)
     starts, steps = [], []
     for i in range(n):
         cin = [credit[i, j] for j in range(n) if j != i] if credit else []
@@ -114,7 +125,7 @@ def build_ps_net(
         if coarse:
             ins = [param[i, 0, c] for c in range(len(plan[0]))] + cin
             outs = [grad[i, 0, c] for c in range(len(plan[0]))] + cout
-            t = compute_phase(net, fab, prof, cl, i, inputs=ins, outputs=outs)
+            t = compute_phase(net, fab, profs[i], cl, i, inputs=ins, outputs=outs)
             starts.append(t)
             steps.append(t)
         else:
@@ -122,7 +133,7 @@ def build_ps_net(
             fin[0] = fin[0] + cin
             bout = {l: [grad[i, l, c] for c in range(len(plan[l]))] for l in range(L)}
             bout[0] = bout[0] + cout
-            ch = compute_chain(net, fab, prof, cl, i, fwd_inputs=fin, bwd_outputs=bout)
+            ch = compute_chain(net, fab, profs[i], cl, i, fwd_inputs=fin, bwd_outputs=bout)
             starts.append(ch.fwd[0])
             steps.append(ch.step)
     if staleness is not None and staleness_impl == "gate":
@@ -161,4 +172,6 @@ def build_ps_net(
                         outputs=[param[i, l, c]], tags=ltag(l), priority=l)
     net.meta["ps_plan"] = [[(int(k), float(b)) for k, b in p] for p in plan]
     net.meta["cluster"] = cl
+    if balance != "none":
+        net.meta["batch_sizes"] = bs
     return net

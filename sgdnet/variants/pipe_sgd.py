@@ -13,6 +13,9 @@ Modelling choices
   backward of its layers (wait-free backprop); collectives run one at a time in the order they
   became ready (one collective stream). Coarse nets: one all-reduce of the whole gradient after
   the compute phase, with the closed-form ring time.
+* ``balance="batch"`` (proportional sampling, as the CoCoD paper runs Pipe-SGD on a
+  heterogeneous cluster), ``compression`` (Pipe-SGD's own experiments compress gradients;
+  :mod:`.compression`) and ``comm_granularity`` are those of ``allreduce``.
 * Deterministic homogeneous step time (coarse, or fine with one bucket):
   ``max(T_c, T_AR)`` for ``width >= 2``; ``width = 1`` is synchronous all-reduce without
   overlap, ``T_c + T_AR``.
@@ -20,15 +23,22 @@ Modelling choices
 
 from __future__ import annotations
 
-import math
-
 from ..net import Net
 from ..workload import Cluster, ModelProfile
-from .collectives import allreduce
-from .compute import compute_chain, compute_phase
+from .compression import compressed_allreduce, tensor_sizes
+from .compute import compute_chain, compute_phase, worker_profiles
 from .fabric import Fabric
-from .layers import group_layers
-from .options import DISCIPLINE, MAX_LAYERS, Option, check_bytes, check_int
+from .layers import group_layers, message_profile
+from .options import (
+    BALANCE,
+    COMM_GRANULARITY,
+    COMPRESSION,
+    DISCIPLINE,
+    MAX_LAYERS,
+    Option,
+    check_bytes,
+    check_int,
+)
 from .registry import register
 
 __all__ = ["build_fine", "build_coarse", "OPTIONS"]
@@ -39,30 +49,37 @@ OPTIONS = (
     Option("bucket_bytes", 25e6, "a size (e.g. '25MB'), 0 (one bucket per layer) or "
            "float('inf') (one bucket): gradient fusion threshold of fine nets",
            check_bytes(allow_inf=True)),
+    BALANCE,
+    COMPRESSION,
+    COMM_GRANULARITY,
     DISCIPLINE,
     MAX_LAYERS,
 )
 
 
 def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, width: int, bucket_bytes,
-           discipline: str, max_layers) -> Net:
+           discipline: str, max_layers, balance: str = "none", compression=None,
+           comm_granularity: str = "layer") -> Net:
     n = cluster.workers
     net = Net(f"pipe-sgd-{'coarse' if coarse else 'fine'}")
     fab = Fabric(net, cluster, discipline)
     if coarse:
+        profs, bs = worker_profiles(model, cluster, balance)
         grads, creds = {}, {}
         for i in range(n):
             start = net.place(f"w{i}.start", 1, worker=i).name
             cred = net.place(f"w{i}.cred", width, worker=i).name
             grad = net.place(f"w{i}.grad", worker=i).name
-            compute_phase(net, fab, model, cluster, i, inputs=[start, cred],
+            compute_phase(net, fab, profs[i], cluster, i, inputs=[start, cred],
                           outputs=[start, grad])
             grads[i], creds[i] = [grad], [cred]
-        allreduce(net, fab, cluster, "ar", model.grad_bytes, inputs=grads, outputs=creds,
-                  coarse=True)
+        compressed_allreduce(net, fab, cluster, model, "ar", model.grad_bytes,
+                             tensor_sizes(model), compression, inputs=grads, outputs=creds,
+                             coarse=True)
     else:
-        prof = group_layers(model, max_layers, cluster.compute_cv)
-        thr = math.inf if bucket_bytes == math.inf else bucket_bytes
+        prof, thr = message_profile(model, comm_granularity, bucket_bytes)
+        prof = group_layers(prof, max_layers, cluster.compute_cv)
+        profs, bs = worker_profiles(prof, cluster, balance)
         buckets = prof.buckets(thr)
         sizes = [sum(prof.layers[la].grad_bytes for la in b) for b in buckets]
         grads = {(i, j): net.place(f"w{i}.grad.b{j}", worker=i).name
@@ -76,14 +93,17 @@ def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, width: int, b
                 lo = min(b)  # first layer of the bucket in forward order, last in backward
                 fin.setdefault(lo, []).append(creds[i, j])
                 bout.setdefault(lo, []).append(grads[i, j])
-            compute_chain(net, fab, prof, cluster, i, fwd_inputs=fin, bwd_outputs=bout)
+            compute_chain(net, fab, profs[i], cluster, i, fwd_inputs=fin, bwd_outputs=bout)
         for j in range(len(buckets)):
-            allreduce(net, fab, cluster, f"ar.b{j}", sizes[j],
-                      inputs={i: [grads[i, j]] for i in range(n)},
-                      outputs={i: [creds[i, j]] for i in range(n)}, coarse=False,
-                      tags={"bucket": j})
+            compressed_allreduce(net, fab, cluster, prof, f"ar.b{j}", sizes[j],
+                                 tensor_sizes(prof, buckets[j]), compression,
+                                 inputs={i: [grads[i, j]] for i in range(n)},
+                                 outputs={i: [creds[i, j]] for i in range(n)}, coarse=False,
+                                 tags={"bucket": j})
         net.meta["buckets"] = buckets
     net.meta["cluster"] = cluster
+    if balance != "none":
+        net.meta["batch_sizes"] = bs
     return net
 
 

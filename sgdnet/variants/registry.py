@@ -13,7 +13,7 @@ from typing import Any
 from .._gc import paused_gc
 from ..errors import UnknownNameError, VariantError
 from .inputs import resolve_cluster, resolve_model
-from .options import Option
+from .options import OPTION_HINTS, Option
 
 __all__ = ["GRANULARITIES", "VariantSpec", "register", "names", "get", "build"]
 
@@ -77,8 +77,9 @@ class VariantSpec:
         valid = self.option_names()
         unknown = [k for k in options if k not in valid]
         if unknown:
+            hints = "".join(f" ({k}: {OPTION_HINTS[k]})" for k in unknown if k in OPTION_HINTS)
             raise VariantError(
-                f"variant {self.name!r} has no option(s) {unknown}; valid options are "
+                f"variant {self.name!r} has no option(s) {unknown}{hints}; valid options are "
                 + ", ".join(f"{o.name} ({o.doc})" for o in self.options)
             )
         out: dict[str, Any] = {}
@@ -102,7 +103,13 @@ class VariantSpec:
         return 10 if self.warmup is None else int(self.warmup(cluster, dict(options)))
 
     def build(self, model, cluster, granularity: str = "fine", **options):
-        """Build the net of this variant; see :func:`sgdnet.variants.build`."""
+        """Build the net of this variant; see :func:`sgdnet.variants.build`.
+
+        Builders read layer times only, so the profile's costs outside the layers (zero_grad,
+        loss, optimizer step) are folded into its layers here
+        (:meth:`ModelProfile.with_step_costs_folded`, a no-op for profiles without them): the
+        one place :func:`sgdnet.predict`, the CLI and direct builds share.
+        """
         if granularity not in GRANULARITIES:
             raise VariantError(
                 f"granularity={granularity!r} is unknown; use one of {list(GRANULARITIES)}"
@@ -112,7 +119,7 @@ class VariantSpec:
         opts = self.resolve(options)
         fn = self.build_fine if granularity == "fine" else self.build_coarse
         with paused_gc():
-            net = fn(prof, clu, **opts)
+            net = fn(prof.with_step_costs_folded(), clu, **opts)
         net.meta.update(
             variant=self.name,
             granularity=granularity,

@@ -13,6 +13,10 @@ Coarse-grained net
     The model is one tensor: compute phase (forward + backward totals), then push, aggregate
     update and pull, with no overlap, as in the TPDS 2022 paper.
 
+``balance="batch"``: proportional sampling (batch ∝ speed, :func:`.compute.batch_sizes`), so the
+barrier waits for nobody; throughput is counted in samples. ``comm_granularity``: a pushed
+piece is a layer's, a tensor's or a bucket's gradient (fine nets).
+
 Options: ``shards``, ``placement`` (dedicated PS hosts or colocated with workers),
 ``discipline`` (``flows``: max-min fair flows, the default; ``fifo`` or ``ps`` NICs), ``priority`` (P3 / ByteScheduler
 style: lower layers first on the NICs), ``partition_bytes``, ``shard_policy``, ``max_layers``.
@@ -22,13 +26,13 @@ from __future__ import annotations
 
 from ..net import Net
 from ..workload import Cluster, ModelProfile
-from .options import PS_OPTIONS
+from .options import SYNC_PS_OPTIONS
 from .parameter_server import build_ps_net
 from .registry import register
 
 __all__ = ["build_fine", "build_coarse", "OPTIONS"]
 
-OPTIONS = PS_OPTIONS
+OPTIONS = SYNC_PS_OPTIONS
 
 
 def build_coarse(model: ModelProfile, cluster: Cluster, **opts) -> Net:
