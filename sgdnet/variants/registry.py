@@ -4,6 +4,7 @@ defaults). Variant modules of :mod:`sgdnet.variants` are discovered on the first
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
@@ -17,7 +18,8 @@ from .options import Option
 
 __all__ = ["GRANULARITIES", "VariantSpec", "register", "names", "get", "build"]
 
-#: The two model granularities.
+#: The two model granularities every variant has (``"coarse+"``, the coarse model with
+#: heuristics, exists for the variants in :data:`sgdnet.variants.coarse.SUPPORTED`).
 GRANULARITIES = ("fine", "coarse")
 
 #: Built-in variants, imported first (registration order).
@@ -103,14 +105,19 @@ class VariantSpec:
 
     def build(self, model, cluster, granularity: str = "fine", **options):
         """Build the net of this variant; see :func:`sgdnet.variants.build`."""
-        if granularity not in GRANULARITIES:
+        if granularity not in (*GRANULARITIES, "coarse+"):
             raise VariantError(
-                f"granularity={granularity!r} is unknown; use one of {list(GRANULARITIES)}"
+                f"granularity={granularity!r} is unknown; use one of {list(GRANULARITIES)} or "
+                "'coarse+' (coarse with heuristics, sgdnet.variants.coarse)"
             )
         prof = resolve_model(model)
         clu = resolve_cluster(cluster)
         opts = self.resolve(options)
         fn = self.build_fine if granularity == "fine" else self.build_coarse
+        if granularity == "coarse+":
+            from . import coarse
+
+            fn = functools.partial(coarse.build, self.name)
         with paused_gc():
             net = fn(prof, clu, **opts)
         net.meta.update(
