@@ -17,6 +17,7 @@ from sgdnet.variants.coarse import (
     heuristics,
     overlap_fraction,
     pull_lag,
+    ring_cpu_time,
     tail_fraction,
 )
 from sgdnet.workload import ring_allreduce_time
@@ -66,6 +67,13 @@ def test_exposed_comm_ends_and_middle():
     assert exposed_comm(1.0, 20.0, 0.5, 0.1) == pytest.approx(0.1)
     assert exposed_comm(4.0, 4.0, 0.5, 0.25) == pytest.approx(1.0 + 1.0)  # 3 - 2, + 1
     assert exposed_comm(4.0, 4.0, 0.0, 1.0) == pytest.approx(4.0)  # the plain coarse model
+
+
+def test_ring_cpu_time():
+    # n = 4, S = 4 MB: 6 rounds of 1 MB each sent and received, 3 of them reduced
+    cl = Cluster(workers=4, send_s_per_byte=1e-9, recv_s_per_byte=2e-9, reduce_s_per_byte=5e-10)
+    assert ring_cpu_time(4e6, 4, cl) == pytest.approx(6 * 1e6 * 3e-9 + 3 * 1e6 * 5e-10)
+    assert ring_cpu_time(4e6, 1, cl) == 0.0
 
 
 def test_heuristics_of_a_profile():
@@ -133,6 +141,22 @@ def test_ps_net_closed_form(sync, n, phi, tau, rho, bw):
     push_l = max(s + phi * BW, push_e) + tau * M / r
     want = max(pull_e, push_l) + tau * M / r
     assert period(net, n) == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_allreduce_cpu_costs_no_overlap_equals_fine(n):
+    # one bucket after the backward pass: fine ring = F + B + 2(n-1)(alpha + S/(nB)) plus each
+    # round's send and receive CPU work and the first n-1 rounds' reduction, serial
+    cl = Cluster(workers=n, bandwidth=B / 10, latency=50e-6, send_s_per_byte=1e-9,
+                 recv_s_per_byte=2e-9, reduce_s_per_byte=5e-10)
+    c = M / n
+    want = (F + BW + 2 * (n - 1) * (50e-6 + c / (B / 10) + c * 3e-9)
+            + (n - 1) * c * 5e-10)
+    opts = dict(bucket_bytes=float("inf"), overlap=False)
+    fine = variants.build("allreduce", TOY, cl, granularity="fine", **opts)
+    plus = variants.build("allreduce", TOY, cl, granularity="coarse+", **opts)
+    assert period(fine, n) == pytest.approx(want, rel=1e-9)
+    assert period(plus, n) == pytest.approx(want, rel=1e-9)
 
 
 def test_plain_coarse_is_the_special_case():

@@ -16,6 +16,8 @@ Heuristics (:class:`Heuristics`, closed forms :func:`overlap_fraction`, :func:`t
       links (a max-plus recursion over the tensor sizes in push order). Tensor sizes give it.
     * ``messages`` (K): how many messages a step sends (all-reduce buckets); each all-reduce
       pays the collective's latency term once, so the coarse net charges ``K`` of them.
+    * with flows and per-byte CPU costs in the cluster, a ring all-reduce's CPU work
+      (:func:`ring_cpu_time`), which the closed-form coarse collective leaves out.
 
 Net (per worker ``i``)
     ``w{i}.compute`` (forward plus the first ``1 - phi`` of the backward) releases the *early*
@@ -51,7 +53,7 @@ from .layers import compute_cv, group_layers
 from .parameter_server import _chunks
 
 __all__ = ["COARSE_PLUS", "SUPPORTED", "Heuristics", "overlap_fraction", "tail_fraction",
-           "pull_lag", "exposed_comm", "heuristics", "build"]
+           "pull_lag", "exposed_comm", "ring_cpu_time", "heuristics", "build"]
 
 #: The granularity name of the coarse model with heuristics.
 COARSE_PLUS = "coarse+"
@@ -145,6 +147,23 @@ def exposed_comm(comm_s: float, backward_s: float, overlap: float, tail: float) 
     ends (``C`` large, ``C`` small).
     """
     return max(0.0, (1.0 - tail) * comm_s - overlap * backward_s) + tail * comm_s
+
+
+def ring_cpu_time(nbytes: float, n: int, cluster: Cluster) -> float:
+    """The CPU time on one worker's critical path of a ring all-reduce of ``nbytes`` among
+    ``n`` workers with the cluster's per-byte costs (flows)::
+
+        2 (n-1) (S/n) (send + recv) + (n-1) (S/n) reduce
+
+    Each of the ``2(n-1)`` rounds sends ``S/n`` bytes after the sender's CPU work and hands
+    them to the receiver's CPU work before the next round; the first ``n-1`` rounds reduce.
+    The coarse all-reduce's closed form moves bytes only, so coarse+ adds this.
+    """
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    c = nbytes / n
+    return (2 * (n - 1) * c * (cluster.send_s_per_byte + cluster.recv_s_per_byte)
+            + (n - 1) * c * cluster.reduce_s_per_byte)
 
 
 def _ps_heuristics(prof: ModelProfile, partition_bytes: float | None) -> Heuristics:
@@ -257,6 +276,15 @@ def _build_allreduce(model: ModelProfile, cl: Cluster, h: Heuristics, *, algorit
                                tags={"worker": i, "kind": "update", "role": "apply",
                                      "step": False})
                 dst[i] = [avg]
+            cpu = ring_cpu_time(b, n, cl) if algorithm == "ring" and fab.flows else 0.0
+            if cpu > 0:  # the ring's per-byte CPU work, serial with its rounds in a fine ring
+                got = net.place(f"w{i}.{p}.moved", worker=i).name
+                net.transition(f"ar.{p}.w{i}.cpu", duration(cpu, cl.comm_cv),
+                               inputs={got: 1}, outputs={q: 1 for q in dst[i]},
+                               resources=[fab.gpu(i)],
+                               tags={"worker": i, "kind": "comm", "stage": "cpu",
+                                     "step": False})
+                dst[i] = [got]
             if extra > 0 and x == 0:  # the latency terms of the other K - len(parts) buckets
                 lat = net.place(f"w{i}.{p}.lat", worker=i).name
                 net.transition(f"ar.{p}.w{i}.latencies", Deterministic(extra),
