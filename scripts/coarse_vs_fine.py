@@ -34,19 +34,29 @@ VARIANTS = ("sync-ps", "async-ps", "allreduce")
 GRANULARITIES = ("fine", "coarse", "coarse+")
 
 
-def cell(variant: str, model: str, workers: int, rate: str, steps: int) -> dict:
-    """Predicted steps/s of the three granularities for one configuration."""
+def cell(variant: str, model: str, workers: int, rate: str, steps: int,
+         fields: dict | None = None, options: dict | None = None, replications: int = 1) -> dict:
+    """Predicted steps/s of the three granularities for one configuration (``fields``: more
+    Cluster fields; ``options``: variant options)."""
     import sgdnet
 
-    cl = sgdnet.Cluster(workers=workers, bandwidth=rate)
+    cl = sgdnet.Cluster(workers=workers, bandwidth=rate, **(fields or {}))
     out = {"model": model, "variant": variant, "workers": workers, "rate": rate}
     for g in GRANULARITIES:
         p = sgdnet.predict(variant, model, cl, granularity=g, steps=steps, warmup=max(5, steps // 4),
-                           replications=1, seed=0, parallel=False, samples=False)
+                           replications=replications, seed=0, parallel=False, samples=False,
+                           **(options or {}))
         out[g] = float(p.steps_per_s.mean)
     for g in GRANULARITIES[1:]:
         out[f"err_{g}"] = (out[g] - out["fine"]) / out["fine"]
     return out
+
+
+def _pairs(items: list[str]) -> dict:
+    """``["a=1", "b=x"]`` -> ``{"a": 1, "b": "x"}`` (values read as YAML scalars)."""
+    import yaml
+
+    return {k: yaml.safe_load(v) for k, v in (i.split("=", 1) for i in items)}
 
 
 def summary(rows: list[dict]) -> str:
@@ -124,6 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rates", default="1Gbps,10Gbps,25Gbps")
     ap.add_argument("--steps", type=int, default=20, help="steps per worker (after warm-up)")
     ap.add_argument("--cells", default=None, help="write every cell to this CSV file")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="a Cluster field for every cell, repeatable (e.g. compute_cv=0.1)")
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a variant option for every cell, repeatable (e.g. shards=4)")
+    ap.add_argument("--replications", type=int, default=1)
     ap.add_argument("--testbed", type=Path, default=None, metavar="RUNS",
                     help="predict the testbed campaign RUNS instead (needs --clusters, --profile)")
     ap.add_argument("--clusters", type=Path, nargs="*", default=[])
@@ -143,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         for v in a.variants.split(","):
             for rate in a.rates.split(","):
                 for n in (int(x) for x in a.workers.split(",")):
-                    r = cell(v, m, n, rate, a.steps)
+                    r = cell(v, m, n, rate, a.steps, _pairs(a.set), _pairs(a.option),
+                             a.replications)
                     rows.append(r)
                     print(f"{m} {v} {rate} n={n}: fine {r['fine']:.4g} coarse "
                           f"{100 * r['err_coarse']:+.1f}% coarse+ {100 * r['err_coarse+']:+.1f}%",

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 import pytest
 
-from sgdnet import Cluster, Layer, ModelProfile, VariantError, predict, simulate, variants
+from sgdnet import (
+    Cluster,
+    CoarseHeuristics,
+    Layer,
+    ModelProfile,
+    VariantError,
+    predict,
+    simulate,
+    variants,
+)
 from sgdnet.variants.coarse import (
     Heuristics,
     exposed_comm,
@@ -95,6 +104,21 @@ def test_heuristics_of_a_profile():
     assert (h.overlap, h.tail, h.pull_lag) == (0.0, 1.0, 1.0)
 
 
+def test_measured_heuristics_through_predict():
+    # a coarse user's own numbers (here the plain coarse model's) reach the net through predict
+    cl = Cluster(workers=2, bandwidth=B / 10)
+    plain = predict("sync-ps", TOY, cl, granularity="coarse", steps=10, replications=1,
+                    parallel=False).steps_per_s.mean
+    own = predict("sync-ps", TOY, cl, granularity="coarse+", steps=10, replications=1,
+                  parallel=False, heuristics=CoarseHeuristics(0.0, 1.0, 1.0))
+    assert own.steps_per_s.mean == pytest.approx(plain, rel=1e-9)
+    assert own.meta["heuristics"]["overlap"] == 0.0
+    with pytest.raises(VariantError, match="CoarseHeuristics"):
+        variants.build("sync-ps", TOY, cl, granularity="coarse+", heuristics=(0.5, 0.1))
+    with pytest.raises(VariantError, match="heuristics"):  # only coarse+ takes it
+        variants.build("sync-ps", TOY, cl, granularity="coarse", heuristics=None)
+
+
 def test_bad_heuristics_and_unsupported_variant():
     with pytest.raises(VariantError, match="overlap"):
         Heuristics(1.5, 0.1)
@@ -114,7 +138,7 @@ def test_allreduce_net_closed_form(n, phi, tau, bw):
 
     cl = Cluster(workers=n, bandwidth=bw, latency=50e-6)
     h = Heuristics(phi, tau, 0.0, messages=5)
-    net = coarse.build("allreduce", TOY, cl, h, algorithm="ring", discipline="flows")
+    net = coarse.build("allreduce", TOY, cl, heuristics_=h, algorithm="ring", discipline="flows")
     ring = [ring_allreduce_time(b, n, bw, 50e-6) for b in ((1 - tau) * M, tau * M)]
     lat = ring_allreduce_time(0.0, n, bw, 50e-6)  # 3 more buckets pay their latency term
     head = F + (1 - phi) * BW
@@ -129,11 +153,11 @@ def test_ps_net_closed_form(sync, n, phi, tau, rho, bw):
     # one dedicated PS, no latency: n pushes share the PS downlink (n pulls its uplink), so
     # each runs at bw / n; push e, then pull e (rho M) beside push l (after the tail), then
     # pull l, after pull e on the same PS -> worker connection
-    from sgdnet.variants import coarse
 
     cl = Cluster(workers=n, bandwidth=bw, latency=0.0)
     h = Heuristics(phi, tau, rho, messages=3)
-    net = coarse.build("sync-ps" if sync else "async-ps", TOY, cl, h)
+    net = variants.build("sync-ps" if sync else "async-ps", TOY, cl, granularity="coarse+",
+                         heuristics=h)
     r = bw / n
     s = F + (1 - phi) * BW
     push_e = s + (1 - tau) * M / r
@@ -165,7 +189,7 @@ def test_plain_coarse_is_the_special_case():
 
     cl = Cluster(workers=2, bandwidth=B / 10)
     plain = variants.build("sync-ps", TOY, cl, granularity="coarse")
-    plus = coarse.build("sync-ps", TOY, cl, Heuristics(0.0, 1.0, 1.0))
+    plus = coarse.build("sync-ps", TOY, cl, heuristics_=Heuristics(0.0, 1.0, 1.0))
     assert period(plus, 2) == pytest.approx(period(plain, 2), rel=1e-9)
 
 

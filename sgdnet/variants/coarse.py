@@ -37,6 +37,7 @@ Supported variants: ``sync-ps``, ``async-ps``, ``allreduce`` (their options appl
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -295,7 +296,7 @@ def _build_allreduce(model: ModelProfile, cl: Cluster, h: Heuristics, *, algorit
                 dst[i] = [lat]
         allreduce(net, fab, cl, f"ar.{p}", b, inputs=ins, outputs=dst, coarse=True,
                   stream=None, algorithm=algorithm, chunks=chunks)
-    net.meta["heuristics"] = h
+    net.meta["heuristics"] = dataclasses.asdict(h)
     net.meta["cluster"] = cl
     return net
 
@@ -357,12 +358,12 @@ def _build_ps(model: ModelProfile, cl: Cluster, h: Heuristics, *, synchronous: b
                 if not ex.local(i, k) and q > 0:
                     ex.pull(i, k, q, f"{p}.c{c}", chunk=c, inputs=[back[i, p, c]],
                             outputs=[param[i, p, c]], tags={"part": p})
-    net.meta["heuristics"] = h
+    net.meta["heuristics"] = dataclasses.asdict(h)
     net.meta["cluster"] = cl
     return net
 
 
-def build(variant: str, model: ModelProfile, cluster: Cluster,
+def build(variant: str, model: ModelProfile, cluster: Cluster, *,
           heuristics_: Heuristics | None = None, **opts) -> Net:
     """The coarse+ net of ``variant`` (``opts``: its resolved options).
 
@@ -373,6 +374,9 @@ def build(variant: str, model: ModelProfile, cluster: Cluster,
     VariantError
         ``variant`` has no coarse+ net, or an option it cannot honour (``channels > 1``).
     """
+    if heuristics_ is not None and not isinstance(heuristics_, Heuristics):
+        raise VariantError(f"heuristics={heuristics_!r} is not a sgdnet.CoarseHeuristics; give "
+                           "CoarseHeuristics(overlap, tail, pull_lag, messages) or leave it out")
     h = heuristics_ if heuristics_ is not None else heuristics(variant, model, cluster, **opts)
     if variant == "allreduce":
         return _build_allreduce(model, cluster, h, **opts)

@@ -112,12 +112,13 @@ class VariantSpec:
             )
         prof = resolve_model(model)
         clu = resolve_cluster(cluster)
+        heur = options.pop("heuristics", None) if granularity == "coarse+" else None
         opts = self.resolve(options)
         fn = self.build_fine if granularity == "fine" else self.build_coarse
-        if granularity == "coarse+":
+        if granularity == "coarse+":  # the coarse model with heuristics (docs/coarse.md)
             from . import coarse
 
-            fn = functools.partial(coarse.build, self.name)
+            fn = functools.partial(coarse.build, self.name, heuristics_=heur)
         with paused_gc():
             net = fn(prof, clu, **opts)
         net.meta.update(
@@ -245,11 +246,13 @@ def build(name: str, model, cluster, granularity: str = "fine", **options):
         A built-in model name (:func:`sgdnet.models.names`), a profile JSON path, or a profile.
     cluster : Cluster or dict
         The cluster (a dict is passed to ``Cluster(**d)``).
-    granularity : {"fine", "coarse"}
+    granularity : {"fine", "coarse", "coarse+"}
         Fine-grained (per-layer operations) or coarse-grained (compute phase, then
-        communication phase) model.
+        communication phase) model, or the coarse model with heuristics
+        (:mod:`sgdnet.variants.coarse`; ``sync-ps``, ``async-ps``, ``allreduce``).
     **options
-        Variant options; see ``get(name).options``.
+        Variant options; see ``get(name).options``. With ``"coarse+"`` also
+        ``heuristics=CoarseHeuristics(...)`` (measured values; default: read from the profile).
 
     Returns
     -------
