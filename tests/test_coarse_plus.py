@@ -22,6 +22,7 @@ from sgdnet import (
 )
 from sgdnet.variants.coarse import (
     Heuristics,
+    aggregate_noise,
     exposed_comm,
     heuristics,
     overlap_fraction,
@@ -83,6 +84,14 @@ def test_ring_cpu_time():
     cl = Cluster(workers=4, send_s_per_byte=1e-9, recv_s_per_byte=2e-9, reduce_s_per_byte=5e-10)
     assert ring_cpu_time(4e6, 4, cl) == pytest.approx(6 * 1e6 * 3e-9 + 3 * 1e6 * 5e-10)
     assert ring_cpu_time(4e6, 1, cl) == 0.0
+
+
+def test_aggregate_noise():
+    # the sum of m independent transfers of CV c has CV c / sqrt(m)
+    cl = Cluster(workers=2, comm_cv=0.2)
+    assert aggregate_noise(cl, 16).comm_cv == pytest.approx(0.05)
+    assert aggregate_noise(cl, 1) is cl
+    assert aggregate_noise(Cluster(workers=2), 16).comm_cv == 0.0
 
 
 def test_heuristics_of_a_profile():

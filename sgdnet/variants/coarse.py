@@ -18,6 +18,8 @@ Heuristics (:class:`Heuristics`, closed forms :func:`overlap_fraction`, :func:`t
       pays the collective's latency term once, so the coarse net charges ``K`` of them.
     * with flows and per-byte CPU costs in the cluster, a ring all-reduce's CPU work
       (:func:`ring_cpu_time`), which the closed-form coarse collective leaves out.
+    * noise: a coarse message's CV is ``comm_cv / sqrt(m)`` for the ``m`` transfers it stands
+      for (:func:`aggregate_noise`), as the coarse compute phase has the CV of its layers' sum.
 
 Net (per worker ``i``)
     ``w{i}.compute`` (forward plus the first ``1 - phi`` of the backward) releases the *early*
@@ -54,7 +56,8 @@ from .layers import compute_cv, group_layers
 from .parameter_server import _chunks
 
 __all__ = ["COARSE_PLUS", "SUPPORTED", "Heuristics", "overlap_fraction", "tail_fraction",
-           "pull_lag", "exposed_comm", "ring_cpu_time", "heuristics", "build"]
+           "pull_lag", "exposed_comm", "ring_cpu_time", "aggregate_noise", "heuristics",
+           "build"]
 
 #: The granularity name of the coarse model with heuristics.
 COARSE_PLUS = "coarse+"
@@ -167,6 +170,17 @@ def ring_cpu_time(nbytes: float, n: int, cluster: Cluster) -> float:
             + (n - 1) * c * cluster.reduce_s_per_byte)
 
 
+def aggregate_noise(cluster: Cluster, transfers: int) -> Cluster:
+    """``cluster`` with ``comm_cv / sqrt(transfers)``: the CV of one coarse message that stands
+    for ``transfers`` independent transfers of equal mean on a worker's chain (the sum of ``m``
+    such transfers has ``1/sqrt(m)`` of their CV), as the coarse compute phase takes the CV of the
+    sum of its layers. PS: a push and a pull per tensor; ring all-reduce: ``2(n-1)`` rounds per
+    bucket."""
+    if cluster.comm_cv <= 0 or transfers <= 1:
+        return cluster
+    return cluster.replace(comm_cv=cluster.comm_cv / math.sqrt(transfers))
+
+
 def _ps_heuristics(prof: ModelProfile, partition_bytes: float | None) -> Heuristics:
     order = list(range(prof.n_layers - 1, -1, -1))  # push order: last layer first
     sizes = [b for l in order for _, b in _chunks([(0, prof.layers[l].grad_bytes)],
@@ -249,7 +263,9 @@ def _build_allreduce(model: ModelProfile, cl: Cluster, h: Heuristics, *, algorit
                            "message: pass channels=1")
     n = cl.workers
     net = Net(f"allreduce-{algorithm}-coarse+")
-    fab = Fabric(net, cl, discipline)
+    hops = 1 if algorithm == "hierarchical" or n == 1 else (
+        2 * (n - 1) if algorithm == "ring" else 2 * math.ceil(math.log2(n)))
+    fab = Fabric(net, aggregate_noise(cl, h.messages * hops), discipline)
     M = model.grad_bytes
     parts = [(p, b) for p, b in (("e", (1 - h.tail) * M), ("l", h.tail * M)) if b > 0]
     if not parts:
@@ -280,7 +296,7 @@ def _build_allreduce(model: ModelProfile, cl: Cluster, h: Heuristics, *, algorit
             cpu = ring_cpu_time(b, n, cl) if algorithm == "ring" and fab.flows else 0.0
             if cpu > 0:  # the ring's per-byte CPU work, serial with its rounds in a fine ring
                 got = net.place(f"w{i}.{p}.moved", worker=i).name
-                net.transition(f"ar.{p}.w{i}.cpu", duration(cpu, cl.comm_cv),
+                net.transition(f"ar.{p}.w{i}.cpu", duration(cpu, fab.cluster.comm_cv),
                                inputs={got: 1}, outputs={q: 1 for q in dst[i]},
                                resources=[fab.gpu(i)],
                                tags={"worker": i, "kind": "comm", "stage": "cpu",
@@ -307,7 +323,7 @@ def _build_ps(model: ModelProfile, cl: Cluster, h: Heuristics, *, synchronous: b
     cl = ps_cluster(cl, shards, placement)
     n = cl.workers
     net = Net(f"{'sync' if synchronous else 'async'}-ps-coarse+")
-    fab = Fabric(net, cl, discipline, priority)
+    fab = Fabric(net, aggregate_noise(cl, 2 * h.messages), discipline, priority)
     ex = PSExchange(fab)
     M = model.grad_bytes
     # (part, push bytes, pull bytes): the early message's pull is the part not hidden
