@@ -174,8 +174,9 @@ def aggregate_noise(cluster: Cluster, transfers: int) -> Cluster:
     """``cluster`` with ``comm_cv / sqrt(transfers)``: the CV of one coarse message that stands
     for ``transfers`` independent transfers of equal mean on a worker's chain (the sum of ``m``
     such transfers has ``1/sqrt(m)`` of their CV), as the coarse compute phase takes the CV of the
-    sum of its layers. PS: a push and a pull per tensor; ring all-reduce: ``2(n-1)`` rounds per
-    bucket."""
+    sum of its layers. PS: a push and a pull per tensor (``2K``); all-reduce: one per bucket
+    (``K``), not per round: a ring's rounds wait for each other across workers, so their noise
+    does not average out the way independent messages' does."""
     if cluster.comm_cv <= 0 or transfers <= 1:
         return cluster
     return cluster.replace(comm_cv=cluster.comm_cv / math.sqrt(transfers))
@@ -263,9 +264,7 @@ def _build_allreduce(model: ModelProfile, cl: Cluster, h: Heuristics, *, algorit
                            "message: pass channels=1")
     n = cl.workers
     net = Net(f"allreduce-{algorithm}-coarse+")
-    hops = 1 if algorithm == "hierarchical" or n == 1 else (
-        2 * (n - 1) if algorithm == "ring" else 2 * math.ceil(math.log2(n)))
-    fab = Fabric(net, aggregate_noise(cl, h.messages * hops), discipline)
+    fab = Fabric(net, aggregate_noise(cl, h.messages), discipline)
     M = model.grad_bytes
     parts = [(p, b) for p, b in (("e", (1 - h.tail) * M), ("l", h.tail * M)) if b > 0]
     if not parts:
