@@ -35,17 +35,28 @@ GRANULARITIES = ("fine", "coarse", "coarse+")
 
 
 def cell(variant: str, model: str, workers: int, rate: str, steps: int,
-         fields: dict | None = None, options: dict | None = None, replications: int = 1) -> dict:
+         fields: dict | None = None, options: dict | None = None, replications: int = 1,
+         timing: bool = True, fine: float | None = None) -> dict:
     """Predicted steps/s of the three granularities for one configuration (``fields``: more
-    Cluster fields; ``options``: variant options)."""
+    Cluster fields; ``options``: variant options; ``timing=False``: coarse+ heuristics without
+    per-layer times; ``fine``: a known fine figure, not simulated again)."""
     import sgdnet
+    from sgdnet.variants.coarse import heuristics
 
     cl = sgdnet.Cluster(workers=workers, bandwidth=rate, **(fields or {}))
     out = {"model": model, "variant": variant, "workers": workers, "rate": rate}
     for g in GRANULARITIES:
+        if g == "fine" and fine is not None:
+            out[g] = fine
+            continue
+        extra = dict(options or {})
+        if g == "coarse+" and not timing:
+            spec = sgdnet.variants.get(variant)
+            extra["heuristics"] = heuristics(variant, sgdnet.models.load(model), cl,
+                                             timing=False, **spec.resolve(extra))
         p = sgdnet.predict(variant, model, cl, granularity=g, steps=steps, warmup=max(5, steps // 4),
                            replications=replications, seed=0, parallel=False, samples=False,
-                           **(options or {}))
+                           **extra)
         out[g] = float(p.steps_per_s.mean)
     for g in GRANULARITIES[1:]:
         out[f"err_{g}"] = (out[g] - out["fine"]) / out["fine"]
@@ -139,6 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                     help="a variant option for every cell, repeatable (e.g. shards=4)")
     ap.add_argument("--replications", type=int, default=1)
+    ap.add_argument("--no-timing", action="store_true",
+                    help="coarse+ heuristics from layer sizes and order only (no per-layer times)")
+    ap.add_argument("--fine-from", default=None, metavar="CSV",
+                    help="reuse the fine figures of an earlier --cells file (same grid)")
     ap.add_argument("--testbed", type=Path, default=None, metavar="RUNS",
                     help="predict the testbed campaign RUNS instead (needs --clusters, --profile)")
     ap.add_argument("--clusters", type=Path, nargs="*", default=[])
@@ -154,12 +169,17 @@ def main(argv: list[str] | None = None) -> int:
         print(table)
         return 0
     rows = []
+    known = {}
+    if a.fine_from:
+        with open(a.fine_from) as f:
+            known = {(r["model"], r["variant"], int(r["workers"]), r["rate"]): float(r["fine"])
+                     for r in csv.DictReader(f)}
     for m in a.models.split(","):
         for v in a.variants.split(","):
             for rate in a.rates.split(","):
                 for n in (int(x) for x in a.workers.split(",")):
                     r = cell(v, m, n, rate, a.steps, _pairs(a.set), _pairs(a.option),
-                             a.replications)
+                             a.replications, not a.no_timing, known.get((m, v, n, rate)))
                     rows.append(r)
                     print(f"{m} {v} {rate} n={n}: fine {r['fine']:.4g} coarse "
                           f"{100 * r['err_coarse']:+.1f}% coarse+ {100 * r['err_coarse+']:+.1f}%",

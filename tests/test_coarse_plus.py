@@ -108,7 +108,12 @@ def test_heuristics_of_a_profile():
     assert (h.overlap, h.tail, h.messages) == pytest.approx((1 / 3, 0.2, 2))
     h = heuristics("allreduce", TOY, cl, bucket_bytes=25e6, overlap=False)
     assert (h.overlap, h.tail) == (0.0, 1.0)
-    one = TOY.coarse()  # what a coarse user has: the plain coarse model
+    # without per-layer times every layer's backward counts the same: phi from layer counts
+    h = heuristics("sync-ps", TOY, cl, timing=False)
+    assert (h.overlap, h.tail, h.pull_lag) == pytest.approx((2 / 3, 0.2, 0.5))
+    h = heuristics("allreduce", TOY, cl, timing=False, bucket_bytes=25e6, overlap=True)
+    assert h.overlap == pytest.approx(1 / 3)
+    one = TOY.coarse()  # totals only: the plain coarse model
     h = heuristics("sync-ps", one, cl)
     assert (h.overlap, h.tail, h.pull_lag) == (0.0, 1.0, 1.0)
 

@@ -182,41 +182,46 @@ def aggregate_noise(cluster: Cluster, transfers: int) -> Cluster:
     return cluster.replace(comm_cv=cluster.comm_cv / math.sqrt(transfers))
 
 
-def _ps_heuristics(prof: ModelProfile, partition_bytes: float | None) -> Heuristics:
+def _ps_heuristics(prof: ModelProfile, partition_bytes: float | None, timing: bool
+                   ) -> Heuristics:
     order = list(range(prof.n_layers - 1, -1, -1))  # push order: last layer first
     sizes = [b for l in order for _, b in _chunks([(0, prof.layers[l].grad_bytes)],
                                                   partition_bytes)]
     with_bytes = [l for l in order if prof.layers[l].grad_bytes > 0]
     first = order.index(with_bytes[0]) + 1 if with_bytes else len(order)
-    bwd = [prof.layers[l].backward_s for l in order]
+    bwd = [prof.layers[l].backward_s if timing else 1.0 for l in order]
     nz = [s for s in sizes if s > 0] or [0.0]
     return Heuristics(overlap_fraction(bwd, first), tail_fraction(nz), pull_lag(nz), len(nz))
 
 
-def _ar_heuristics(prof: ModelProfile, bucket_bytes: float, overlap: bool) -> Heuristics:
+def _ar_heuristics(prof: ModelProfile, bucket_bytes: float, overlap: bool, timing: bool
+                   ) -> Heuristics:
     buckets = prof.buckets(bucket_bytes)  # backward order
     sizes = [math.fsum(prof.layers[la].grad_bytes for la in b) for b in buckets]
     if not overlap:
         return Heuristics(0.0, 1.0, 0.0, len(buckets))
     order = list(range(prof.n_layers - 1, -1, -1))
     first = max(order.index(la) for la in buckets[0]) + 1
-    bwd = [prof.layers[l].backward_s for l in order]
+    bwd = [prof.layers[l].backward_s if timing else 1.0 for l in order]
     return Heuristics(overlap_fraction(bwd, first), tail_fraction(sizes), 0.0, len(buckets))
 
 
-def heuristics(variant: str, model: ModelProfile, cluster: Cluster, **opts) -> Heuristics:
+def heuristics(variant: str, model: ModelProfile, cluster: Cluster, *, timing: bool = True,
+               **opts) -> Heuristics:
     """The heuristics of ``variant`` (resolved options ``opts``) from a layer profile.
 
-    A profile with one layer (what a coarse user has) gives ``phi = 0``, ``tau = 1``: the plain
-    coarse net. Give measured values with :class:`Heuristics` to :func:`build` instead.
+    ``timing=False`` uses the layers' sizes and order only, taking every layer's backward to
+    last as long (phi from layer counts): what a user with tensor shapes but no per-layer timing
+    has. A profile with one layer gives ``phi = 0``, ``tau = 1``: the plain coarse net. Give
+    measured values with :class:`Heuristics` to :func:`build` instead.
     """
     prof = group_layers(model, opts.get("max_layers"), cluster.compute_cv)
     if variant == "allreduce":
         bb = opts.get("bucket_bytes", 25e6)
         return _ar_heuristics(prof, math.inf if bb == math.inf else bb,
-                              bool(opts.get("overlap", True)))
+                              bool(opts.get("overlap", True)), timing)
     if variant in ("sync-ps", "async-ps"):
-        return _ps_heuristics(prof, opts.get("partition_bytes"))
+        return _ps_heuristics(prof, opts.get("partition_bytes"), timing)
     raise VariantError(f"granularity={COARSE_PLUS!r} exists for {list(SUPPORTED)}; variant "
                        f"{variant!r} has none: use granularity='fine' or 'coarse'")
 
