@@ -41,6 +41,7 @@ from .net.compiled import compile_net
 from .prediction import Prediction, ScalingPoint, WorkerFigures, predict, scaling
 from .results import Estimate, GateStats, Result
 from .study import Study
+from .variants.coarse import Heuristics as CoarseHeuristics
 from .workload import (
     Cluster,
     ClusterFile,
@@ -88,6 +89,7 @@ __all__ = [
     "CalibrationError",
     "Study",
     "variants",
+    "CoarseHeuristics",
     "predict",
     "scaling",
     "Prediction",

@@ -242,8 +242,9 @@ def _add_workload(p: argparse.ArgumentParser, *, variant: bool, workers_many: bo
     g.add_argument("--straggler", default=None, metavar="SPEC",
                    help="straggler model, e.g. 'step:p=0.1,factor=3' or "
                         "'markov:slow_factor=3,mean_fast=2s,mean_slow=500ms'")
-    g.add_argument("--granularity", choices=("fine", "coarse"), default=granularity,
-                   help=f"per-layer ('fine') or compute-then-communicate ('coarse') net "
+    g.add_argument("--granularity", choices=("fine", "coarse", "coarse+"), default=granularity,
+                   help=f"per-layer ('fine') or compute-then-communicate ('coarse') net, or "
+                        f"'coarse+' (coarse with heuristics; sync-ps, async-ps, allreduce) "
                         f"(default: {granularity})")
     g.add_argument("-o", "--option", type=_option, action="append", default=[],
                    metavar="KEY=VALUE", help="a variant option, repeatable (e.g. staleness=3)")

@@ -10,6 +10,10 @@ granularities, as in the TPDS 2022 throughput-prediction paper:
     a worker's step is a compute phase followed by a communication phase, with no overlap,
     parameterised from profile totals only.
 
+``sync-ps``, ``async-ps`` and ``allreduce`` also have ``"coarse+"``, the coarse model with the
+heuristics of :mod:`.coarse` (backward overlap, last-message tail, PS pull lag, per-bucket
+latency; ``docs/coarse.md``).
+
 >>> from sgdnet import variants, Cluster, models
 >>> "sync-ps" in variants.names()
 True

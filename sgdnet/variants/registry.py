@@ -4,6 +4,7 @@ defaults). Variant modules of :mod:`sgdnet.variants` are discovered on the first
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
@@ -17,7 +18,8 @@ from .options import OPTION_HINTS, Option
 
 __all__ = ["GRANULARITIES", "VariantSpec", "register", "names", "get", "build"]
 
-#: The two model granularities.
+#: The two model granularities every variant has (``"coarse+"``, the coarse model with
+#: heuristics, exists for the variants in :data:`sgdnet.variants.coarse.SUPPORTED`).
 GRANULARITIES = ("fine", "coarse")
 
 #: Built-in variants, imported first (registration order).
@@ -110,14 +112,20 @@ class VariantSpec:
         (:meth:`ModelProfile.with_step_costs_folded`, a no-op for profiles without them): the
         one place :func:`sgdnet.predict`, the CLI and direct builds share.
         """
-        if granularity not in GRANULARITIES:
+        if granularity not in (*GRANULARITIES, "coarse+"):
             raise VariantError(
-                f"granularity={granularity!r} is unknown; use one of {list(GRANULARITIES)}"
+                f"granularity={granularity!r} is unknown; use one of {list(GRANULARITIES)} or "
+                "'coarse+' (coarse with heuristics, sgdnet.variants.coarse)"
             )
         prof = resolve_model(model)
         clu = resolve_cluster(cluster)
+        heur = options.pop("heuristics", None) if granularity == "coarse+" else None
         opts = self.resolve(options)
         fn = self.build_fine if granularity == "fine" else self.build_coarse
+        if granularity == "coarse+":  # the coarse model with heuristics (docs/coarse.md)
+            from . import coarse
+
+            fn = functools.partial(coarse.build, self.name, heuristics_=heur)
         with paused_gc():
             net = fn(prof.with_step_costs_folded(), clu, **opts)
         net.meta.update(
@@ -245,11 +253,13 @@ def build(name: str, model, cluster, granularity: str = "fine", **options):
         A built-in model name (:func:`sgdnet.models.names`), a profile JSON path, or a profile.
     cluster : Cluster or dict
         The cluster (a dict is passed to ``Cluster(**d)``).
-    granularity : {"fine", "coarse"}
+    granularity : {"fine", "coarse", "coarse+"}
         Fine-grained (per-layer operations) or coarse-grained (compute phase, then
-        communication phase) model.
+        communication phase) model, or the coarse model with heuristics
+        (:mod:`sgdnet.variants.coarse`; ``sync-ps``, ``async-ps``, ``allreduce``).
     **options
-        Variant options; see ``get(name).options``.
+        Variant options; see ``get(name).options``. With ``"coarse+"`` also
+        ``heuristics=CoarseHeuristics(...)`` (measured values; default: read from the profile).
 
     Returns
     -------
