@@ -142,6 +142,13 @@ def test_bad_heuristics_and_unsupported_variant():
         variants.build("ssp", TOY, Cluster(workers=2), granularity="coarse+")
     with pytest.raises(VariantError, match="coarse\\+"):
         variants.build("sync-ps", TOY, Cluster(workers=2), granularity="coarser")
+    # options its heuristics were not derived for are refused, not silently ignored
+    with pytest.raises(VariantError, match="compression='topk:0.01'.*granularity='fine'"):
+        variants.build("allreduce", TOY, Cluster(workers=2), granularity="coarse+",
+                       compression="topk:0.01")
+    with pytest.raises(VariantError, match="balance='batch'"):
+        variants.build("sync-ps", TOY, Cluster(workers=2, speeds=[1.0, 0.5]),
+                       granularity="coarse+", balance="batch")
 
 
 # ---------------------------------------------------------------- nets against their closed form

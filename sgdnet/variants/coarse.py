@@ -392,11 +392,19 @@ def build(variant: str, model: ModelProfile, cluster: Cluster, *,
     Raises
     ------
     VariantError
-        ``variant`` has no coarse+ net, or an option it cannot honour (``channels > 1``).
+        ``variant`` has no coarse+ net, or an option it cannot honour (``channels > 1``,
+        ``balance='batch'``, ``compression``).
     """
     if heuristics_ is not None and not isinstance(heuristics_, Heuristics):
         raise VariantError(f"heuristics={heuristics_!r} is not a sgdnet.CoarseHeuristics; give "
                            "CoarseHeuristics(overlap, tail, pull_lag, messages) or leave it out")
+    unsupported = {k: opts[k] for k, v in (("balance", "none"), ("compression", None))
+                   if k in opts and opts[k] != v}
+    if unsupported:  # the heuristics are derived for the plain scheme (docs/coarse.md)
+        k, v = next(iter(unsupported.items()))
+        raise VariantError(f"granularity={COARSE_PLUS!r} does not model {k}={v!r} (its heuristics are "
+                           f"derived for {k}={dict(balance='none', compression=None)[k]!r}); use "
+                           "granularity='fine' (or 'coarse')")
     h = heuristics_ if heuristics_ is not None else heuristics(variant, model, cluster, **opts)
     if variant == "allreduce":
         return _build_allreduce(model, cluster, h, **opts)
