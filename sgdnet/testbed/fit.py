@@ -19,6 +19,7 @@ returned ``notes`` say so; it is not an error.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -254,6 +255,7 @@ def _maxmin_ends(sizes: np.ndarray) -> np.ndarray:
     return np.cumsum(gaps * (k - np.arange(k)), axis=1)
 
 
+@functools.lru_cache(maxsize=4096)
 def maxmin_spread(cv: float, k: int, samples: int = 4000, seed: int = 0) -> float:
     """Mean CV (population std / mean) of the completion times of ``k`` flows started together
     on one max-min shared link when each flow's bytes are Gamma with mean 1 and CV ``cv``
