@@ -14,8 +14,8 @@ import pytest
 
 from sgdnet import Cluster
 from sgdnet.errors import CalibrationError, SgdnetError
-from sgdnet.testbed.calibrate import SWEEP_SIZES, build_cluster_file, calibration_jobs
-from sgdnet.testbed.fit import fit_incast, fit_linear, fit_link
+from sgdnet.testbed.calibrate import SWEEP_SIZES, build_cluster_file, calibration_jobs, with_sharing
+from sgdnet.testbed.fit import fit_incast, fit_linear, fit_link, fit_share_cv, maxmin_spread
 
 ALPHA, BW, BURST = 180e-6, 12.5e6, 64_000.0
 SIZES = [4, 1024, 4096, 16384, 32768, 49152, 65536, 98304, 131072, 262144, 524288, 1048576,
@@ -122,8 +122,11 @@ def test_fit_linear_per_tensor_and_per_byte():
 
 
 # ---------------------------------------------------------------- raw records -> cluster file
-def _synthetic_ranks(alpha=ALPHA, bw=BW, burst=BURST, incast_c=0.04, workers=3):
-    """Rank records shaped like the worker's output, generated from known parameters."""
+def _synthetic_ranks(alpha=ALPHA, bw=BW, burst=BURST, incast_c=0.04, workers=3,
+                     share_cv=None):
+    """Rank records shaped like the worker's output, generated from known parameters
+    (with ``share_cv``: every incast run also records per-flow ends, max-min over Gamma
+    sizes of that CV, 30 runs per flow count)."""
     sweep = {str(s): [link_time(s, alpha, bw, burst) + alpha] * 3 for s in SWEEP_SIZES}
     stream_bytes = 8 << 20
     stream_rtt = alpha + (stream_bytes - burst) / bw + alpha
@@ -135,6 +138,13 @@ def _synthetic_ranks(alpha=ALPHA, bw=BW, burst=BURST, incast_c=0.04, workers=3):
     for k in range(1, workers + 1):
         eff = 1 / (1 + incast_c * (k - 1))
         runs.append({"k": k, "bytes": k * s, "seconds": alpha + (k * s - burst) / (bw * eff)})
+    if share_cv is not None:
+        rng = np.random.default_rng(7)
+        shape = 1 / share_cv ** 2
+        runs = [{"k": k, "bytes": k * s, "seconds": 0.0,
+                 "ends": [alpha - burst / bw + e / bw
+                          for e in _maxmin(rng.gamma(shape, s / shape, size=k))]}
+                for k in range(1, workers + 1) for _ in range(30)] + runs
     sizes = [4096, 65536, 262144, 1 << 20, 4 << 20]
     rank0 = {"rank": 0, "jobs": [
         {"kind": "p2p", "id": "p2p", "p2p": {"0->1": send}},
@@ -192,3 +202,80 @@ def test_comm_uses_compute_is_decided_by_cpu_cost_times_bandwidth_unless_given()
     forced, _ = build_cluster_file(_synthetic_ranks(), comm_uses_compute=True)
     assert forced.comm_uses_compute is True
     assert not any("comm_uses_compute" in n for n in forced.notes)
+
+
+
+# ---------------------------------------------------------------- uneven sharing
+def _maxmin(sizes):
+    """Completion times of flows of ``sizes`` started together on one link of capacity 1,
+    by progressive filling (written here independently of the code under test)."""
+    rem, t, ends, act = list(sizes), 0.0, [0.0] * len(sizes), set(range(len(sizes)))
+    while act:
+        j = min(act, key=lambda i: rem[i])
+        x = rem[j]
+        t += x * len(act)
+        for i in act:
+            rem[i] -= x
+        ends[j] = t
+        act.remove(j)
+    return ends
+
+
+def test_maxmin_spread_is_zero_without_noise_and_grows_with_it():
+    assert maxmin_spread(0.0, 4) == 0.0 and maxmin_spread(0.5, 1) == 0.0
+    v = [maxmin_spread(c, 3) for c in (0.1, 0.3, 0.6, 1.0)]
+    assert all(a < b for a, b in zip(v, v[1:]))
+
+
+def test_fit_share_cv_recovers_a_known_cv_without_bias():
+    """Gamma message sizes with CV 0.3, 40 runs of 2, 3 and 4 flows each: over 30 seeded
+    repetitions the mean estimate is within 3 standard errors (+ the 0.01 grid) of 0.3."""
+    est = []
+    for seed in range(30):
+        rng = np.random.default_rng(100 + seed)
+        ks, ends = [], []
+        for k in (2, 3, 4):
+            for _ in range(40):
+                ks.append(k)
+                ends.append(_maxmin(rng.gamma(1 / 0.09, 0.09, size=k)))
+        est.append(fit_share_cv(ks, ends).cv)
+    se = np.std(est, ddof=1) / math.sqrt(len(est))
+    assert abs(np.mean(est) - 0.3) <= 3 * se + 0.01
+    assert min(est) > 0.2 and max(est) < 0.4
+
+
+def test_fit_share_cv_of_max_min_is_zero_and_skips_single_flows():
+    f = fit_share_cv([1, 2, 3], [[0.5], [0.2, 0.2], [0.3, 0.3, 0.3]])
+    assert f.cv == 0.0 and f.runs == 2 and set(f.measured) == {2, 3}
+    # a constant shift (latency, a burst's head start) is removed by the offset
+    g = fit_share_cv([2, 2], [[0.11, 0.21], [0.16, 0.21]], offset=0.01)
+    h = fit_share_cv([2, 2], [[0.10, 0.20], [0.15, 0.20]])
+    assert g.cv == h.cv > 0
+
+
+@pytest.mark.parametrize("flows,ends,match", [
+    ([1, 1], [[0.1], [0.2]], "2 or more"),
+    ([2], [[0.1, 0.2], [0.1, 0.2]], "flow counts"),
+    ([3], [[0.1, 0.2]], "has 2 end times"),
+    ([2], [[0.1, float("nan")]], "finite"),
+])
+def test_fit_share_cv_rejects_bad_measurements(flows, ends, match):
+    with pytest.raises(CalibrationError, match=match):
+        fit_share_cv(flows, ends)
+
+
+def test_build_cluster_file_measures_sharing_from_per_flow_ends():
+    cf, _ = build_cluster_file(_synthetic_ranks(share_cv=0.3), name="syn")
+    assert cf.link.share_cv == {"in": pytest.approx(0.3, abs=0.06)}
+    assert cf.measurements["sharing"]["in"]["runs"] == 60
+    c = Cluster(**cf.cluster_kwargs())
+    assert (c.share_cv_in, c.share_cv_out) == (cf.link.share_cv["in"], 0.0)
+    # records without per-flow ends (older workers) give no sharing figure
+    old, _ = build_cluster_file(_synthetic_ranks(), name="syn")
+    assert old.link.share_cv is None and "sharing" not in old.measurements
+    # --update: only the sharing figures change
+    upd = with_sharing(old, _synthetic_ranks(share_cv=0.3))
+    assert upd.link.share_cv == cf.link.share_cv
+    assert upd.link.bandwidth == old.link.bandwidth and upd.cpu == old.cpu
+    with pytest.raises(CalibrationError, match="concurrent-flow"):
+        with_sharing(old, _synthetic_ranks())

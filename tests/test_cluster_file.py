@@ -24,6 +24,7 @@ link:
   burst: 64KB
   incast: {1: 1.0, 2: 0.9, 4: 0.8}
   table: [[1048576, 0.084], [1024, 1.6e-4]]
+  share_cv: {in: 0.3, out: 0.25}
 hosts:
   ps0:
     uplink: {bandwidth: 200Mbit/s, latency: 100us}
@@ -75,6 +76,7 @@ def test_from_file_maps_what_todays_cluster_uses(full):
         (1.1e-9, 1.6e-9, 2.5e-10))
     assert c.incast == pytest.approx((1.0, 0.9, 0.85, 0.8))  # 3 flows: interpolated
     assert c.update_time(1e6) == pytest.approx(20e-6 + 3e-10 * 1e6)
+    assert (c.share_cv_in, c.share_cv_out) == (0.3, 0.25)
     c2 = Cluster.from_file(full, workers=2, comm_cv=0.1)
     assert (c2.workers, c2.comm_cv) == (2, 0.1)
 
@@ -98,6 +100,9 @@ def test_incast_efficiency_interpolates_and_is_flat_beyond():
     ("sgdnet_cluster: 1\nlink: {bandwidth: 1Gbps, incast: {0: 1.0}}\n", "flows >= 1"),
     ("sgdnet_cluster: 1\nlink: {bandwidth: 1Gbps, incast: {2: -1}}\n", "efficiency"),
     ("sgdnet_cluster: 1\nlink: {bandwidth: 1Gbps}\ncpu: {send: 1}\n", "cpu: unknown key"),
+    ("sgdnet_cluster: 1\nlink: {bandwidth: 1Gbps, share_cv: {up: 0.1}}\n", "share_cv: unknown"),
+    ("sgdnet_cluster: 1\nlink: {bandwidth: 1Gbps, share_cv: {in: -0.1}}\n", "share_cv.in"),
+    ("sgdnet_cluster: 1\nlink: {bandwidth: 1Gbps, share_cv: 0.3}\n", "share_cv: expected a"),
     ("sgdnet_cluster: 1\nlink: {bandwidth: 1Gbps}\nworkers: 0\n", "workers=0"),
     ("sgdnet_cluster: 1\nlink: {bandwidth: 1Gbps}\nhosts: {ps0: {up: {}}}\n", "hosts.ps0"),
     ("sgdnet_cluster: 1\nlink: [1, 2\n", "not valid YAML"),

@@ -214,3 +214,51 @@ def test_the_chrome_trace_shows_each_flows_mean_rate():
     for i in range(2):  # two flows into one PS downlink: half the bandwidth each
         assert ev[f"push{i}"]["args"]["mean_rate_Bps"] == pytest.approx(B / 2, rel=1e-9)
     assert "mean_rate_Bps" not in ev["tick"]["args"]
+
+
+# ------------------------------------------------------------ uneven sharing (share_cv)
+def _cvs(variant: str, cluster: Cluster, **opts) -> dict[str, float]:
+    """CV of every link stage's bytes (push/pull/ring steps) of ``variant``'s fine net."""
+    prof = ModelProfile("t", [Layer("a", 1e-3, 2e-3, 1e6), Layer("b", 1e-3, 2e-3, 2e6)],
+                        batch_size=8)
+    net = variants.get(variant).build(prof, cluster, "fine", **opts)
+    out = {}
+    for name, t in net.transitions.items():
+        if t.tags.get("stage") == "link":
+            d = t.duration
+            out[name] = round(math.sqrt(d.var) / d.mean, 12)
+    return out
+
+
+def _r(x: float) -> float:
+    return round(x, 12)
+
+
+def test_share_cv_adds_to_pushes_into_and_pulls_out_of_a_shared_ps_only():
+    kw = dict(bandwidth=B, comm_cv=0.1, share_cv_in=0.3, share_cv_out=0.4)
+    cvs = _cvs("async-ps", Cluster(workers=2, **kw))
+    push = {v for k, v in cvs.items() if ".push." in k}
+    pull = {v for k, v in cvs.items() if ".pull." in k}
+    assert push == {_r(math.hypot(0.1, 0.3))}
+    assert pull == {_r(math.hypot(0.1, 0.4))}
+    # one worker: its connections have the PS's links to themselves
+    assert set(_cvs("async-ps", Cluster(workers=1, **kw)).values()) == {_r(0.1)}
+    # a ring's links each carry one connection; the FIFO NIC model has no sharing at all
+    assert set(_cvs("allreduce", Cluster(workers=3, **kw), bucket_bytes=0).values()) == {_r(0.1)}
+    assert set(_cvs("sync-ps", Cluster(workers=2, **kw), discipline="fifo").values()) == {_r(0.1)}
+    # a colocated shard serves the other n - 1 workers over the network
+    col = _cvs("sync-ps", Cluster(workers=2, ps_placement="colocated", **kw))
+    assert set(col.values()) == {_r(0.1)}
+    col3 = _cvs("sync-ps", Cluster(workers=3, ps_placement="colocated", **kw))
+    assert {v for k, v in col3.items() if ".push." in k} == {_r(math.hypot(0.1, 0.3))}
+
+
+def test_share_cv_zero_keeps_the_transfers_deterministic():
+    cvs = _cvs("async-ps", Cluster(workers=3, bandwidth=B))
+    assert cvs and set(cvs.values()) == {0.0}
+
+
+@pytest.mark.parametrize("field", ["share_cv_in", "share_cv_out"])
+def test_bad_share_cv_names_the_field(field):
+    with pytest.raises(ClusterError, match=field):
+        Cluster(workers=2, **{field: -0.1})

@@ -236,6 +236,16 @@ def test_calibrate_cli_write_spec_and_from_records(tmp_path, capsys):
     assert c.bandwidth == pytest.approx(BW, rel=1e-3)
     assert c.latency == pytest.approx(ALPHA, rel=1e-2)
     assert c.comm_uses_compute is False
+    assert c.share_cv_in == 0.0  # these records have no per-flow ends
+    # --update: records with per-flow ends give the file its sharing figures, nothing else
+    for rk in _synthetic_ranks(share_cv=0.3):
+        (tmp_path / f"rank{rk['rank']}.json").write_text(json.dumps(rk))
+    upd = tmp_path / "u.yaml"
+    assert main(["calibrate", "--from-records", str(tmp_path), "--update", str(out),
+                 "--out", str(upd)]) == 0
+    c2 = Cluster.from_file(upd)
+    assert c2.share_cv_in == pytest.approx(0.3, abs=0.06)
+    assert c2.replace(share_cv_in=0.0) == c
 
 
 def test_table_script_predicts_every_committed_cell(capsys):

@@ -6,7 +6,8 @@
   PS, ring all-reduce per layer, DDP with buckets; plus the calibration jobs of :mod:`.bench`.
 * :mod:`.runner` -- launches, interleaved campaigns, step rates from step-end timestamps.
 * :mod:`.quiet` -- the quiet gate (other tenants' CPU during each job).
-* :mod:`.fit` -- pure fitting of the calibration (link alpha/beta/burst, incast curve, costs).
+* :mod:`.fit` -- pure fitting of the calibration (link alpha/beta/burst, incast curve, costs,
+  how unevenly concurrent TCP flows share a link).
 * :mod:`.calibrate` -- calibration runs -> a cluster file (:mod:`sgdnet.workload.cluster_file`).
 
 Needs Linux, root and iproute2 for the emulated cluster, and torch for the training processes
@@ -15,8 +16,17 @@ Needs Linux, root and iproute2 for the emulated cluster, and torch for the train
 
 from __future__ import annotations
 
-from .fit import IncastFit, LinearFit, LinkFit, fit_incast, fit_linear, fit_link
+from .fit import (
+    IncastFit,
+    LinearFit,
+    LinkFit,
+    ShareFit,
+    fit_incast,
+    fit_linear,
+    fit_link,
+    fit_share_cv,
+)
 from .netns import EmulatedCluster, can_create_namespaces
 
 __all__ = ["EmulatedCluster", "can_create_namespaces", "LinkFit", "IncastFit", "LinearFit",
-           "fit_link", "fit_incast", "fit_linear"]
+           "ShareFit", "fit_link", "fit_incast", "fit_linear", "fit_share_cv"]

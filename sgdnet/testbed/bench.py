@@ -85,12 +85,32 @@ def _p2p(job: dict, rank: int) -> dict:
     return {"p2p": out}
 
 
+def _ends(works: list[Any], t0: float) -> list[float]:
+    """Seconds from ``t0`` at which each of ``works`` completed (one waiting thread each, so
+    a late first work does not hide an early second one)."""
+    import threading
+
+    ends = [0.0] * len(works)
+
+    def wait(j: int) -> None:
+        works[j].wait()
+        ends[j] = time.perf_counter() - t0
+
+    threads = [threading.Thread(target=wait, args=(j,), daemon=True) for j in range(len(works))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return ends
+
+
 def _incast(job: dict, rank: int, world: int) -> dict:
     """``k``-to-1 (``direction="in"``: senders ``1..k`` -> rank 0) or 1-to-``k``
     (``"out"``: rank 0 -> ``1..k``) concurrent transfers of ``nbytes`` each, for ``k`` in
-    ``ks``; after a barrier and ``gap_s`` idle. ``in``: rank 0 times its own receptions from the
-    barrier. ``out``: every receiver acks, rank 0 times the round (minus nothing: the
-    calibration subtracts one latency)."""
+    ``ks``; after a barrier and ``gap_s`` idle. ``in``: rank 0 times each of its receptions from
+    the barrier. ``out``: every receiver acks, rank 0 times each ack (minus nothing: the
+    calibration subtracts one latency). Each run records every flow's completion (``ends``,
+    the spread that :func:`.fit.fit_share_cv` reads) and the last (``seconds``)."""
     import torch
     import torch.distributed as dist
 
@@ -117,19 +137,15 @@ def _incast(job: dict, rank: int, world: int) -> dict:
             t0 = time.perf_counter()
             if direction == "in":
                 if rank == 0:
-                    ends = []
-                    for _p, w in pre:
-                        w.wait()
-                        ends.append(time.perf_counter() - t0)
-                    res.append({"k": k, "bytes": k * s, "seconds": max(ends)})
+                    ends = _ends([w for _p, w in pre], t0)
+                    res.append({"k": k, "bytes": k * s, "seconds": max(ends), "ends": ends})
                 elif mine is not None:
                     dist.isend(mine, 0, tag=TAG_DATA).wait()
             else:
                 if rank == 0:
                     ws = [dist.isend(bufs[p], p, tag=TAG_DATA) for p in peers]
-                    for w in acks:
-                        w.wait()
-                    res.append({"k": k, "bytes": k * s, "seconds": time.perf_counter() - t0})
+                    ends = _ends(acks, t0)
+                    res.append({"k": k, "bytes": k * s, "seconds": max(ends), "ends": ends})
                     for w in ws:
                         w.wait()
                 elif pre:

@@ -23,6 +23,10 @@ How each figure is derived (``build_cluster_file``):
 * incast: ``k`` senders -> rank 0, goodput ``(k S - burst) / (t - alpha)`` (the shared link's
   bucket passes one burst at line rate); the efficiencies relative to
   ``B`` and their curve by :func:`.fit.fit_incast` (likewise 1-to-``k`` for the fan-out);
+* sharing (``link.share_cv``): the same runs' per-flow completion times, shifted by the
+  latency (plus the ack's for the fan-out) minus the burst's head start, through
+  :func:`.fit.fit_share_cv` -- how far TCP's sharing of one host's link among ``k`` concurrent
+  connections departs from max-min (``in``: k-to-1, ``out``: 1-to-k);
 * CPU per byte of send and receive: the sender's / receiver's process CPU time (all threads)
   during the streams / bytes; reduce: slope of :func:`.fit.fit_linear` over ``acc += buf``
   timings; PS update: intercept (per tensor) and slope (per byte) of the same fit over the PS's
@@ -32,16 +36,17 @@ How each figure is derived (``build_cluster_file``):
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import CalibrationError
 from ..workload.cluster_file import ClusterFile, Link
-from .fit import fit_incast, fit_linear, fit_link
+from .fit import fit_incast, fit_linear, fit_link, fit_share_cv
 
 __all__ = ["calibration_jobs", "build_cluster_file", "calibrate_testbed", "SWEEP_SIZES",
-           "decide_comm_uses_compute", "CPU_BOUND_COMM"]
+           "decide_comm_uses_compute", "CPU_BOUND_COMM", "sharing_figures", "with_sharing"]
 
 #: Message sizes of the point-to-point sweep, bytes.
 SWEEP_SIZES = (4, 1024, 8192, 32768, 65536, 131072, 262144, 524288, 1048576, 2097152)
@@ -50,11 +55,12 @@ SWEEP_SIZES = (4, 1024, 8192, 32768, 65536, 131072, 262144, 524288, 1048576, 209
 def calibration_jobs(world: int, *, model: str = "tb-mlp", batch: int = 32,
                      sizes: Sequence[int] = SWEEP_SIZES, reps: int = 5, gap_s: float = 0.03,
                      stream_msgs: int = 8, stream_msg_bytes: int = 1 << 20,
-                     incast_bytes: int = 1 << 20, incast_reps: int = 3,
-                     profile: bool = True) -> list[dict]:
+                     incast_bytes: int = 1 << 20, incast_reps: int = 10,
+                     profile: bool = True, only: Sequence[str] | None = None) -> list[dict]:
     """The calibration's job list for a group of ``world`` hosts (rank 0 = the PS host).
 
     ``gap_s`` must let a token bucket refill between sweep messages (burst / rate).
+    ``only``: keep the jobs of these kinds (e.g. ``("incast",)`` for the sharing figures).
     """
     if world < 2:
         raise CalibrationError(f"world={world}: calibration needs at least 2 hosts")
@@ -72,6 +78,8 @@ def calibration_jobs(world: int, *, model: str = "tb-mlp", batch: int = 32,
     if profile:
         jobs.append({"kind": "profile", "id": "profile", "model": model, "batch": batch,
                      "rank": 1})
+    if only is not None:
+        jobs = [j for j in jobs if j["kind"] in set(only)]
     return jobs
 
 
@@ -96,6 +104,48 @@ def decide_comm_uses_compute(cpu: dict[str, float], bandwidth: float) -> tuple[b
     flag = busy >= CPU_BOUND_COMM
     return flag, (f"comm_uses_compute: {str(flag).lower()} (send + receive CPU keeps a host "
                   f"busy {busy:.1%} of a transfer's link time; threshold {CPU_BOUND_COMM:.0%})")
+
+
+def sharing_figures(ranks: list[dict], alpha: float, burst: float, bandwidth: float
+                    ) -> tuple[dict[str, float], dict[str, dict], list[str]]:
+    """``link.share_cv`` (``{"in": cv, "out": cv}``) from the incast runs' per-flow completion
+    times (runs recorded without them are skipped), the fits' details by direction, and notes.
+
+    The shift subtracted from every completion time is the latency (twice for ``out``, whose
+    times end with an ack) minus the time the burst's head start saves."""
+    share: dict[str, float] = {}
+    details: dict[str, dict] = {}
+    notes: list[str] = []
+    for direction in ("in", "out"):
+        runs = [r for part in _job(ranks, "incast", "incast", f"incast-{direction}")
+                for r in part["runs"] if "ends" in r]
+        if not any(r["k"] >= 2 for r in runs):
+            continue
+        offset = (2 if direction == "out" else 1) * alpha - burst / bandwidth
+        f = fit_share_cv([r["k"] for r in runs], [r["ends"] for r in runs], offset=offset)
+        share[direction] = f.cv
+        details[direction] = {"cv": f.cv, "runs": f.runs, "offset_s": offset,
+                              "measured_spread": f.measured, "fitted_spread": f.fitted}
+        notes += list(f.notes)
+    return share, details, notes
+
+
+def with_sharing(cf: ClusterFile, ranks: list[dict]) -> ClusterFile:
+    """``cf`` with ``link.share_cv`` (and ``measurements.sharing``) from the incast records in
+    ``ranks``, everything else kept (``sgdnet calibrate --update FILE``)."""
+    import dataclasses
+
+    share, details, notes = sharing_figures(ranks, cf.link.latency, cf.link.burst,
+                                            cf.link.bandwidth)
+    if not share:
+        raise CalibrationError("the records hold no concurrent-flow runs with per-flow end "
+                               "times (need the 'incast' jobs with k >= 2)")
+    meas = dict(cf.measurements)
+    meas["sharing"] = details
+    link = dataclasses.replace(cf.link, share_cv=share)
+    return cf.replace(link=link, measurements=meas,
+                      notes=(*cf.notes, *notes, f"link.share_cv {share} measured by the "
+                             "concurrent-flow jobs alone (sgdnet calibrate --update)"))
 
 
 def build_cluster_file(ranks: list[dict], *, name: str = "calibrated",
@@ -189,8 +239,10 @@ def build_cluster_file(ranks: list[dict], *, name: str = "calibrated",
     prof = _job(ranks, "profile", "profile")
     world = max(len(ranks), 2)
     in_table = incast.get("in", {}).get("table")
+    share, share_details, share_notes = sharing_figures(ranks, alpha, link_fit.burst, bw)
+    notes += share_notes
     link = Link(bandwidth=bw, latency=alpha, burst=link_fit.burst, incast=in_table,
-                table=[[s, t] for s, t in zip(sizes, one_way)])
+                table=[[s, t] for s, t in zip(sizes, one_way)], share_cv=share or None)
     meas = {"one_way_s": dict(zip(sizes, one_way)), "rtt_s": dict(zip(sizes, rtt)),
             "stream_bandwidth_Bps": bws, "free_fit": {"alpha": free.alpha,
                                                       "bandwidth": free.bandwidth,
@@ -198,6 +250,8 @@ def build_cluster_file(ranks: list[dict], *, name: str = "calibrated",
             "link_fit_max_rel_residual": link_fit.max_rel_residual, "incast": incast}
     if meas_costs:
         meas["costs"] = meas_costs
+    if share_details:
+        meas["sharing"] = share_details
     extra = _job(ranks, "profile", "profile_compute_s")
     if extra:
         meas["profile_compute_s"] = extra[0]
@@ -214,12 +268,16 @@ def calibrate_testbed(*, workers: int = 4, rate: str | float = "100Mbit/s",
                       profile_out: str | Path | None = None, timeout_s: float = 600.0,
                       comm_uses_compute: bool | None = None,
                       records_out: str | Path | None = None,
+                      update: str | Path | None = None,
                       log: Callable[[str], None] = print, **job_kw: Any) -> ClusterFile:
     """Calibrate the emulated cluster (``workers`` + 1 hosts, every link at ``rate``).
 
     Writes the cluster file to ``out``, the single-worker profile to ``profile_out`` and every
-    rank's raw record (a JSON list) to ``records_out`` when given; returns the cluster file. The file's ``measurements`` also record the link shaping
-    asked for (``tbf_rate_Bps``, ``tbf_burst_B``) next to what was measured.
+    rank's raw record (a JSON list) to ``records_out`` when given; returns the cluster file.
+    The file's ``measurements`` also record the link shaping asked for (``tbf_rate_Bps``,
+    ``tbf_burst_B``) next to what was measured. ``update``: an existing cluster file; only the
+    concurrent-flow jobs run and only their sharing figures (:func:`with_sharing`) change in
+    it (written to ``out``, default ``update`` itself).
     """
     from .. import units
     from .netns import EmulatedCluster
@@ -230,6 +288,8 @@ def calibrate_testbed(*, workers: int = 4, rate: str | float = "100Mbit/s",
     bps = units.bandwidth(rate, what="rate")
     burst_b = units.nbytes(burst, what="burst")
     gap = max(0.02, 3 * burst_b / bps)
+    if update is not None:
+        job_kw = {**job_kw, "only": ("incast",), "profile": False}
     jobs = calibration_jobs(workers + 1, model=model, batch=batch, gap_s=gap, **job_kw)
     with EmulatedCluster(workers + 1, rate=bps, burst=burst_b, delay=delay) as cl:
         log(f"calibrating {cl!r} ({len(jobs)} jobs)")
@@ -244,6 +304,20 @@ def calibrate_testbed(*, workers: int = 4, rate: str | float = "100Mbit/s",
         log(f"raw records -> {records_out} (sgdnet calibrate --from-records reads a directory "
             "of rank*.json; this file holds the same list)")
     quiet_rows = [summarize_job(res["ranks"], i) for i in range(len(jobs))]
+    if update is not None:
+        from ..workload.cluster_file import load_cluster_file
+
+        cf = with_sharing(load_cluster_file(update), res["ranks"])
+        meas = dict(cf.measurements)
+        meas["sharing"] = {**meas["sharing"], "measured_at": time.strftime(
+            "%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "quiet": [
+            {k: r[k] for k in ("id", "wall_s", "own_cores", "other_cores", "irq_cores",
+                               "noisy")} for r in quiet_rows], "top_others": res["top_others"]}
+        cf = cf.replace(measurements=meas)
+        cf.save(out if out is not None else update)
+        log(f"cluster file -> {out if out is not None else update} (link.share_cv "
+            f"{dict(cf.link.share_cv or {})})")
+        return cf
     cf, prof = build_cluster_file(res["ranks"], name=f"testbed-{bps * 8 / 1e6:g}mbit",
                                   workers=workers, comm_uses_compute=comm_uses_compute)
     meas = dict(cf.measurements)

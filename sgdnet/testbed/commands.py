@@ -108,6 +108,10 @@ def add_parsers(sub: Any) -> None:
                         "measured CPU cost per byte x bandwidth (>= 50%%: true)")
     p.add_argument("--nccl-gpu", action="store_true",
                    help="NCCL on GPUs: same as --comm-uses-compute false")
+    p.add_argument("--update", type=Path, metavar="FILE",
+                   help="an existing cluster file: run only the concurrent-flow jobs (k-to-1, "
+                        "1-to-k) and write their sharing figures (link.share_cv) into it, "
+                        "everything else kept (to --out if given)")
     g = p.add_argument_group("a real cluster (no emulation)")
     g.add_argument("--write-spec", type=Path, metavar="SPEC",
                    help="write the job spec to run 'python -m sgdnet.testbed.worker SPEC RANK' "
@@ -171,9 +175,16 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
               f"{args.write_spec.name} r   (then: sgdnet calibrate --from-records "
               f"{args.records_dir} --out cluster.yaml)")
         return 0
-    if args.out is None:
-        raise TestbedError("give --out cluster.yaml (or --write-spec SPEC)")
-    if args.from_records is not None:
+    if args.out is None and args.update is None:
+        raise TestbedError("give --out cluster.yaml (or --update FILE, or --write-spec SPEC)")
+    if args.update is not None and args.from_records is not None:
+        from ..workload.cluster_file import load_cluster_file
+        from .calibrate import with_sharing
+
+        ranks = [json.loads(f.read_text()) for f in sorted(args.from_records.glob("rank*.json"))]
+        cf = with_sharing(load_cluster_file(args.update), ranks)
+        cf.save(args.out or args.update)
+    elif args.from_records is not None:
         files = sorted(args.from_records.glob("rank*.json"))
         if len(files) < 2:
             raise TestbedError(f"{args.from_records}: found {len(files)} rank*.json files; need "
@@ -189,13 +200,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         cf = calibrate_testbed(workers=args.workers, rate=args.rate, burst=args.burst,
                                delay=args.delay, model=args.model, batch=args.batch,
                                out=args.out, profile_out=args.profile_out,
-                               comm_uses_compute=cuc, records_out=args.records_out)
+                               comm_uses_compute=cuc, records_out=args.records_out,
+                               update=args.update)
     lk = cf.link
     print(f"{cf.name}: bandwidth {lk.bandwidth * 8 / 1e6:.1f} Mbit/s, latency "
           f"{lk.latency * 1e6:.0f} us, burst {lk.burst / 1e3:.1f} kB, incast "
-          f"{ {k: round(v, 3) for k, v in (lk.incast or {}).items()} }; cpu {dict(cf.cpu)}; "
+          f"{ {k: round(v, 3) for k, v in (lk.incast or {}).items()} }, sharing "
+          f"{dict(lk.share_cv or {})}; cpu {dict(cf.cpu)}; "
           f"ps {dict(cf.ps)}; local step {dict(cf.local_step_s)}")
     for n in cf.notes:
         print(f"note: {n}")
-    print(f"cluster file -> {args.out}")
+    print(f"cluster file -> {args.out or args.update}")
     return 0

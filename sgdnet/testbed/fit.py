@@ -9,6 +9,9 @@ how well they fit, so the tests can feed synthetic measurements with known param
 * :func:`fit_incast` -- goodput efficiency vs number of concurrent flows into one link, as a
   table and as the one-parameter curve ``e(k) = e(1) / (1 + c (k - 1))``.
 * :func:`fit_linear` -- a cost ``c0 + c1 x`` (per-tensor + per-byte PS update, CPU per byte).
+* :func:`fit_share_cv` -- how unevenly ``k`` concurrent flows into (out of) one host share its
+  link: the CV of a message's bytes that makes max-min sharing reproduce the spread of their
+  measured completion times.
 
 A fitted intercept that comes out negative (noise on a tiny latency) is clamped to 0 and the
 returned ``notes`` say so; it is not an error.
@@ -16,6 +19,7 @@ returned ``notes`` say so; it is not an error.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,7 +28,8 @@ import numpy as np
 
 from ..errors import CalibrationError as FitError
 
-__all__ = ["LinkFit", "IncastFit", "LinearFit", "fit_link", "fit_incast", "fit_linear"]
+__all__ = ["LinkFit", "IncastFit", "LinearFit", "ShareFit", "fit_link", "fit_incast",
+           "fit_linear", "fit_share_cv", "maxmin_spread"]
 
 
 def _arrays(x: Sequence[float], y: Sequence[float], what: str, min_distinct: int = 2
@@ -234,3 +239,86 @@ def fit_linear(x: Sequence[float], y: Sequence[float], what: str = "cost") -> Li
         c0 = 0.0
     pred = c0 + c1 * xa
     return LinearFit(float(c0), float(c1), float(np.max(np.abs(pred - ya) / ya)), tuple(notes))
+
+
+# --------------------------------------------------------------------------- sharing
+#: Grid of CVs on which :func:`maxmin_spread` is tabulated for the inversion.
+_SHARE_GRID = np.round(np.arange(0.0, 2.0001, 0.01), 2)
+
+
+def _maxmin_ends(sizes: np.ndarray) -> np.ndarray:
+    """Completion times (rows sorted) of flows of ``sizes`` (rows: sets of ``k`` flows started
+    together on one link of capacity 1, max-min shared)."""
+    s = np.sort(sizes, axis=1)
+    k = s.shape[1]
+    gaps = np.diff(np.concatenate([np.zeros((len(s), 1)), s], axis=1), axis=1)
+    return np.cumsum(gaps * (k - np.arange(k)), axis=1)
+
+
+@functools.lru_cache(maxsize=4096)
+def maxmin_spread(cv: float, k: int, samples: int = 4000, seed: int = 0) -> float:
+    """Mean CV (population std / mean) of the completion times of ``k`` flows started together
+    on one max-min shared link when each flow's bytes are Gamma with mean 1 and CV ``cv``
+    (the distribution sgdnet's transfers use); 0 for ``cv = 0``. Monte Carlo with a fixed seed
+    (the same numbers every call)."""
+    if cv <= 0 or k < 2:
+        return 0.0
+    shape = 1.0 / (cv * cv)
+    rng = np.random.default_rng(seed)
+    t = _maxmin_ends(rng.gamma(shape, 1.0 / shape, size=(samples, k)))
+    return float(np.mean(t.std(axis=1) / t.mean(axis=1)))
+
+
+@dataclass(frozen=True)
+class ShareFit:
+    """Fitted sharing unevenness: ``cv`` and, per flow count, the measured and fitted spread."""
+
+    cv: float
+    measured: dict[int, float]
+    fitted: dict[int, float]
+    runs: int
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def fit_share_cv(flows: Sequence[int], ends: Sequence[Sequence[float]], *,
+                 offset: float = 0.0) -> ShareFit:
+    """The CV of a message's bytes that makes max-min sharing reproduce measured completion
+    times of concurrent flows.
+
+    Each run started ``flows[j]`` equal messages at once into (or out of) one host's link and
+    measured their completion times ``ends[j]`` (seconds from the common start). Under max-min
+    sharing they would all finish together; TCP over a FIFO queue lets some finish early. The
+    spread of a run is the CV (population std / mean) of its times after subtracting
+    ``offset`` (e.g. the latency minus the burst's head start), averaged per flow count; the
+    fitted ``cv`` minimises the squared difference to :func:`maxmin_spread` weighted by the
+    runs per count, on a 0.01 grid over [0, 2]. Runs with one flow carry no information and
+    are skipped.
+
+    Raises
+    ------
+    CalibrationError
+        No run with 2 or more flows, lengths differ, or a time is not finite and > 0.
+    """
+    if len(flows) != len(ends):
+        raise FitError(f"sharing: {len(flows)} flow counts but {len(ends)} runs of end times")
+    by_k: dict[int, list[float]] = {}
+    for k, e in zip(flows, ends):
+        t = np.asarray(e, dtype=float) - float(offset)
+        if int(k) != len(t):
+            raise FitError(f"sharing: a run of {k} flows has {len(t)} end times")
+        if not (np.all(np.isfinite(t)) and np.all(t > 0)):
+            raise FitError(f"sharing: end times must be finite and > offset, got {list(e)}")
+        if k >= 2:
+            by_k.setdefault(int(k), []).append(float(t.std() / t.mean()))
+    if not by_k:
+        raise FitError("sharing: need runs with 2 or more concurrent flows (got only k = 1)")
+    measured = {k: float(np.mean(v)) for k, v in sorted(by_k.items())}
+    table = {k: np.array([maxmin_spread(c, k) for c in _SHARE_GRID]) for k in measured}
+    err = sum(len(by_k[k]) * (table[k] - measured[k]) ** 2 for k in measured)
+    i = int(np.argmin(err))
+    cv = float(_SHARE_GRID[i])
+    notes = []
+    if i == len(_SHARE_GRID) - 1:
+        notes.append(f"sharing: spread beyond the grid (cv >= {cv:g}); clamped")
+    return ShareFit(cv=cv, measured=measured, fitted={k: float(table[k][i]) for k in measured},
+                    runs=sum(len(v) for v in by_k.values()), notes=tuple(notes))

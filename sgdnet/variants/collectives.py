@@ -383,6 +383,9 @@ class PSExchange:
     ``direction``, ``shard``, ``chunk``); the update is named by the caller and takes
     ``cluster.update_time(nbytes)`` (CV ``cluster.compute_cv``) on ``ps{k}.cpu``.
     A piece whose shard is colocated with the worker (:meth:`local`) needs no transfer.
+    When two or more workers exchange with a shard over the network, its pushes and pulls
+    are concurrent connections into / out of one host (``share="in"`` / ``"out"`` of
+    :meth:`Fabric.transfer`: the cluster's ``share_cv_in`` / ``share_cv_out``).
     """
 
     def __init__(self, fabric: Fabric):
@@ -394,6 +397,11 @@ class PSExchange:
         """True when shard ``shard`` lives on worker ``worker``'s host."""
         return self.fabric.ps_host(shard) == ("worker", worker)
 
+    def shared(self, shard: int) -> bool:
+        """True when two or more workers exchange with shard ``shard`` over the network."""
+        n = self.cluster.workers
+        return n - (1 if self.fabric.ps_host(shard)[0] == "worker" else 0) >= 2
+
     def push(self, worker: int, shard: int, nbytes: float, suffix: str, *, chunk: int,
              inputs: Iterable[str], outputs: Iterable[str],
              tags: Mapping[str, Any] | None = None, priority: int = 0) -> list[str]:
@@ -402,6 +410,7 @@ class PSExchange:
         return fab.transfer(f"w{worker}.push.{suffix}", nbytes, ("worker", worker),
                             fab.ps_host(shard), inputs=inputs, outputs=outputs,
                             priority=priority, reduce=True,
+                            share="in" if self.shared(shard) else None,
                             tags={"worker": worker, **(tags or {}), "direction": "push",
                                   "shard": shard, "chunk": chunk})
 
@@ -412,7 +421,7 @@ class PSExchange:
         fab = self.fabric
         return fab.transfer(f"w{worker}.pull.{suffix}", nbytes, fab.ps_host(shard),
                             ("worker", worker), inputs=inputs, outputs=outputs,
-                            priority=priority,
+                            priority=priority, share="out" if self.shared(shard) else None,
                             tags={"worker": worker, **(tags or {}), "direction": "pull",
                                   "shard": shard, "chunk": chunk})
 

@@ -265,6 +265,7 @@ class Fabric:
         priority: int = 0,
         reduce: bool = False,
         lane: int = 0,
+        share: str | None = None,
     ) -> list[str]:
         """Add a transfer of ``nbytes`` from ``src`` to ``dst``; returns its transition names.
 
@@ -279,6 +280,10 @@ class Fabric:
         ``cluster.reduce_s_per_byte`` (flows only). ``comm_cv`` is the noise of the bytes.
         ``lane > 0``: the flow goes on its own connection ``src->dst#lane`` (an NCCL channel's
         connection), so it does not queue behind the pair's lane-0 messages.
+        ``share="in"`` / ``"out"`` (flows only): the flow is one of several concurrent
+        connections into / out of one host, whose uneven TCP sharing adds
+        ``cluster.share_cv_in`` / ``share_cv_out`` to the noise of its bytes
+        (:meth:`flow_cv`).
         """
         if src == dst:
             raise VariantError(f"transfer {name!r}: source and destination are the same host {src}")
@@ -301,17 +306,18 @@ class Fabric:
             arrived = [net.place(f"{name}:arrived").name]
         ltags = {**tg, "stage": "link", "bytes": nbytes}
         lat = self.latency(src, dst)
+        cv = self.flow_cv(share)
         if lat > 0:
             wire = net.place(f"{name}.wire")
             self._link_stage(name, nbytes, src, dst, ins, [*link_outputs, wire.name], ltags,
-                             priority, lane)
+                             priority, lane, cv)
             net.transition(f"{name}.lat", Deterministic(lat), inputs={wire: 1},
                            outputs={p: 1 for p in arrived}, servers=math.inf,
                            tags={**tg, "stage": "latency"})
             names += [name, f"{name}.lat"]
         else:
             self._link_stage(name, nbytes, src, dst, ins, [*link_outputs, *arrived], ltags,
-                             priority, lane)
+                             priority, lane, cv)
             names.append(name)
         if arrived is not outputs:
             net.transition(f"{name}.recv", duration(recv_s, c.comm_cv),
@@ -321,19 +327,33 @@ class Fabric:
             names.append(f"{name}.recv")
         return names
 
+    def flow_cv(self, share: str | None) -> float:
+        """The CV of a transfer's bytes: ``cluster.comm_cv``, with flows and ``share`` given
+        (``"in"``: one of several connections into one host, ``"out"``: out of one host)
+        combined in quadrature with ``cluster.share_cv_in`` / ``share_cv_out`` (unchanged when
+        that is 0)."""
+        c = self.cluster
+        if share not in (None, "in", "out"):
+            raise VariantError(f"share={share!r}: use 'in', 'out' or None")
+        extra = 0.0 if share is None or not self.flows else getattr(c, f"share_cv_{share}")
+        return math.hypot(c.comm_cv, extra) if extra > 0 else c.comm_cv
+
     def _link_stage(self, name: str, nbytes: float, src: Host, dst: Host, inputs: list,
-                    outputs: list, tags: dict, priority: int, lane: int = 0) -> None:
-        """The stage that occupies the network: a flow, or a NIC-holding transition."""
+                    outputs: list, tags: dict, priority: int, lane: int = 0,
+                    cv: float | None = None) -> None:
+        """The stage that occupies the network: a flow, or a NIC-holding transition (bytes or
+        time with CV ``cv``, default ``cluster.comm_cv``)."""
         net, c = self.net, self.cluster
+        cv = c.comm_cv if cv is None else cv
         if self.flows:
             key = f"{self.host_name(src)}->{self.host_name(dst)}" + (f"#{lane}" if lane else "")
-            net.transfer(name, duration(nbytes, c.comm_cv), self.path(src, dst),
+            net.transfer(name, duration(nbytes, cv), self.path(src, dst),
                          inputs={p: 1 for p in inputs}, outputs={p: 1 for p in outputs},
                          connection=key,
                          connection_tags={"host": self.host_name(src)},
                          priority=priority, tags=tags)
             return
-        net.transition(name, duration(nbytes / self.bandwidth(src, dst), c.comm_cv),
+        net.transition(name, duration(nbytes / self.bandwidth(src, dst), cv),
                        inputs={p: 1 for p in inputs}, outputs={p: 1 for p in outputs},
                        resources=self.link_resources(src, dst), priority=priority, tags=tags)
 

@@ -139,6 +139,15 @@ class Cluster:
         Goodput efficiency of a host's downlink by the number of concurrent flows into it
         (``incast[n-1]`` with ``n`` flows, the last value beyond; empty: 1.0), as measured by
         ``sgdnet calibrate`` (k-to-1 sends). Used by the ``flows`` discipline.
+    share_cv_in, share_cv_out : float
+        How unevenly concurrent TCP connections share one host's link: the coefficient of
+        variation of a message's bytes that makes max-min sharing reproduce the spread of the
+        completion times of ``k`` flows started together into one host (``in``) or out of one
+        host (``out``), as measured by ``sgdnet calibrate``. Max-min finishes them together;
+        TCP over a FIFO queue lets one get ahead, which keeps asynchronous workers out of
+        phase. The parameter-server nets add it (in quadrature to ``comm_cv``) to the pushes
+        into, and the pulls out of, a PS host that serves two or more workers. 0 (default):
+        max-min exactly.
     topology : Topology or dict or None
         Nodes of ``gpus_per_node`` GPUs, their interconnect, NICs and fabric
         (:class:`~sgdnet.workload.topology.Topology`; a dict of its fields is converted).
@@ -182,6 +191,8 @@ class Cluster:
     reduce_s_per_byte: float | str = 0.0
     incast: tuple[float, ...] = ()
     topology: Any = None
+    share_cv_in: float = 0.0
+    share_cv_out: float = 0.0
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -224,6 +235,8 @@ class Cluster:
         s(self, "update_s_per_layer", _time(self.update_s_per_layer, "update_s_per_layer"))
         s(self, "compute_cv", _cvf(self.compute_cv, "compute_cv"))
         s(self, "comm_cv", _cvf(self.comm_cv, "comm_cv"))
+        for f in ("share_cv_in", "share_cv_out"):
+            s(self, f, _cvf(getattr(self, f), f))
         s(self, "shard_min_bytes", _size(self.shard_min_bytes, "shard_min_bytes"))
         if not isinstance(self.comm_uses_compute, bool):
             raise ClusterError(f"Cluster.comm_uses_compute={self.comm_uses_compute!r}: must be "

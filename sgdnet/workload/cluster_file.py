@@ -16,6 +16,8 @@ from the same calibration once it exists::
       latency: 150us                   # one-way, per message
       burst: 64KB                      # token-bucket depth (0: none)
       incast: {1: 1.0, 2: 0.98, 4: 0.95}   # goodput efficiency vs concurrent flows into a link
+      share_cv: {in: 0.23, out: 0.45}  # how unevenly k concurrent TCP flows into / out of one
+                                       # host share its link (CV of a message's bytes, see Link)
       table: [[1024, 1.6e-4], [1048576, 0.084]]   # optional measured size -> one-way seconds
     hosts:                             # optional per-host overrides: ps0, worker0, worker1, ...
       ps0: {uplink: {bandwidth: 200Mbit/s}, downlink: {bandwidth: 200Mbit/s}}
@@ -68,7 +70,8 @@ SCHEMA = 1
 
 _TOP = ("sgdnet_cluster", "name", "workers", "ps_hosts", "ps_placement", "comm_uses_compute",
         "link", "hosts", "cpu", "ps", "local_step_s", "notes", "measurements", "topology")
-_LINK = ("bandwidth", "latency", "burst", "incast", "table")
+_LINK = ("bandwidth", "latency", "burst", "incast", "table", "share_cv")
+_SHARE = ("in", "out")
 _CPU = ("send_s_per_byte", "recv_s_per_byte", "reduce_s_per_byte")
 _PS = ("update_s_per_byte", "update_s_per_tensor")
 
@@ -118,6 +121,15 @@ class Link:
         (>= 1); missing ``k`` are interpolated by :meth:`efficiency`.
     table : sequence of (bytes, seconds), optional
         A measured size -> one-way time table (sorted by size on construction).
+    share_cv : mapping, optional
+        ``{"in": cv, "out": cv}``: how unevenly concurrent connections share a host's link,
+        ``k`` flows into one host (``in``) or out of one host (``out``). Max-min fairness
+        finishes ``k`` equal flows started together at the same instant; TCP over a FIFO
+        queue does not (a flow that gets ahead keeps more of the link). The figure is the
+        coefficient of variation of a message's bytes that makes max-min reproduce the spread
+        of the measured completion times (:func:`sgdnet.testbed.fit.fit_share_cv`); the
+        parameter-server nets apply it to pushes into (pulls out of) a PS host that serves
+        two or more workers (``Cluster.share_cv_in`` / ``share_cv_out``).
     """
 
     bandwidth: float | str
@@ -125,10 +137,20 @@ class Link:
     burst: float | str = 0.0
     incast: Mapping[int, float] | None = None
     table: tuple[tuple[float, float], ...] | None = None
+    share_cv: Mapping[str, float] | None = None
 
     def __post_init__(self) -> None:
         s = object.__setattr__
         s(self, "bandwidth", _num(self.bandwidth, "rate", "link.bandwidth"))
+        if self.share_cv is not None:
+            sc = _keys(self.share_cv, _SHARE, "link.share_cv")
+            for k, v in sc.items():
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
+                        math.isfinite(v) and v >= 0):
+                    raise ClusterError(f"link.share_cv.{k}={v!r}: a coefficient of variation "
+                                       "must be a finite number >= 0 (0: max-min fair sharing)")
+                sc[k] = float(v)
+            s(self, "share_cv", {k: sc[k] for k in _SHARE if k in sc})
         s(self, "latency", _num(self.latency, "time", "link.latency"))
         s(self, "burst", _num(self.burst, "bytes", "link.burst"))
         if self.incast is not None:
@@ -192,6 +214,8 @@ class Link:
             d["incast"] = dict(self.incast)
         if self.table is not None:
             d["table"] = [list(r) for r in self.table]
+        if self.share_cv is not None:
+            d["share_cv"] = dict(self.share_cv)
         return d
 
     @classmethod
@@ -316,7 +340,8 @@ class ClusterFile:
         ``comm_uses_compute`` (only for a file without ``cpu`` costs: with them the flows model
         charges the CPU per byte instead), the ``cpu`` per-byte costs (``send_s_per_byte``,
         ``recv_s_per_byte``, ``reduce_s_per_byte``) and the link's incast curve (``incast``:
-        the efficiency for 1..the largest measured flow count). Not used by the nets:
+        the efficiency for 1..the largest measured flow count), the link's ``share_cv``
+        (``share_cv_in``, ``share_cv_out``). Not used by the nets:
         ``burst`` and ``table`` (a sustained flow sees the bandwidth; the burst only shortens
         a message after an idle period).
 
@@ -344,6 +369,8 @@ class ClusterFile:
         if self.link.incast:
             kw["incast"] = tuple(min(1.0, self.link.efficiency(k))
                                  for k in range(1, max(self.link.incast) + 1))
+        for d in (self.link.share_cv or {}):
+            kw[f"share_cv_{d}"] = self.link.share_cv[d]
         if isinstance(n, int) and not isinstance(n, bool) and n >= 1:
             ups = {self.uplink(f"worker{i}").bandwidth for i in range(n)}
             downs = {self.downlink(f"worker{i}").bandwidth for i in range(n)}
