@@ -603,11 +603,9 @@ def _queued_busy(s, now, t0, s_trans, s_start, qres_ptr, qres_idx, o_busy):
 # ------------------------------------------------------------ random switches
 @njit(cache=True, _nrt=False, error_model="numpy")
 def _sw_ok(a, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap):
-    """Whether candidate ``a`` is a weighted transition tied with ``t`` (same priority class,
-    request time and priority) whose queued resources all have a free server."""
-    if sw_w[a] <= 0.0 or sw_prio[a] != sw_prio[t]:
-        return False
-    if TS[a, TS_PCLS] != TS[t, TS_PCLS] or TF[a, TF_KTIME] != TF[t, TF_KTIME]:
+    """Whether candidate ``a`` is a weighted transition competing with ``t`` (same priority class
+    and priority) whose queued resources all have a free server."""
+    if sw_w[a] <= 0.0 or sw_prio[a] != sw_prio[t] or TS[a, TS_PCLS] != TS[t, TS_PCLS]:
         return False
     for k in range(TS[a, TS_Q0], TS[a, TS_Q1]):
         r = qres_idx[k]
@@ -620,8 +618,8 @@ def _sw_ok(a, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap):
 def _sw_heap(h, base, n, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap, cand, nc, stk):
     """Append to ``cand`` the entries of heap ``h[base:base+n]`` that :func:`_sw_ok` admits.
 
-    Entries tied with ``t`` on (priority class, request time) form a subtree at the root (no
-    entry is smaller than ``t``): a depth-first walk pruned at the first larger key."""
+    Entries of ``t``'s priority class form a subtree at the root (the class leads the key, and
+    no entry is smaller than ``t``): a depth-first walk pruned at the first larger class."""
     if n == 0:
         return nc
     ns = 1
@@ -630,7 +628,7 @@ def _sw_heap(h, base, n, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap, cand, 
         ns -= 1
         i = stk[ns]
         a = h[base + i]
-        if TS[a, TS_PCLS] != TS[t, TS_PCLS] or TF[a, TF_KTIME] != TF[t, TF_KTIME]:
+        if TS[a, TS_PCLS] > TS[t, TS_PCLS]:
             continue
         if _sw_ok(a, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap):
             cand[nc] = a
@@ -647,11 +645,11 @@ def _sw_heap(h, base, n, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap, cand, 
 
 @njit(cache=True, _nrt=False, error_model="numpy")
 def _sw_ring(h, base, cap, head, n, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap, cand, nc):
-    """:func:`_sw_heap` for a fifo resource's sorted ring: the tied entries lead it."""
+    """:func:`_sw_heap` for a fifo resource's sorted ring: ``t``'s priority class leads it."""
     p = head
     for _j in range(n):
         a = h[base + p]
-        if TS[a, TS_PCLS] != TS[t, TS_PCLS] or TF[a, TF_KTIME] != TF[t, TF_KTIME]:
+        if TS[a, TS_PCLS] > TS[t, TS_PCLS]:
             break
         if _sw_ok(a, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap):
             cand[nc] = a
@@ -666,7 +664,7 @@ def _sw_ring(h, base, cap, head, n, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_
 def _sw_pick(t, ih, ih_n, qh, qn, qhd, r_disc, rq_base, TS, TF, sw_w, sw_prio, sw_res, qres_idx,
              used, r_cap, cand, stk, rng):
     """The random switch: ``t`` (weighted, able to start, the scan's next start) or a weighted
-    candidate tied with it, drawn with probability proportional to weight. One uniform is drawn
+    candidate competing with it, drawn with probability proportional to weight. One uniform is drawn
     only when there are two or more to choose from; they are ordered by rank first."""
     cand[0] = t
     nc = _sw_heap(ih, 0, ih_n, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap, cand, 1, stk)

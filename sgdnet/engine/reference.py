@@ -23,9 +23,10 @@ Instants
     ``priority`` resource else 0; the first whose non-``ps`` resources all have a free server
     starts; enabling is re-evaluated and the scan restarts until nothing can start.
     Random switches: when that first candidate ``i`` is weighted (``Transition.weight``), the
-    one started is drawn among the weighted candidates that could start and tie with ``i`` on
-    ``(prio_class, request_time, priority)``, with probability proportional to weight (one
-    ``rng.random()``, only when there are two or more).
+    one started is drawn among the weighted candidates that could start and have ``i``'s
+    ``prio_class`` and ``priority`` (whatever their request times: a GSPN marking has no ages),
+    with probability proportional to weight (one ``rng.random()``, only when there are two or
+    more), ordered by (priority, declaration index) for the draw.
     Zero-duration firings started during a scan complete at the same instant, in start order,
     as the next batch (before time advances).
 
@@ -381,9 +382,10 @@ class _Replication:
         return all(self.used[r] < self.M.cap[r] for r in self.M.queued_res[i])
 
     def switch(self, i: int, key: list, cands: list) -> int:
-        """The random switch: among the weighted candidates tied with ``i`` that could start."""
+        """The random switch: among the weighted candidates competing with ``i`` that could start."""
         W = self.M.weight
-        tied = [j for *k, j in cands if k == key and W[j] is not None and self.can_start(j)]
+        tied = sorted(j for pc, _, prio, j in cands
+                      if (pc, prio) == (key[0], key[2]) and W[j] is not None and self.can_start(j))
         if len(tied) < 2:
             return i
         x = self.rng.random() * sum(W[j] for j in tied)

@@ -155,10 +155,10 @@ class _TransitionFields:
     gate : ``(gate name, member index)``: the transition is guarded by that gate member
     flow_cap : a transfer's rate cap, bytes/s (``math.inf``: none); see :meth:`Net.transfer`
     weight : float > 0 or None; a *random switch* (GSPN) weight. When the scan's next start is a
-        weighted transition, it is drawn among the weighted transitions that could start now with
-        the same ``(priority class, request time, priority)`` -- enabled at the same instant and
-        competing -- with probability proportional to ``weight`` (see :meth:`Net.transition`).
-        ``None`` (the default): no draw, ties go by declaration order.
+        weighted transition, it is drawn among the weighted transitions that could start now (their
+        tokens and resources are there) with the same priority class and priority, with
+        probability proportional to ``weight`` (see :meth:`Net.transition`). ``None`` (the
+        default): no draw, ties go by request time, then priority and declaration order.
     """
 
     name: str
@@ -520,14 +520,16 @@ class Net:
     ) -> Transition:
         """Add a transition; see :class:`Transition` for the arguments.
 
-        ``weight`` makes the transition a GSPN *random switch*: transitions that become able to
-        start at the same instant (same request time, same priority class and priority) and
-        compete -- for the tokens of a shared input place, or for a resource -- are otherwise
-        started in declaration order; when the next one to start is weighted, it is instead drawn
-        among the weighted ones that could start, with probability ``weight / sum(weights)``.
-        Probabilistic routing is a place feeding zero-duration weighted transitions, one per
-        destination (give them ``servers=math.inf`` so that simultaneous tokens are routed
-        independently). A net without weights draws no extra random numbers.
+        ``weight`` makes the transition a GSPN *random switch*. Transitions that could start at
+        the same instant and compete -- for the tokens of a shared input place, or for a
+        resource -- otherwise start in scan order (request time, then priority and declaration
+        order); when the next one to start is weighted, it is instead drawn among the weighted
+        transitions that could start now with its priority class and priority, with probability
+        ``weight / sum(weights)`` (as a GSPN's enabled immediate transitions: one waiting for a
+        busy resource is not in the draw, as it would lack the resource's token). Probabilistic
+        routing is a place feeding zero-duration weighted transitions, one per destination (give
+        them ``servers=math.inf`` so that simultaneous tokens are routed independently). A net
+        with fewer than two weighted transitions draws no extra random numbers.
         """
         self._fresh(name, self.transitions, "transition")
         try:
