@@ -16,30 +16,43 @@ from ._check import is_int
 from ._gc import paused_gc
 from .errors import SimulationError, UnknownNameError
 
-__all__ = ["Estimate", "RawReplication", "Result", "HIST_BINS", "hist_bin", "hist_quantile"]
+__all__ = ["Estimate", "RawReplication", "Result", "HIST_BINS", "hist_bin", "hist_edges", "hist_quantile"]
 
-# Wait and sojourn histograms (``simulate(..., histograms=True)``): bin 0 holds durations below
-# HIST_LO (zero waits), bin k in 1..HIST_BINS-2 holds [HIST_LO g**(k-1), HIST_LO g**k) with
-# g = HIST_GAMMA, the last bin everything from HIST_HI on. A quantile read at a bin's geometric
-# middle is within sqrt(g) - 1 (1%) of the sample quantile, relatively, from 1 ns to 11.6 days.
-HIST_GAMMA = 1.02
-HIST_LO = 1e-9
-HIST_HI = 1e6
-HIST_INV_LO = 1.0 / HIST_LO
-HIST_INV_LOG_GAMMA = 1.0 / math.log(HIST_GAMMA)
-HIST_BINS = 2 + math.ceil(math.log(HIST_HI / HIST_LO) * HIST_INV_LOG_GAMMA)
+# Wait and sojourn histograms (``simulate(..., histograms=True)``), log-linear as HDR
+# histograms: bin 0 holds durations below HIST_LO = 2**HIST_MIN_EXP s (~0.93 ns; zero waits),
+# then each octave [2**e, 2**(e+1)) up to 2**HIST_MAX_EXP s (~12 days) is cut into HIST_SUB equal
+# bins; the last bin holds everything beyond. The bin is read from the float's bits (exponent
+# and leading mantissa bits: no logarithm in the kernel's event loop), and a quantile read at a
+# bin's middle is within 1 / (2 HIST_SUB) = 0.8% of the sample quantile, relatively.
+HIST_SUB_BITS = 6
+HIST_SUB = 1 << HIST_SUB_BITS
+HIST_MIN_EXP = -30
+HIST_MAX_EXP = 20
+HIST_LO = 2.0 ** HIST_MIN_EXP
+HIST_HI = 2.0 ** HIST_MAX_EXP
+HIST_BINS = 2 + (HIST_MAX_EXP - HIST_MIN_EXP) * HIST_SUB
+#: the bits of HIST_LO shifted as a bin key (biased exponent and leading mantissa bits), minus 1
+HIST_KEY0 = ((1023 + HIST_MIN_EXP) << HIST_SUB_BITS) - 1
 
 
 def hist_bin(x: float) -> int:
-    """The histogram bin of a duration ``x`` (seconds) (the kernel's ``_hbin``)."""
+    """The histogram bin of a duration ``x`` (seconds), as the kernel computes it."""
     if x < HIST_LO:
         return 0
-    return min(1 + int(math.log(x * HIST_INV_LO) * HIST_INV_LOG_GAMMA), HIST_BINS - 1)
+    key = int(np.float64(x).view(np.int64)) >> (52 - HIST_SUB_BITS)
+    return min(key - HIST_KEY0, HIST_BINS - 1)
+
+
+def hist_edges() -> np.ndarray:
+    """The :data:`HIST_BINS` + 1 bin edges (seconds): 0, HIST_LO, ..., HIST_HI, inf."""
+    k = np.arange(HIST_BINS - 1)
+    inner = HIST_LO * 2.0 ** (k // HIST_SUB) * (1 + (k % HIST_SUB) / HIST_SUB)
+    return np.concatenate([[0.0], inner, [np.inf]])
 
 
 def hist_quantile(counts: np.ndarray, q: float) -> float:
     """The ``q``-quantile of a histogram of :data:`HIST_BINS` counts (NaN when empty): 0 in
-    bin 0, the geometric middle of its bin otherwise (``inf`` in the last bin, from ~``HIST_HI``)."""
+    bin 0, the middle of its bin otherwise (``inf`` in the last bin, from ``HIST_HI`` on)."""
     c = np.cumsum(counts)
     n = int(c[-1]) if c.size else 0
     if n == 0:
@@ -49,13 +62,17 @@ def hist_quantile(counts: np.ndarray, q: float) -> float:
         return 0.0
     if k >= HIST_BINS - 1:
         return math.inf
-    return HIST_LO * HIST_GAMMA ** (k - 0.5)
+    e = _EDGES
+    return 0.5 * (e[k] + e[k + 1])
 
 
 def _fmt(x: float, digits: int) -> str:
     if not math.isfinite(x):
         return str(x)
     return f"{x:.{digits}g}"
+
+
+_EDGES = hist_edges()
 
 
 class Estimate:
@@ -469,8 +486,8 @@ class Result:
     def wait_quantile(self, resource: str, q: float) -> Estimate:
         """The ``q``-quantile of the waits (grant - request time) at ``resource``, one sample per
         replication (so the CI is across replications), read from the log-spaced histogram
-        recorded with ``simulate(..., histograms=True)`` (relative resolution 1%, waits under
-        1 ns read as 0)."""
+        recorded with ``simulate(..., histograms=True)`` (within 0.8% of the sample quantile,
+        waits under 0.93 ns read as 0)."""
         return self._quantile("wait", resource, q)
 
     def sojourn_quantile(self, resource: str, q: float) -> Estimate:
@@ -493,7 +510,7 @@ class Result:
         if kind not in ("wait", "sojourn"):
             raise SimulationError(f"histogram kind={kind!r} must be 'wait' or 'sojourn'")
         counts = self._hist(kind, resource).sum(axis=0)
-        edges = np.concatenate([[0.0], HIST_LO * HIST_GAMMA ** np.arange(HIST_BINS - 1), [np.inf]])
+        edges = hist_edges()
         return edges, counts
 
     def trace_events(self, rep: int = 0) -> list[dict]:

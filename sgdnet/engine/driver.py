@@ -128,13 +128,13 @@ def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_event
         rows = (out.f[k], out.i[k], out.step_t[k], out.step_tr[k], out.firings[k], out.busy[k],
                 out.wait_sum[k], out.wait_n[k], out.tr_t[k], out.tr_s[k], out.tr_e[k], out.glog[k],
                 out.ghist[k], out.marking[k], out.gcount[k], out.greleased[k])
-        stats = (out.token_time[k], out.sojourn_sum[k], out.sojourn_n[k], out.wait_hist[k],
-                 out.sojourn_hist[k])
+        stats = (out.token_time[k], out.sojourn_sum[k], out.sojourn_n[k])
+        hists = (out.wait_hist[k], out.sojourn_hist[k]) if histograms else (None, None)
         c = dict(caps)
         while True:
             run_replication(*args, np.uint64(seeds[k] & (2**64 - 1)), *scalars,
                             np.int64(c["slots"]), np.int64(c["requests"]), np.int64(c["holders"]), *rows,
-                            halt, prog[k:k + 1], *sw, *stats)
+                            halt, prog[k:k + 1], *sw, *stats, *hists)
             if rows[1][OI_STATUS] == ST_HALTED:
                 return
             if rows[1][OI_STATUS] != ST_GROW:
@@ -143,8 +143,9 @@ def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_event
             for bit, key in ((GROW_SLOTS, "slots"), (GROW_REQUESTS, "requests"), (GROW_HOLDERS, "holders")):
                 if g & bit:
                     c[key] *= 4
-            for a in rows + stats:
-                a[...] = 0
+            for a in rows + stats + hists:
+                if a is not None:
+                    a[...] = 0
         _learn_caps(cn, c)
 
     nthreads = min(R, n_threads()) if parallel else 1
