@@ -216,6 +216,12 @@ class RawReplication:
 TRACE_DTYPE = np.dtype([("rep", np.int64), ("transition", np.int64), ("start", np.float64), ("end", np.float64)])
 
 
+def _ratio(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``sums / counts`` per replication, NaN where nothing was counted."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
 def _stack(raws, name: str, shape: tuple, dtype) -> np.ndarray | None:
     """The ``name`` arrays of every raw record stacked, or None when a record lacks one."""
     arrs = [getattr(r, name) for r in raws]
@@ -315,13 +321,16 @@ class Result:
         return cls(meta, raws, seeds, steps=steps, warmup=warmup, trace=trace, samples=samples)
 
     # -------------------------------------------------------------- lookup
-    def _t(self, name: str) -> int:
+    def _index(self, idx: dict, kind: str, name: str, known: list) -> int:
         try:
-            return self._tidx[name]
+            return idx[name]
         except KeyError:
             raise UnknownNameError(
-                f"transition {name!r} is not in net {self.net_name!r}; known: {self.transition_names[:20]}"
-                + (" ..." if len(self.transition_names) > 20 else "")) from None
+                f"{kind} {name!r} is not in net {self.net_name!r}; known: {known[:20]}"
+                + (" ..." if len(known) > 20 else "")) from None
+
+    def _t(self, name: str) -> int:
+        return self._index(self._tidx, "transition", name, self.transition_names)
 
     def _r(self, name: str) -> int:
         try:
@@ -426,19 +435,12 @@ class Result:
     def mean_wait(self, resource: str) -> Estimate:
         """Mean wait (grant time - request time, seconds) of the firings that took ``resource``."""
         j = self._r(resource)
-        n = self._wait_n[:, j]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            w = np.where(n > 0, self._wait_sum[:, j] / np.maximum(n, 1), np.nan)
-        return Estimate(w, unit="s", label=f"mean wait {resource}")
+        return Estimate(_ratio(self._wait_sum[:, j], self._wait_n[:, j]), unit="s",
+                        label=f"mean wait {resource}")
 
     # ---------------------------------------------- places, transitions, queues
     def _p(self, name: str) -> int:
-        try:
-            return self._pidx[name]
-        except KeyError:
-            raise UnknownNameError(
-                f"place {name!r} is not in net {self.net_name!r}; known: {self.place_names[:20]}"
-                + (" ..." if len(self.place_names) > 20 else "")) from None
+        return self._index(self._pidx, "place", name, self.place_names)
 
     def _need(self, a: np.ndarray | None, what: str, fix: str) -> np.ndarray:
         if a is None:
@@ -473,10 +475,8 @@ class Result:
         j = self._r(resource)
         ss = self._need(self._sojourn_sum, "the sojourn time",
                         "it is recorded by sgdnet.simulate and simulate_reference")
-        n = self._sojourn_n[:, j]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            w = np.where(n > 0, ss[:, j] / np.maximum(n, 1), np.nan)
-        return Estimate(w, unit="s", label=f"mean sojourn {resource}")
+        return Estimate(_ratio(ss[:, j], self._sojourn_n[:, j]), unit="s",
+                        label=f"mean sojourn {resource}")
 
     def _hist(self, kind: str, resource: str) -> np.ndarray:
         h = self._wait_hist if kind == "wait" else self._sojourn_hist

@@ -151,6 +151,9 @@ class CompiledNet:
         True when the net has no randomness (every duration and modulator multiplier takes one
         fixed value): every replication is then the same trajectory, and
         :func:`sgdnet.simulate` plays it once.
+    weighted : bool
+        True when at least two transitions carry a random-switch ``weight`` (so that the kernel
+        may draw among them; such a net is never ``deterministic``).
     """
 
     def __init__(self, net: Net, key: str | None = None):
