@@ -188,10 +188,10 @@ def test_simultaneous_tokens_are_routed_independently():
     net.transition("a", 0.5, inputs="d", servers=math.inf, weight=1.0)
     net.transition("b", 0.5, inputs="d", servers=math.inf, weight=1.0)
     res = simulate(net, steps=4000, warmup=0, replications=2, seed=3, trace=True, trace_limit=10**5)
-    ends = res.trace[(res.trace["rep"] == 0)]
-    t_a = ends["end"][ends["transition"] == res._t("a")]
-    both_a = np.mean(np.unique(t_a, return_counts=True)[1] == 2) * len(np.unique(t_a)) / 4000
-    assert abs(both_a - 0.25) < 0.03  # P(both tokens to a) = 1/4
+    tr = res.trace[res.trace["rep"] == 0]
+    per_arrival = np.unique(tr["end"][tr["transition"] == res._t("a")], return_counts=True)[1]
+    both_a = np.sum(per_arrival == 2) / 4000  # arrivals whose two tokens both went to a
+    assert abs(both_a - 0.25) < 4 * math.sqrt(0.25 * 0.75 / 4000)  # P = 1/4
 
 
 def test_bad_weights_are_refused():

@@ -47,6 +47,13 @@ Design (see DESIGN.md "The engine" and the normative firing semantics of the tea
   xoshiro256** words kept in registers), with exactly the operations of :func:`sample`, so the
   random stream is the same as through it.
 - **Gates and modulators** are evaluated inside the enabling test and at starts/completions.
+- **Random switches** (``F_SW``): when the candidate about to start is weighted,
+  :func:`_sw_pick` collects the weighted candidates of its priority class that could start (the
+  instant heap and the queues of resources with a free server that weighted transitions hold)
+  and draws one by weight; a net with fewer than two weighted transitions never gets there.
+- **Statistics**: the marking integral (one update per marking change), sojourns (a slot keeps
+  its request time) and, only in the specialization compiled with histogram arrays (None
+  otherwise), log-linear wait and sojourn histograms.
 - **Helpers** are compiled with ``_nrt=False``: array arguments then carry no reference-count
   traffic, which otherwise dominated the event loop.
 
