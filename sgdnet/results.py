@@ -16,13 +16,63 @@ from ._check import is_int
 from ._gc import paused_gc
 from .errors import SimulationError, UnknownNameError
 
-__all__ = ["Estimate", "RawReplication", "Result", "GateStats"]
+__all__ = ["Estimate", "RawReplication", "Result", "HIST_BINS", "hist_bin", "hist_edges", "hist_quantile", "GateStats"]
+
+# Wait and sojourn histograms (``simulate(..., histograms=True)``), log-linear as HDR
+# histograms: bin 0 holds durations below HIST_LO = 2**HIST_MIN_EXP s (~0.93 ns; zero waits),
+# then each octave [2**e, 2**(e+1)) up to 2**HIST_MAX_EXP s (~12 days) is cut into HIST_SUB equal
+# bins; the last bin holds everything beyond. The bin is read from the float's bits (exponent
+# and leading mantissa bits: no logarithm in the kernel's event loop), and a quantile read at a
+# bin's middle is within 1 / (2 HIST_SUB) = 0.8% of the sample quantile, relatively.
+HIST_SUB_BITS = 6
+HIST_SUB = 1 << HIST_SUB_BITS
+HIST_MIN_EXP = -30
+HIST_MAX_EXP = 20
+HIST_LO = 2.0 ** HIST_MIN_EXP
+HIST_HI = 2.0 ** HIST_MAX_EXP
+HIST_BINS = 2 + (HIST_MAX_EXP - HIST_MIN_EXP) * HIST_SUB
+#: the bits of HIST_LO shifted as a bin key (biased exponent and leading mantissa bits), minus 1
+HIST_KEY0 = ((1023 + HIST_MIN_EXP) << HIST_SUB_BITS) - 1
+
+
+def hist_bin(x: float) -> int:
+    """The histogram bin of a duration ``x`` (seconds), as the kernel computes it."""
+    if x < HIST_LO:
+        return 0
+    key = int(np.float64(x).view(np.int64)) >> (52 - HIST_SUB_BITS)
+    return min(key - HIST_KEY0, HIST_BINS - 1)
+
+
+def hist_edges() -> np.ndarray:
+    """The :data:`HIST_BINS` + 1 bin edges (seconds): 0, HIST_LO, ..., HIST_HI, inf."""
+    k = np.arange(HIST_BINS - 1)
+    inner = HIST_LO * 2.0 ** (k // HIST_SUB) * (1 + (k % HIST_SUB) / HIST_SUB)
+    return np.concatenate([[0.0], inner, [np.inf]])
+
+
+def hist_quantile(counts: np.ndarray, q: float) -> float:
+    """The ``q``-quantile of a histogram of :data:`HIST_BINS` counts (NaN when empty): 0 in
+    bin 0, the middle of its bin otherwise (``inf`` in the last bin, from ``HIST_HI`` on)."""
+    c = np.cumsum(counts)
+    n = int(c[-1]) if c.size else 0
+    if n == 0:
+        return math.nan
+    k = int(np.searchsorted(c, max(q * n, 1e-12), side="left"))  # first bin reaching q n
+    if k == 0:
+        return 0.0
+    if k >= HIST_BINS - 1:
+        return math.inf
+    e = _EDGES
+    return 0.5 * (e[k] + e[k + 1])
 
 
 def _fmt(x: float, digits: int) -> str:
     if not math.isfinite(x):
         return str(x)
     return f"{x:.{digits}g}"
+
+
+_EDGES = hist_edges()
 
 
 class Estimate:
@@ -156,9 +206,31 @@ class RawReplication:
     #: leads of gate members at their counter completions: a (gates, bins) histogram (last bin:
     #: that lead or more) or a list of (gate index, lead) pairs
     gate_lead: Any = None
+    #: time integral of each place's marking over the window (token-seconds), (P,)
+    token_time: np.ndarray | None = None
+    #: sojourn (completion - request time) sums and counts per resource, at completions, (R,)
+    sojourn_sum: np.ndarray | None = None
+    sojourn_n: np.ndarray | None = None
+    #: wait / sojourn histograms per resource, (R, HIST_BINS), when requested
+    wait_hist: np.ndarray | None = None
+    sojourn_hist: np.ndarray | None = None
 
 
 TRACE_DTYPE = np.dtype([("rep", np.int64), ("transition", np.int64), ("start", np.float64), ("end", np.float64)])
+
+
+def _ratio(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``sums / counts`` per replication, NaN where nothing was counted."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def _stack(raws, name: str, shape: tuple, dtype) -> np.ndarray | None:
+    """The ``name`` arrays of every raw record stacked, or None when a record lacks one."""
+    arrs = [getattr(r, name) for r in raws]
+    if any(a is None for a in arrs):
+        return None
+    return np.array(arrs, dtype=dtype).reshape(shape)
 
 
 class Result:
@@ -202,6 +274,13 @@ class Result:
         self._busy = np.array([r.busy for r in raws], dtype=float).reshape(R, NR)
         self._wait_sum = np.array([r.wait_sum for r in raws], dtype=float).reshape(R, NR)
         self._wait_n = np.array([r.wait_n for r in raws], dtype=np.int64).reshape(R, NR)
+        self._pidx = {n: i for i, n in enumerate(self.place_names)}
+        P = len(self.place_names)
+        self._token_time = _stack(raws, "token_time", (R, P), float)
+        self._sojourn_sum = _stack(raws, "sojourn_sum", (R, NR), float)
+        self._sojourn_n = _stack(raws, "sojourn_n", (R, NR), np.int64)
+        self._wait_hist = _stack(raws, "wait_hist", (R, NR, HIST_BINS), np.int64)
+        self._sojourn_hist = _stack(raws, "sojourn_hist", (R, NR, HIST_BINS), np.int64)
         if trace:
             parts = []
             for k, r in enumerate(raws):
@@ -246,13 +325,16 @@ class Result:
         return cls(meta, raws, seeds, steps=steps, warmup=warmup, trace=trace, samples=samples)
 
     # -------------------------------------------------------------- lookup
-    def _t(self, name: str) -> int:
+    def _index(self, idx: dict, kind: str, name: str, known: list) -> int:
         try:
-            return self._tidx[name]
+            return idx[name]
         except KeyError:
             raise UnknownNameError(
-                f"transition {name!r} is not in net {self.net_name!r}; known: {self.transition_names[:20]}"
-                + (" ..." if len(self.transition_names) > 20 else "")) from None
+                f"{kind} {name!r} is not in net {self.net_name!r}; known: {known[:20]}"
+                + (" ..." if len(known) > 20 else "")) from None
+
+    def _t(self, name: str) -> int:
+        return self._index(self._tidx, "transition", name, self.transition_names)
 
     def _r(self, name: str) -> int:
         try:
@@ -357,10 +439,83 @@ class Result:
     def mean_wait(self, resource: str) -> Estimate:
         """Mean wait (grant time - request time, seconds) of the firings that took ``resource``."""
         j = self._r(resource)
-        n = self._wait_n[:, j]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            w = np.where(n > 0, self._wait_sum[:, j] / np.maximum(n, 1), np.nan)
-        return Estimate(w, unit="s", label=f"mean wait {resource}")
+        return Estimate(_ratio(self._wait_sum[:, j], self._wait_n[:, j]), unit="s",
+                        label=f"mean wait {resource}")
+
+    # ---------------------------------------------- places, transitions, queues
+    def _p(self, name: str) -> int:
+        return self._index(self._pidx, "place", name, self.place_names)
+
+    def _need(self, a: np.ndarray | None, what: str, fix: str) -> np.ndarray:
+        if a is None:
+            raise SimulationError(f"{what} is not in this result; {fix}")
+        return a
+
+    def mean_tokens(self, place: str) -> Estimate:
+        """Time-average number of tokens in ``place`` over the counting window ``[t0, t1]``.
+
+        With :meth:`transition_throughput` and :meth:`mean_wait` this gives Little's law for a
+        queue place: ``mean_tokens(queue) = throughput(server) * mean_wait(server resource)``.
+        """
+        j = self._p(place)
+        tt = self._need(self._token_time, "the time-average marking",
+                        "it is recorded by sgdnet.simulate and simulate_reference")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return Estimate(tt[:, j] / self.sim_time, unit="tokens", label=f"mean tokens {place}")
+
+    def mean_marking(self) -> dict[str, Estimate]:
+        """:meth:`mean_tokens` of every place."""
+        return {p: self.mean_tokens(p) for p in self.place_names}
+
+    def transition_throughput(self, transition: str) -> Estimate:
+        """Completions of ``transition`` per second of the counting window."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return Estimate(self._firings[:, self._t(transition)] / self.sim_time, unit="firings/s",
+                            label=f"throughput {transition}")
+
+    def mean_sojourn(self, resource: str) -> Estimate:
+        """Mean sojourn (completion time - request time, seconds: the wait plus the holding) of
+        the firings that held ``resource``, counted at their completions in the window."""
+        j = self._r(resource)
+        ss = self._need(self._sojourn_sum, "the sojourn time",
+                        "it is recorded by sgdnet.simulate and simulate_reference")
+        return Estimate(_ratio(ss[:, j], self._sojourn_n[:, j]), unit="s",
+                        label=f"mean sojourn {resource}")
+
+    def _hist(self, kind: str, resource: str) -> np.ndarray:
+        h = self._wait_hist if kind == "wait" else self._sojourn_hist
+        h = self._need(h, f"the {kind} distribution", "simulate with histograms=True")
+        return h[:, self._r(resource), :]
+
+    def wait_quantile(self, resource: str, q: float) -> Estimate:
+        """The ``q``-quantile of the waits (grant - request time) at ``resource``, one sample per
+        replication (so the CI is across replications), read from the log-spaced histogram
+        recorded with ``simulate(..., histograms=True)`` (within 0.8% of the sample quantile,
+        waits under 0.93 ns read as 0)."""
+        return self._quantile("wait", resource, q)
+
+    def sojourn_quantile(self, resource: str, q: float) -> Estimate:
+        """The ``q``-quantile of the sojourns (completion - request time) of the firings that
+        held ``resource``, as :meth:`wait_quantile`."""
+        return self._quantile("sojourn", resource, q)
+
+    def _quantile(self, kind: str, resource: str, q: float) -> Estimate:
+        if isinstance(q, bool) or not isinstance(q, (int, float, np.floating)) or not 0 <= q <= 1:
+            raise SimulationError(f"{kind}_quantile(q={q!r}): q must be a probability in [0, 1], "
+                                  "e.g. 0.99")
+        h = self._hist(kind, resource)
+        return Estimate([hist_quantile(row, float(q)) for row in h], unit="s",
+                        label=f"{kind} q{q:g} {resource}")
+
+    def histogram(self, resource: str, kind: str = "wait") -> tuple[np.ndarray, np.ndarray]:
+        """``(edges, counts)`` of the ``kind`` (``"wait"`` or ``"sojourn"``) histogram of
+        ``resource`` pooled over replications; ``counts[k]`` counts durations in
+        ``[edges[k], edges[k + 1])`` (the first bin starts at 0, the last ends at ``inf``)."""
+        if kind not in ("wait", "sojourn"):
+            raise SimulationError(f"histogram kind={kind!r} must be 'wait' or 'sojourn'")
+        counts = self._hist(kind, resource).sum(axis=0)
+        edges = hist_edges()
+        return edges, counts
 
     def trace_events(self, rep: int = 0) -> list[dict]:
         """The traced firings of replication ``rep`` as dicts ``{name, tags, resources, start, end}``."""

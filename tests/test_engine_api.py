@@ -454,10 +454,15 @@ def test_expensive_completions_bring_the_halt_poll_closer(monkeypatch):
     events = []
     real = kernel.run_replication
 
+    import inspect
+
+    names = list(inspect.signature(real.py_func).parameters)
+    i_halt, i_oi = names.index("halt"), names.index("o_i")
+
     def preset_halt(*args):
-        args[-2][0] = 1  # the shared halt flag
+        args[i_halt][0] = 1  # the shared halt flag
         status = real(*args)
-        events.append((status, int(args[-17][kernel.OI_EVENTS])))
+        events.append((status, int(args[i_oi][kernel.OI_EVENTS])))
         return status
 
     monkeypatch.setattr(kernel, "run_replication", preset_halt)

@@ -311,3 +311,70 @@ def test_reference_replays_a_replication_from_its_seed():
     assert again.seeds == [res.seeds[1]]
     assert again.throughput.samples[0] == res.throughput.samples[1]
     np.testing.assert_array_equal(again.step_completion_times(0)[0], res.step_completion_times(1)[0])
+
+
+# ------------------------------------------------------- random switches (weights)
+def switch_net(seed, bus="fifo"):
+    """A closed network of stations (fifo / priority / ps servers) whose customers are routed by
+    weighted zero-duration transitions, with feedback; the routes of some stations hold a shared
+    one-server ``bus`` for a moment, so that tied weighted candidates also wait in a resource
+    queue (a ``fifo`` ring or a ``priority`` heap) when the switch draws. (A route blocked on
+    the bus while another one of its station could start is not in the draw, as in a GSPN where
+    the bus would be a place: routes mixing both kinds would not fire in proportion to their
+    weights.)"""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 5))
+    net = Net(f"switch{seed}-{bus}")
+    net.resource("bus", 1, bus)
+    for i in range(n):
+        net.place(f"q{i}", int(rng.integers(1, 4)))
+        net.place(f"d{i}")
+        net.resource(f"s{i}", int(rng.integers(1, 3)), ("fifo", "priority", "ps")[int(rng.integers(3))])
+    for i in range(n):
+        net.transition(f"serve{i}", duration(rng, float(rng.uniform(0.3, 1.5)), False), inputs=f"q{i}",
+                       outputs=f"d{i}", resources=[f"s{i}"], servers=math.inf,
+                       priority=int(rng.integers(0, 2)), tags={"step": i == 0, "worker": i})
+        dests = sorted({int(x) for x in rng.choice(n, size=int(rng.integers(2, n + 1)), replace=False)} | {i})
+        on_bus = rng.random() < 0.5  # all routes of a station or none, so that they all compete
+        for j in dests:
+            net.transition(f"route{i}{j}", Deterministic(0.125) if on_bus else 0.0, inputs=f"d{i}",
+                           outputs=f"q{j}", servers=math.inf, resources=["bus"] if on_bus else None,
+                           weight=float(rng.choice([0.5, 1.0, 2.0, 4.0])))
+    return net.validate()
+
+
+SWITCH_NETS = {f"switch-{s}-{b}": (lambda s=s, b=b: switch_net(s, b))
+               for s, b in ((1, "fifo"), (2, "priority"), (3, "fifo"), (4, "priority"))}
+
+
+@pytest.mark.parametrize("name", sorted(SWITCH_NETS))
+def test_random_switches_agree_in_distribution(name):
+    net = SWITCH_NETS[name]()
+    k = simulate(net, steps=300, warmup=30, replications=40, seed=1)
+    r = simulate_reference(net, steps=300, warmup=30, replications=16, seed=2)
+    assert not k.deterministic
+    figures = {"throughput": (k.throughput.samples, r.throughput.samples)}
+    for t in net.transitions:
+        figures[f"rate {t}"] = (k.transition_throughput(t).samples, r.transition_throughput(t).samples)
+    for res in net.resources:
+        figures[f"utilization {res}"] = (k.utilization(res).samples, r.utilization(res).samples)
+        figures[f"mean wait {res}"] = (k.mean_wait(res).samples, r.mean_wait(res).samples)
+        figures[f"mean sojourn {res}"] = (k.mean_sojourn(res).samples, r.mean_sojourn(res).samples)
+    for p in net.places:
+        figures[f"tokens {p}"] = (k.mean_tokens(p).samples, r.mean_tokens(p).samples)
+    alpha = 1e-3 / len(figures)
+    bad = {}
+    for fig, (a, b) in figures.items():
+        ok, p = _same_law(a, b, alpha)
+        if not ok:
+            bad[fig] = (float(np.mean(a)), float(np.mean(b)), p)
+    assert not bad, f"kernel vs reference (kernel mean, reference mean, p): {bad}"
+    # the draws follow the weights: routes of one station fire in proportion to them
+    assert any(t.resources for t in net.transitions.values() if t.name.startswith("route"))
+    for i in range(len([p for p in net.places if p.startswith("q")])):
+        routes = [t for t in net.transitions.values() if t.name.startswith(f"route{i}")]
+        fired = np.array([k.firings(t.name).sum() for t in routes], dtype=float)
+        w = np.array([t.weight for t in routes])
+        expect = fired.sum() * w / w.sum()
+        chi2 = float(((fired - expect) ** 2 / expect).sum())
+        assert stats.chi2.sf(chi2, len(routes) - 1) > 1e-4, (i, fired, expect)

@@ -15,7 +15,7 @@ from ..results import RawReplication, Result
 from .diagnose import check_run_size, raise_on_failure, zeno_limit
 from .driver import derive_seeds, run
 
-__all__ = ["simulate", "default_max_events"]
+__all__ = ["simulate", "default_max_events", "with_steps"]
 
 
 def default_max_events(steps: int, warmup: int, n_transitions: int) -> int:
@@ -37,6 +37,8 @@ def simulate(
     *,
     seeds=None,
     progress: bool = False,
+    histograms: bool = False,
+    step=None,
 ) -> Result:
     """Simulate a net with the Numba Monte Carlo engine.
 
@@ -70,6 +72,17 @@ def simulate(
     progress : bool
         Show a progress bar (tqdm, on stderr, removed at the end) of the step completions of all
         replications, for runs expected to last more than ~20 ms. Results do not depend on it.
+    histograms : bool
+        Keep a log-spaced histogram of the waits and of the sojourns at every resource (1%
+        resolution, :data:`sgdnet.results.HIST_BINS` counters per resource and replication, not
+        growing with ``steps``), for :meth:`Result.wait_quantile` and
+        :meth:`Result.sojourn_quantile`. Means (:meth:`Result.mean_wait`,
+        :meth:`Result.mean_sojourn`) and time-average markings (:meth:`Result.mean_tokens`) are
+        always kept.
+    step : str or sequence of str, optional
+        Names of the transitions whose completions count as steps, for a net without step tags
+        (e.g. one read by :func:`sgdnet.net.from_pnml` from another tool); they replace the
+        net's own ``step`` tags for this run (the net itself is not changed).
 
     Returns
     -------
@@ -101,6 +114,9 @@ def simulate(
     """
     if not isinstance(net, (Net, CompiledNet)):
         raise SimulationError(f"simulate needs a sgdnet.Net or CompiledNet, got {type(net).__name__}")
+    if step is not None:
+        net = with_steps(net, step)
+    histograms = bool_arg("histograms", histograms)
     steps = int_arg("steps", steps, 1)
     warmup = int_arg("warmup", warmup, 0)
     trace = bool_arg("trace", trace)
@@ -124,6 +140,17 @@ def simulate(
         raise SimulationError(
             f"transition {cn.no_input_inf[0]!r} has no input places and servers=inf, so it would start "
             "infinitely many firings at once; give it an input place or a finite servers count")
+    if histograms:
+        from ..limits import limit
+        from ..results import HIST_BINS
+
+        need = 16 * HIST_BINS * cn.n_resources * len(seeds)
+        if need > limit("max_output_bytes"):
+            raise SimulationError(
+                f"histograms=True needs {need / 2**30:.3g} GiB ({cn.n_resources} resources x "
+                f"{len(seeds)} replications x {HIST_BINS} bins x 2), beyond the limit "
+                f"{limit('max_output_bytes') / 2**30:.3g} GiB (max_output_bytes); use fewer "
+                "replications or raise the limit with SGDNET_MAX_OUTPUT_BYTES=N")
     if max_events is None:
         max_events = default_max_events(steps, warmup, cn.n_transitions)
     max_events = int_arg("max_events", max_events, 1)
@@ -140,7 +167,8 @@ def simulate(
     try:
         out = run(cn, played, steps=steps, warmup=warmup, max_events=max_events,
                   zeno_limit=min(zeno_limit(cn.n_transitions), max_events), samples=samples,
-                  trace_limit=trace_limit if trace else 0, parallel=parallel, progress=bar)
+                  trace_limit=trace_limit if trace else 0, parallel=parallel, progress=bar,
+                  histograms=histograms)
     finally:
         if bar is not None:
             bar.close()
@@ -163,11 +191,49 @@ def simulate(
             wait_n=out.wait_n[k].copy(), trace_trans=out.tr_t[k, :ntr].copy(),
             trace_start=out.tr_s[k, :ntr].copy(), trace_end=out.tr_e[k, :ntr].copy(),
             gate_log=glog, events=int(out.i[k, K.OI_EVENTS]), gate_lead=out.glead[k].copy(),
+            token_time=out.token_time[k].copy(), sojourn_sum=out.sojourn_sum[k].copy(),
+            sojourn_n=out.sojourn_n[k].copy(),
+            wait_hist=out.wait_hist[k].copy() if histograms else None,
+            sojourn_hist=out.sojourn_hist[k].copy() if histograms else None,
         ))
     if len(raws) < len(seeds):
         raws = raws * len(seeds)
     return Result(cn, raws, seeds, steps=steps, warmup=warmup, trace=trace, samples=samples,
                   deterministic=cn.deterministic)
+
+
+def with_steps(net: Net | CompiledNet, step) -> Net:
+    """A copy of ``net`` whose step transitions are exactly the transitions named by ``step``
+    (a name or a sequence of names): ``simulate(..., step=...)`` for nets without step tags.
+
+    Raises
+    ------
+    SimulationError
+        ``net`` is compiled (pass the Net), ``step`` is empty or not names, or names a
+        transition the net does not have.
+    """
+    if isinstance(net, CompiledNet):
+        raise SimulationError("step= needs the Net, not a CompiledNet (its step tags are compiled "
+                              "in); pass the Net, or tag the step transitions with tags={'step': True}")
+    names = [step] if isinstance(step, str) else step
+    try:
+        names = list(names)
+    except TypeError:
+        names = None
+    if not names or not all(isinstance(n, str) for n in names):
+        raise SimulationError(f"step={step!r} must be a transition name or a non-empty list of "
+                              "them, e.g. step='done'")
+    missing = [n for n in names if n not in net.transitions]
+    if missing:
+        known = list(net.transitions)
+        raise SimulationError(f"step={missing[0]!r} is not a transition of net {net.name!r}; known: "
+                              f"{known[:20]}" + (" ..." if len(known) > 20 else ""))
+    wanted = set(names)
+    out = net.copy()
+    for t in out.transitions.values():
+        if t.is_step != (t.name in wanted):
+            t.tags["step"] = t.name in wanted
+    return out
 
 
 class _ProgressBar:

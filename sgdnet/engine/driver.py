@@ -59,6 +59,11 @@ class RunOutput:
     gcount: np.ndarray
     greleased: np.ndarray
     glead: np.ndarray  # (R, G, B) gate member completions by lead (last bin: that or more)
+    token_time: np.ndarray  # (R, P) time integral of each place's marking over the window
+    sojourn_sum: np.ndarray  # (R, NR)
+    sojourn_n: np.ndarray  # (R, NR)
+    wait_hist: np.ndarray  # (R, NR, HIST_BINS), or (R, 0, HIST_BINS) without histograms
+    sojourn_hist: np.ndarray
 
 
 def gate_log_capacity(cn: CompiledNet, steps: int, warmup: int, samples: bool) -> int:
@@ -79,13 +84,15 @@ def lead_bins(cn: CompiledNet) -> int:
 
 def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_events: int,
         zeno_limit: int, samples: bool, trace_limit: int, parallel: bool,
-        progress: Callable[[int], None] | None = None) -> RunOutput:
+        progress: Callable[[int], None] | None = None, histograms: bool = False) -> RunOutput:
     """Run one kernel call per seed and return the raw arrays.
 
     ``progress``, if given, is called from this thread about five times a second with the step
     completions so far over all replications (warm-up included), and once at the end; a run
-    expected to take less than ~20 ms does not call it.
+    expected to take less than ~20 ms does not call it. ``histograms``: keep the wait and sojourn
+    histograms of every resource (``HIST_BINS`` counters each).
     """
+    from ..results import HIST_BINS
     from .kernel import (  # numba is imported on first use only
         GROW_HOLDERS,
         GROW_REQUESTS,
@@ -116,7 +123,11 @@ def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_event
         glog=np.zeros((R, GL, 2), dtype=np.int64), ghist=np.zeros((R, G, rmax), dtype=np.int64),
         marking=np.zeros((R, P), dtype=np.int64), gcount=np.zeros((R, NM), dtype=np.int64),
         greleased=np.zeros((R, NM), dtype=np.int64), glead=np.zeros((R, G, LB), dtype=np.int64),
+        token_time=np.zeros((R, P)), sojourn_sum=np.zeros((R, NR)), sojourn_n=np.zeros((R, NR), dtype=np.int64),
+        wait_hist=np.zeros((R, NR if histograms else 0, HIST_BINS), dtype=np.int64),
+        sojourn_hist=np.zeros((R, NR if histograms else 0, HIST_BINS), dtype=np.int64),
     )
+    sw = cn.switch_args()
     caps = _initial_caps(cn)
     args = cn.kernel_args()
     halt = np.zeros(1, dtype=np.int64)
@@ -128,11 +139,13 @@ def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_event
         rows = (out.f[k], out.i[k], out.step_t[k], out.step_tr[k], out.firings[k], out.busy[k],
                 out.wait_sum[k], out.wait_n[k], out.tr_t[k], out.tr_s[k], out.tr_e[k], out.glog[k],
                 out.ghist[k], out.marking[k], out.gcount[k], out.greleased[k], out.glead[k])
+        stats = (out.token_time[k], out.sojourn_sum[k], out.sojourn_n[k])
+        hists = (out.wait_hist[k], out.sojourn_hist[k]) if histograms else (None, None)
         c = dict(caps)
         while True:
             run_replication(*args, np.uint64(seeds[k] & (2**64 - 1)), *scalars,
                             np.int64(c["slots"]), np.int64(c["requests"]), np.int64(c["holders"]), *rows,
-                            halt, prog[k:k + 1])
+                            halt, prog[k:k + 1], *sw, *stats, *hists)
             if rows[1][OI_STATUS] == ST_HALTED:
                 return
             if rows[1][OI_STATUS] != ST_GROW:
@@ -141,8 +154,9 @@ def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_event
             for bit, key in ((GROW_SLOTS, "slots"), (GROW_REQUESTS, "requests"), (GROW_HOLDERS, "holders")):
                 if g & bit:
                     c[key] *= 4
-            for a in rows:
-                a[...] = 0
+            for a in rows + stats + hists:
+                if a is not None:
+                    a[...] = 0
         _learn_caps(cn, c)
 
     nthreads = min(R, n_threads()) if parallel else 1

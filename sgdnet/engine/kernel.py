@@ -47,6 +47,13 @@ Design (see DESIGN.md "The engine" and the normative firing semantics of the tea
   xoshiro256** words kept in registers), with exactly the operations of :func:`sample`, so the
   random stream is the same as through it.
 - **Gates and modulators** are evaluated inside the enabling test and at starts/completions.
+- **Random switches** (``F_SW``): when the candidate about to start is weighted,
+  :func:`_sw_pick` collects the weighted candidates of its priority class that could start (the
+  instant heap and the queues of resources with a free server that weighted transitions hold)
+  and draws one by weight; a net with fewer than two weighted transitions never gets there.
+- **Statistics**: the marking integral (one update per marking change), sojourns (a slot keeps
+  its request time) and, only in the specialization compiled with histogram arrays (None
+  otherwise), log-linear wait and sojourn histograms.
 - **Helpers** are compiled with ``_nrt=False``: array arguments then carry no reference-count
   traffic, which otherwise dominated the event loop.
 
@@ -61,6 +68,8 @@ import math
 
 import numpy as np
 from numba import njit
+
+from ..results import HIST_BINS, HIST_KEY0, HIST_LO, HIST_SUB_BITS
 
 # ------------------------------------------------------------------ random numbers
 # xoshiro256** seeded by splitmix64; the state is a uint64[4] array owned by one replication.
@@ -209,6 +218,7 @@ N_TF = 4
 F_SELF, F_W1, F_INH, F_GUARD, F_RS, F_MOD, F_PS, F_CNT, F_STEP, F_QRES, F_S1 = 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024
 F_JOIN = 2048
 F_FLOW = 4096  # a transfer: its shared resources are links (discipline flow), its work is bytes
+F_SW = 8192  # a random switch (weighted, and the net has at least two weighted transitions)
 # a transition with more input arcs than this is a join: its degree test starts at a watched arc
 JOIN_ARCS = 4
 
@@ -218,6 +228,7 @@ N_OF = 3
 # o_i fields
 OI_STATUS, OI_EVENTS, OI_NSTEPS, OI_NTRACE, OI_NGLOG, OI_NREC, OI_GROW = 0, 1, 2, 3, 4, 5, 6
 N_OI = 7
+HIST_SUB_BITS_SHIFT = 52 - HIST_SUB_BITS  # float64 bits -> (biased exponent, leading mantissa bits)
 
 
 # ------------------------------------------------------------ candidate heaps
@@ -597,6 +608,119 @@ def _queued_busy(s, now, t0, s_trans, s_start, qres_ptr, qres_idx, o_busy):
         o_busy[qres_idx[k]] += now - st0
 
 
+# ------------------------------------------------------------ random switches
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _sw_ok(a, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap):
+    """Whether candidate ``a`` is a weighted transition competing with ``t`` (same priority class
+    and priority) whose queued resources all have a free server."""
+    if sw_w[a] <= 0.0 or sw_prio[a] != sw_prio[t] or TS[a, TS_PCLS] != TS[t, TS_PCLS]:
+        return False
+    for k in range(TS[a, TS_Q0], TS[a, TS_Q1]):
+        r = qres_idx[k]
+        if used[r] >= r_cap[r]:
+            return False
+    return True
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _sw_heap(h, base, n, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap, cand, nc, stk):
+    """Append to ``cand`` the entries of heap ``h[base:base+n]`` that :func:`_sw_ok` admits.
+
+    Entries of ``t``'s priority class form a subtree at the root (the class leads the key, and
+    no entry is smaller than ``t``): a depth-first walk pruned at the first larger class."""
+    if n == 0:
+        return nc
+    ns = 1
+    stk[0] = 0
+    while ns > 0:
+        ns -= 1
+        i = stk[ns]
+        a = h[base + i]
+        if TS[a, TS_PCLS] > TS[t, TS_PCLS]:
+            continue
+        if _sw_ok(a, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap):
+            cand[nc] = a
+            nc += 1
+        c = 2 * i + 1
+        if c < n:
+            stk[ns] = c
+            ns += 1
+        if c + 1 < n:
+            stk[ns] = c + 1
+            ns += 1
+    return nc
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _sw_ring(h, base, cap, head, n, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap, cand, nc):
+    """:func:`_sw_heap` for a fifo resource's sorted ring: ``t``'s priority class leads it."""
+    p = head
+    for _j in range(n):
+        a = h[base + p]
+        if TS[a, TS_PCLS] > TS[t, TS_PCLS]:
+            break
+        if _sw_ok(a, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap):
+            cand[nc] = a
+            nc += 1
+        p += 1
+        if p == cap:
+            p = 0
+    return nc
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _sw_pick(t, ih, ih_n, qh, qn, qhd, r_disc, rq_base, TS, TF, sw_w, sw_prio, sw_res, qres_idx,
+             used, r_cap, cand, stk, rng):
+    """The random switch: ``t`` (weighted, able to start, the scan's next start) or a weighted
+    candidate competing with it, drawn with probability proportional to weight. One uniform is drawn
+    only when there are two or more to choose from; they are ordered by rank first."""
+    cand[0] = t
+    nc = _sw_heap(ih, 0, ih_n, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap, cand, 1, stk)
+    for j in range(sw_res.size):
+        r = sw_res[j]
+        if qn[r] > 0 and used[r] < r_cap[r]:
+            if r_disc[r] == 0:
+                nc = _sw_ring(qh, rq_base[r], rq_base[r + 1] - rq_base[r], qhd[r], qn[r], t, TS, TF,
+                              sw_w, sw_prio, qres_idx, used, r_cap, cand, nc)
+            else:
+                nc = _sw_heap(qh, rq_base[r], qn[r], t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap,
+                              cand, nc, stk)
+    if nc == 1:
+        return t
+    for i in range(1, nc):  # by rank (insertion sort: a handful of entries)
+        a = cand[i]
+        j = i
+        while j > 0 and TS[cand[j - 1], TS_RANK] > TS[a, TS_RANK]:
+            cand[j] = cand[j - 1]
+            j -= 1
+        cand[j] = a
+    tot = 0.0
+    for i in range(nc):
+        tot += sw_w[cand[i]]
+    x = uniform(rng) * tot
+    acc = 0.0
+    for i in range(nc - 1):
+        acc += sw_w[cand[i]]
+        if x < acc:
+            return cand[i]
+    return cand[nc - 1]
+
+
+# ------------------------------------------------------------ sojourn / wait histograms
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _hadd(h, r, x, hb_f, hb_i):
+    """Count duration ``x`` in row ``r`` of a log-linear histogram (see :mod:`sgdnet.results`):
+    the bin is read from the bits of ``x`` (``hb_f``, ``hb_i``: one float64 and its int64 view),
+    since a logarithm in the event loop slowed every net by ~7%, histograms or not."""
+    k = 0
+    if x >= HIST_LO:
+        hb_f[0] = x
+        k = (hb_i[0] >> HIST_SUB_BITS_SHIFT) - HIST_KEY0
+        if k >= HIST_BINS:
+            k = HIST_BINS - 1
+    h[r, k] += 1
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def run_replication(
     m0, dep_ptr, dep_trans,
@@ -612,8 +736,16 @@ def run_replication(
     seed, steps, warmup, max_events, zeno_limit, samples, trace_limit, cap_slots, cap_requests, cap_holders,
     o_f, o_i, o_step_t, o_step_tr, o_firings, o_busy, o_wsum, o_wn,
     o_tr_t, o_tr_s, o_tr_e, o_glog, o_ghist, o_mark, o_gcnt, o_grel, o_glead, halt, prog,
+    sw_w, sw_prio, sw_res, o_ptok, o_ssum, o_sn, o_hw, o_hs,
 ):
     """Play one replication; write the outputs into the ``o_*`` arrays (see the module doc).
+
+    Random switches (``sw_*``, see :data:`sgdnet.net.compiled.SWITCH_FIELDS`) come after the
+    control arrays, then the place and queue statistics of the counting window: ``o_ptok`` (P,)
+    the time integral of each place's marking, ``o_ssum``/``o_sn`` (R,) the sojourn (completion -
+    request time) sums and counts per resource held, at completions, and ``o_hw``/``o_hs``
+    (R, HIST_BINS) the wait and sojourn histograms, or None: a specialization of its own, whose
+    event loop has no histogram code at all (the branches are pruned when compiling).
 
     ``halt`` is an int64[1] another thread may set non-zero to stop the replication early (read
     every ``HALT_POLL`` completions, sooner when completions are expensive (re-rating many ps
@@ -744,6 +876,18 @@ def run_replication(
                 mk_next[mi] = exponential(rng, mf)
     # accounting
     blast = np.zeros(nR, dtype=np.float64)
+    # o_ptok accumulates sum(delta * (tau - t0)) over the marking changes (delta at tau) while
+    # counting; at t1, integral of m over [t0, t1] = m(t1) (t1 - t0) - that sum (one update per
+    # change instead of integrating piecewise)
+    s_req = np.zeros(scap, dtype=np.float64)  # request time of the firing in each slot
+    hb_f = np.zeros(1, dtype=np.float64)
+    hb_i = hb_f.view(np.int64)
+    sw_cand = np.zeros(nT + 1, dtype=np.int64)
+    sw_stk = np.zeros(nT + 2, dtype=np.int64)
+    n_sw = 0
+    for t in range(nT):
+        if sw_w[t] > 0.0:
+            n_sw += 1
     counting = warmup == 0
     t0 = 0.0
     t1 = np.nan
@@ -791,6 +935,8 @@ def run_replication(
             f |= F_S1
         if in_ptr[t + 1] - in_ptr[t] > JOIN_ARCS:
             f |= F_JOIN
+        if n_sw >= 2 and sw_w[t] > 0.0:
+            f |= F_SW
         tfl[t] = f
 
     TS = np.zeros((nT, N_TS), dtype=np.int64)
@@ -988,6 +1134,29 @@ def run_replication(
             else:
                 # start t: take its oldest request
                 f = TS[t, TS_FL]
+                if f & F_SW:
+                    c = _sw_pick(t, ih, ih_n, qh, qn, qhd, r_disc, rq_base, TS, TF, sw_w, sw_prio, sw_res,
+                                 qres_idx, used, r_cap, sw_cand, sw_stk, rng)
+                    if c != t:
+                        # start c instead: t stays a candidate (with the promotion it carries)
+                        ih_n = _c_push(ih, 0, ih_n, t, TD, TS, TF)
+                        TD[t, TD_WHERE] = IN_IH
+                        TD[t, TD_FROM] = src
+                        wc = TD[c, TD_WHERE]
+                        if wc == IN_IH:
+                            ih_n = _c_remove(ih, 0, ih_n, c, TD, TS, TF)
+                            src = TD[c, TD_FROM]
+                        elif r_disc[wc] == 0:
+                            qn[wc] = _d_remove(qh, rq_base[wc], rq_base[wc + 1] - rq_base[wc], qhd[wc],
+                                               qn[wc], c, TD)
+                            src = NONE
+                        else:
+                            qn[wc] = _c_remove(qh, rq_base[wc], qn[wc], c, TD, TS, TF)
+                            src = NONE
+                        TD[c, TD_WHERE] = NONE
+                        TD[c, TD_FROM] = NONE
+                        t = c
+                        f = TS[t, TS_FL]
                 if f & F_S1:
                     rt = TF[t, TF_KTIME]
                 else:
@@ -1001,6 +1170,7 @@ def run_replication(
                 selfdirty = (f & F_SELF) != 0
                 for k in range(TS[t, TS_IN0], TS[t, TS_IN1]):
                     p = in_place[k]
+                    o_ptok[p] -= in_w[k] * (now - t0)
                     m[p] -= in_w[k]
                     for q in range(dep_ptr[p], dep_ptr[p + 1]):
                         u = dep_trans[q]
@@ -1031,6 +1201,8 @@ def run_replication(
                         if counting:
                             o_wsum[r] += now - rt
                             o_wn[r] += 1
+                            if o_hw is not None:
+                                _hadd(o_hw, r, now - rt, hb_f, hb_i)
                         used[r] += 1
                 if f & F_GUARD:
                     gm = TS[t, TS_GUARD]
@@ -1091,6 +1263,7 @@ def run_replication(
                 s_seq[s] = seq
                 seq += 1
                 s_start[s] = now
+                s_req[s] = rt
                 if not f & F_PS:
                     tc = now + dur
                     s_ctime[s] = tc
@@ -1150,6 +1323,8 @@ def run_replication(
                                 blast[r] = now
                             o_wsum[r] += now - rt
                             o_wn[r] += 1
+                            if o_hw is not None:
+                                _hadd(o_hw, r, now - rt, hb_f, hb_i)
                         used[r] += 1
                         if ps_n[rp] == hcap:
                             status = ST_GROW
@@ -1469,9 +1644,21 @@ def run_replication(
                 r = qres_idx[k]
                 if counting:
                     o_busy[r] += now - st0
+                    o_ssum[r] += now - s_req[s]
+                    o_sn[r] += 1
+                    if o_hs is not None:
+                        _hadd(o_hs, r, now - s_req[s], hb_f, hb_i)
                 used[r] -= 1
                 if qn[r] > 0:
                     ih_n = _promote(r, ih, ih_n, qh, qn, qhd, r_disc, rq_base, TD, TS, TF, used, r_cap)
+            if counting and f & F_PS:
+                # sojourn at shared resources (ps, links): completion - request
+                for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
+                    r = psres_idx[k]
+                    o_ssum[r] += now - s_req[s]
+                    o_sn[r] += 1
+                    if o_hs is not None:
+                        _hadd(o_hs, r, now - s_req[s], hb_f, hb_i)
             if f & F_FLOW:
                 if counting:
                     for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
@@ -1528,6 +1715,7 @@ def run_replication(
                 j += 1
             for k in range(TS[t, TS_OUT0], TS[t, TS_OUT1]):
                 p = out_place[k]
+                o_ptok[p] += out_w[k] * (now - t0)
                 m[p] += out_w[k]
                 for q in range(dep_ptr[p], dep_ptr[p + 1]):
                     u = dep_trans[q]
@@ -1625,6 +1813,8 @@ def run_replication(
                 if nsteps == warmup:
                     counting = True
                     t0 = now
+                    for p in range(nP):
+                        o_ptok[p] = 0.0
                     for r in range(nR):
                         blast[r] = now
                         if r_disc[r] == 3:
@@ -1661,6 +1851,8 @@ def run_replication(
     if hole:
         eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
     if status == ST_OK:
+        for p in range(nP):  # the markings' integrals over [t0, t1]
+            o_ptok[p] = m[p] * (now - t0) - o_ptok[p]
         # firings still running at t1: queued resources by firing, ps ones by integration;
         # flows waiting behind their group's head are not in the completion heap
         for i in range(eh_n):

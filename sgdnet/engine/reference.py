@@ -22,6 +22,11 @@ Instants
     priority, declaration index)`` with ``prio_class = priority`` if the transition holds any
     ``priority`` resource else 0; the first whose non-``ps`` resources all have a free server
     starts; enabling is re-evaluated and the scan restarts until nothing can start.
+    Random switches: when that first candidate ``i`` is weighted (``Transition.weight``), the
+    one started is drawn among the weighted candidates that could start and have ``i``'s
+    ``prio_class`` and ``priority`` (whatever their request times: a GSPN marking has no ages),
+    with probability proportional to weight (one ``rng.random()``, only when there are two or
+    more), ordered by (priority, declaration index) for the draw.
     Zero-duration firings started during a scan complete at the same instant, in start order,
     as the next batch (before time advances).
 
@@ -49,6 +54,8 @@ Accounting window
     (``grant - request`` time, for every resource the starter holds) at grant, busy time by
     integration, all while counting is on. Hence ``firings(step transition)`` sums to ``steps``.
     ``step_times`` holds the ``steps`` counted step completion times (``t0`` excluded).
+    Sojourns (completion - request time, for every resource the firing held) are counted at
+    completion; the marking is integrated over ``[t0, t1]`` (``token_time``).
 
 Gates (see :class:`~sgdnet.net.builder.Gate`)
     Member counts are completions of ``counters[i]`` since time 0. ``lag``: member ``i`` may
@@ -95,6 +102,7 @@ import numpy as np
 from .._check import int_arg as _check_int
 from ..errors import DeadlockError, SimulationError
 from ..net.builder import Net
+from ..results import HIST_BINS, hist_bin
 
 __all__ = ["simulate_reference", "ReferenceReplication", "derive_seeds"]
 
@@ -117,6 +125,11 @@ class ReferenceReplication:
     gate_log: list = field(default_factory=list)
     events: int = 0
     gate_lead: list = field(default_factory=list)
+    token_time: np.ndarray | None = None
+    sojourn_sum: np.ndarray | None = None
+    sojourn_n: np.ndarray | None = None
+    wait_hist: np.ndarray | None = None
+    sojourn_hist: np.ndarray | None = None
 
 
 def derive_seeds(seed, n: int) -> list[int]:
@@ -128,9 +141,10 @@ def derive_seeds(seed, n: int) -> list[int]:
 
 
 class _Firing:
-    __slots__ = ("seq", "t", "start", "end", "work", "rate", "last", "ps")
+    __slots__ = ("seq", "t", "start", "end", "work", "rate", "last", "ps", "req")
 
-    def __init__(self, seq, t, start, end, work, ps):
+    def __init__(self, seq, t, start, end, work, ps, req=0.0):
+        self.req = req  # request time of the firing (its sojourns start there)
         self.seq = seq
         self.t = t
         self.start = start
@@ -168,6 +182,7 @@ class _Model:
         self.flow_cap = [t.flow_cap for t in self.trans]
         self.servers = [t.servers for t in self.trans]
         self.is_step = [t.is_step for t in self.trans]
+        self.weight = [t.weight for t in self.trans]
         for t in self.trans:
             if not t.inputs and t.servers == math.inf:
                 raise SimulationError(
@@ -210,7 +225,8 @@ class _Model:
 class _Replication:
     """One replication: the state and the event loop."""
 
-    def __init__(self, M: _Model, rng, steps, warmup, trace, trace_limit, max_events, rep):
+    def __init__(self, M: _Model, rng, steps, warmup, trace, trace_limit, max_events, rep,
+                 histograms=False):
         self.M = M
         self.rng = rng
         self.steps, self.warmup = steps, warmup
@@ -262,6 +278,13 @@ class _Replication:
         self.wait_n = [0] * nr
         self.tr: list[tuple[int, float, float]] = []
         self.events = 0
+        # place and queue statistics
+        self.ptok = [0.0] * len(self.m)
+        self.plast = [0.0] * len(self.m)
+        self.soj_sum = [0.0] * nr
+        self.soj_n = [0] * nr
+        self.hw = np.zeros((nr, HIST_BINS), dtype=np.int64) if histograms else None
+        self.hs = np.zeros((nr, HIST_BINS), dtype=np.int64) if histograms else None
 
     # --------------------------------------------------------------- enabling
     def gate_allows(self, i: int) -> bool:
@@ -335,6 +358,13 @@ class _Replication:
     def touch_place(self, p: int) -> None:
         self.dirty.update(self.M.dependents[p])
 
+    def mark(self, p: int, delta: int) -> None:
+        """Change ``m[p]`` by ``delta``, integrating the marking up to now first."""
+        self.ptok[p] += self.m[p] * (self.now - self.plast[p])
+        self.plast[p] = self.now
+        self.m[p] += delta
+        self.touch_place(p)
+
     def touch_gate(self, gi: int) -> None:
         self.dirty.update(self.M.guarded[gi])
 
@@ -345,19 +375,38 @@ class _Replication:
             self.refresh()
             rq = self.requests
             cands = sorted((M.prio_class[i], rq[i][0], M.priority[i], i) for i in self.cand)
-            for *_, i in cands:
-                if all(self.used[r] < M.cap[r] for r in M.queued_res[i]):
+            for *key, i in cands:
+                if self.can_start(i):
+                    if M.weight[i] is not None:
+                        i = self.switch(i, key, cands)
                     self.start(i)
                     break
             else:
                 return
 
+    def can_start(self, i: int) -> bool:
+        return all(self.used[r] < self.M.cap[r] for r in self.M.queued_res[i])
+
+    def switch(self, i: int, key: list, cands: list) -> int:
+        """The random switch: among the weighted candidates competing with ``i`` that could start."""
+        W = self.M.weight
+        tied = sorted(j for pc, _, prio, j in cands
+                      if (pc, prio) == (key[0], key[2]) and W[j] is not None and self.can_start(j))
+        if len(tied) < 2:
+            return i
+        x = self.rng.random() * sum(W[j] for j in tied)
+        acc = 0.0
+        for j in tied[:-1]:
+            acc += W[j]
+            if x < acc:
+                return j
+        return tied[-1]
+
     def start(self, i: int) -> None:
         M, now = self.M, self.now
         req = self.requests[i].pop(0)  # the oldest request
         for p, w in M.inputs[i]:
-            self.m[p] -= w
-            self.touch_place(p)
+            self.mark(p, -w)
         self.active[i] += 1
         self.dirty.add(i)
         for r in M.res[i]:
@@ -365,6 +414,8 @@ class _Replication:
             if self.counting:
                 self.wait_sum[r] += now - req
                 self.wait_n[r] += 1
+                if self.hw is not None:
+                    self.hw[r, hist_bin(now - req)] += 1
         g = M.tgate[i]
         if g is not None and M.gates[g[0]].kind == "dynamic_lag":
             self.released[g[0]][g[1]] = False
@@ -379,12 +430,12 @@ class _Replication:
             dur *= self.modval[mi]
         self.seq += 1
         if M.ps_res[i] or M.links[i]:
-            f = _Firing(self.seq, i, now, math.inf, dur, True)
+            f = _Firing(self.seq, i, now, math.inf, dur, True, req)
             f.rate = 0.0  # forces the end to be computed below
             self.psf.append(f)
             self.rerate()
         else:
-            f = _Firing(self.seq, i, now, now + dur, 0.0, False)
+            f = _Firing(self.seq, i, now, now + dur, 0.0, False, req)
             heapq.heappush(self.heap, (f.end, f.seq, f))
 
     def advance_markov(self, mi: int) -> None:
@@ -469,9 +520,13 @@ class _Replication:
         self.dirty.add(i)
         for r in M.res[i]:
             self.use(r, -1)
+            if self.counting:
+                self.soj_sum[r] += now - f.req
+                self.soj_n[r] += 1
+                if self.hs is not None:
+                    self.hs[r, hist_bin(now - f.req)] += 1
         for p, w in M.outputs[i]:
-            self.m[p] += w
-            self.touch_place(p)
+            self.mark(p, w)
         if self.trace and len(self.tr) < self.trace_limit:
             self.tr.append((i, f.start, now))
         for gi, p in M.counter_of[i]:
@@ -487,10 +542,14 @@ class _Replication:
                 self.counting = True
                 self.t0 = now
                 self.since = [now] * len(self.since)
+                self.ptok = [0.0] * len(self.m)
+                self.plast = [now] * len(self.m)
             if self.nsteps == self.warmup + self.steps:
                 self.t1 = now
                 for r in range(len(self.used)):
                     self.use(r, 0)  # integrate the busy levels up to t1
+                for p in range(len(self.m)):
+                    self.mark(p, 0)  # and the markings
                 return True
         return False
 
@@ -589,14 +648,23 @@ class _Replication:
             gate_log=list(self.gate_log),
             events=self.events,
             gate_lead=list(self.gate_lead),
+            token_time=np.array(self.ptok, dtype=float),
+            sojourn_sum=np.array(self.soj_sum, dtype=float),
+            sojourn_n=np.array(self.soj_n, dtype=np.int64),
+            wait_hist=self.hw,
+            sojourn_hist=self.hs,
         )
 
 
 def run_reference(net: Net, *, steps=1000, warmup=100, replications=8, seed=None, seeds=None,
-                  trace=False, trace_limit=200_000, max_events=None):
+                  trace=False, trace_limit=200_000, max_events=None, histograms=False, step=None):
     """Run the reference simulator and return ``(raws, seeds)`` (list of ReferenceReplication)."""
     if not isinstance(net, Net):
         raise SimulationError(f"simulate_reference needs a Net, got {type(net).__name__}")
+    if step is not None:
+        from .api import with_steps
+
+        net = with_steps(net, step)
     net.validate()
     steps = _check_int("steps", steps, 1)
     warmup = _check_int("warmup", warmup, 0)
@@ -633,13 +701,14 @@ def run_reference(net: Net, *, steps=1000, warmup=100, replications=8, seed=None
     raws = []
     for rep, s in enumerate(seeds):
         rng = np.random.default_rng(s)
-        raws.append(_Replication(M, rng, steps, warmup, trace, trace_limit, max_events, rep).run())
+        raws.append(_Replication(M, rng, steps, warmup, trace, trace_limit, max_events, rep,
+                                 bool(histograms)).run())
     return raws, seeds
 
 
 def simulate_reference(net: Net, steps: int = 1000, warmup: int = 100, replications: int = 8,
                        seed=None, trace: bool = False, trace_limit: int = 200_000, *, seeds=None,
-                       max_events=None):
+                       max_events=None, histograms: bool = False, step=None):
     """Simulate ``net`` with the pure-Python reference engine.
 
     Parameters
@@ -658,14 +727,21 @@ def simulate_reference(net: Net, steps: int = 1000, warmup: int = 100, replicati
         Explicit per-replication seeds (replays replications of an earlier result).
     max_events : int, optional
         Completion budget per replication.
+    histograms, step
+        As for :func:`sgdnet.simulate`.
 
     Returns
     -------
     sgdnet.results.Result
         The same type :func:`sgdnet.simulate` returns.
     """
+    if step is not None and isinstance(net, Net):
+        from .api import with_steps
+
+        net = with_steps(net, step)
     raws, seeds = run_reference(net, steps=steps, warmup=warmup, replications=replications, seed=seed,
-                                seeds=seeds, trace=trace, trace_limit=trace_limit, max_events=max_events)
+                                seeds=seeds, trace=trace, trace_limit=trace_limit, max_events=max_events,
+                                histograms=histograms)
     from ..results import RawReplication, Result
 
     for k, r in enumerate(raws):  # as the kernel's diagnosis: steps at one instant are no rate

@@ -154,6 +154,11 @@ class _TransitionFields:
     modulator : name of a modulator whose current value multiplies sampled durations
     gate : ``(gate name, member index)``: the transition is guarded by that gate member
     flow_cap : a transfer's rate cap, bytes/s (``math.inf``: none); see :meth:`Net.transfer`
+    weight : float > 0 or None; a *random switch* (GSPN) weight. When the scan's next start is a
+        weighted transition, it is drawn among the weighted transitions that could start now (their
+        tokens and resources are there) with the same priority class and priority, with
+        probability proportional to ``weight`` (see :meth:`Net.transition`). ``None`` (the
+        default): no draw, ties go by request time, then priority and declaration order.
     """
 
     name: str
@@ -168,6 +173,7 @@ class _TransitionFields:
     modulator: str | None = None
     gate: tuple[str, int] | None = None
     flow_cap: float = math.inf
+    weight: float | None = None
 
     @property
     def is_step(self) -> bool:
@@ -518,8 +524,21 @@ class Net:
         tags: Mapping[str, Any] | None = None,
         modulator=None,
         gate=None,
+        weight: float | None = None,
     ) -> Transition:
-        """Add a transition; see :class:`Transition` for the arguments."""
+        """Add a transition; see :class:`Transition` for the arguments.
+
+        ``weight`` makes the transition a GSPN *random switch*. Transitions that could start at
+        the same instant and compete -- for the tokens of a shared input place, or for a
+        resource -- otherwise start in scan order (request time, then priority and declaration
+        order); when the next one to start is weighted, it is instead drawn among the weighted
+        transitions that could start now with its priority class and priority, with probability
+        ``weight / sum(weights)`` (as a GSPN's enabled immediate transitions: one waiting for a
+        busy resource is not in the draw, as it would lack the resource's token). Probabilistic
+        routing is a place feeding zero-duration weighted transitions, one per destination (give
+        them ``servers=math.inf`` so that simultaneous tokens are routed independently). A net
+        with fewer than two weighted transitions draws no extra random numbers.
+        """
         self._fresh(name, self.transitions, "transition")
         try:
             dist = as_distribution(duration)
@@ -547,6 +566,7 @@ class Net:
             modulator=None if modulator is None else _name_of(modulator, "modulator"),
             gate=g,
             flow_cap=math.inf,
+            weight=weight,
         )
         self._add(self.transitions, name, t)
         return t
@@ -703,6 +723,10 @@ class Net:
                 P.append(f"{where}: priority={t.priority!r} must be an integer")
             elif not -2**62 <= t.priority < 2**62:
                 P.append(f"{where}: priority={t.priority!r} must be within +-2**62 (kernel integers)")
+            w = t.weight
+            if w is not None and (isinstance(w, bool) or not isinstance(w, (int, float))
+                                  or not (math.isfinite(w) and w > 0)):
+                P.append(f"{where}: weight={w!r} must be a finite number > 0 (or None: no random switch)")
             if t.modulator is not None and t.modulator not in self.modulators:
                 P.append(f"{where}: modulator {t.modulator!r} does not exist; known: {sorted(self.modulators)}")
             if t.gate is not None:

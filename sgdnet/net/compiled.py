@@ -28,7 +28,11 @@ Layout (structure of arrays; ``T`` transitions, ``P`` places, ``R`` resources, `
   (member -> guarded transitions), ``g_cap`` (G,) a ``dynamic_lag`` gate's hard cap ``s_upper``
   (-1: none);
 - modulators: ``mod_kind`` (0 iid, 1 markov), ``mod_par`` (M, 3) = (slow_factor, mean_fast,
-  mean_slow); ``rs_ptr/rs_mod`` transition -> iid modulators it resamples when it starts.
+  mean_slow); ``rs_ptr/rs_mod`` transition -> iid modulators it resamples when it starts;
+- random switches (:data:`SWITCH_FIELDS`, passed after the kernel's other arguments):
+  ``sw_w`` (T,) weight (0.0: not weighted), ``sw_prio`` (T,) the priority (weighted transitions
+  tie on it), ``sw_res`` the queued resources held by some weighted transition (the queues where
+  a competing weighted candidate may wait).
 
 :func:`compile_net` caches by a structural key, so compiling the same (unchanged) Net twice
 returns the very same object.
@@ -49,7 +53,7 @@ from ..dists import Distribution, Empirical, Straggler, deterministic_rows, flat
 from ..errors import NetError
 from .builder import Net
 
-__all__ = ["CompiledNet", "compile_net", "INF_SERVERS", "DISC_CODES"]
+__all__ = ["CompiledNet", "compile_net", "INF_SERVERS", "DISC_CODES", "SWITCH_FIELDS"]
 
 INF_SERVERS = 1 << 62
 DISC_CODES = {"fifo": 0, "priority": 1, "ps": 2, "flow": 3}
@@ -73,6 +77,8 @@ KERNEL_FIELDS = (
     "cnt_ptr", "cnt_mem", "gg_ptr", "gg_trans", "mg_ptr", "mg_trans", "g_cap",
     "mod_kind", "mod_par", "rs_ptr", "rs_mod",
 )
+# Random switches: arrays the kernel takes after its outputs (see CompiledNet.switch_args).
+SWITCH_FIELDS = ("sw_w", "sw_prio", "sw_res")
 
 
 def _csr(lists: list[list]) -> tuple[np.ndarray, np.ndarray]:
@@ -115,6 +121,7 @@ def _structural_key(net: Net) -> str:
         (t.name, _dist_key(t.duration), tuple(t.inputs.items()), tuple(t.outputs.items()),
          tuple(t.inhibitors.items()), t.resources, repr(t.servers), t.priority, repr(t.tags),
          t.modulator, t.gate, repr(t.flow_cap))
+        + (() if t.weight is None else (repr(t.weight),))
         for t in net.transitions.values()
     ])
     parts.append([(g.name, g.kind, g.counters, g.s, g.s_lower, g.r_max, g.s_upper) for g in net.gates.values()])
@@ -145,6 +152,9 @@ class CompiledNet:
         True when the net has no randomness (every duration and modulator multiplier takes one
         fixed value): every replication is then the same trajectory, and
         :func:`sgdnet.simulate` plays it once.
+    weighted : bool
+        True when at least two transitions carry a random-switch ``weight`` (so that the kernel
+        may draw among them; such a net is never ``deterministic``).
     """
 
     def __init__(self, net: Net, key: str | None = None):
@@ -269,16 +279,25 @@ class CompiledNet:
                     rs[tidx[tn]].append(mi)
         self.rs_ptr, self.rs_mod = _csr(rs)
 
+        # random switches
+        self.sw_w = np.array([0.0 if t.weight is None else float(t.weight) for t in T], dtype=_F)
+        self.sw_prio = self.priority.copy()
+        self.sw_res = np.array(sorted({ridx[r] for t in T if t.weight is not None for r in t.resources
+                                       if net.resources[r].discipline not in _SHARED}), dtype=_I)
+        #: True when some transitions are random switches (weighted; see Transition.weight)
+        self.weighted = bool((self.sw_w > 0).sum() >= 2)
+
         # no randomness at all: every duration and every multiplier is one fixed value (a markov
-        # modulator whose slow factor is 1 multiplies by 1 in both states), so every replication
-        # plays the same trajectory whatever its seed (the kernel draws random numbers for
-        # durations and modulators only; ties are broken by the static scan order)
+        # modulator whose slow factor is 1 multiplies by 1 in both states) and no two transitions
+        # are weighted, so every replication plays the same trajectory whatever its seed (the
+        # kernel draws random numbers for durations, modulators and random switches only; other
+        # ties are broken by the static scan order)
         fixed = deterministic_rows(self.d_code, self.d_par, self.d_pool)
-        self.deterministic = bool(fixed[:nT].all()) and all(
+        self.deterministic = not self.weighted and bool(fixed[:nT].all()) and all(
             (m.kind == "iid" and bool(fixed[nT + mi])) or (m.kind == "markov" and m.slow_factor == 1.0)
             for mi, m in enumerate(Ms))
 
-        for f in KERNEL_FIELDS:
+        for f in KERNEL_FIELDS + SWITCH_FIELDS:
             a = np.ascontiguousarray(getattr(self, f))
             a.setflags(write=False)
             setattr(self, f, a)
@@ -303,6 +322,10 @@ class CompiledNet:
     def kernel_args(self) -> tuple:
         """The arrays in the order the kernel takes them."""
         return tuple(getattr(self, f) for f in KERNEL_FIELDS)
+
+    def switch_args(self) -> tuple:
+        """The random-switch arrays, passed after the kernel's outputs (:data:`SWITCH_FIELDS`)."""
+        return tuple(getattr(self, f) for f in SWITCH_FIELDS)
 
     def __repr__(self) -> str:
         return (f"CompiledNet({self.name!r}: {self.n_places} places, {self.n_transitions} transitions, "

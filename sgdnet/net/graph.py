@@ -59,7 +59,7 @@ def to_networkx(net: Net):
         - ``kind="place"``: ``tokens``, ``tags``;
         - ``kind="transition"``: ``duration`` (repr of the distribution), ``mean`` (seconds),
           ``servers``, ``priority``, ``tags``, ``resources`` (list of names), ``modulator``,
-          ``gate``, ``step`` (bool);
+          ``gate``, ``step`` (bool), ``switch_weight`` (the random-switch weight or None);
         - ``kind="resource"``: ``capacity``, ``discipline``, ``tags``.
 
         Arcs, keyed by their kind, each with ``kind`` and ``weight``: place -> transition
@@ -83,7 +83,7 @@ def to_networkx(net: Net):
             node_id("transition", t.name), kind="transition", name=t.name,
             duration=repr(t.duration), mean=float(t.duration.mean), servers=t.servers,
             priority=t.priority, tags=dict(t.tags), resources=list(t.resources),
-            modulator=t.modulator, gate=t.gate, step=t.is_step,
+            modulator=t.modulator, gate=t.gate, step=t.is_step, switch_weight=t.weight,
         )
 
     def ensure(kind: str, name: str) -> str:

@@ -15,7 +15,15 @@ Element ids are valid XML ``ID`` values (NCNames) derived from the names, prefix
 
 A PNML file written by another tool (no sgdnet blocks) is read as an untimed net given
 ``default_duration`` seconds per transition; nested pages are flattened and reference nodes
-are resolved to the node they point to.
+are resolved to the node they point to. The PNML core model type (``pnmlcoremodel``, which pm4py
+writes) is read as a P/T net, and so is a document whose elements carry no namespace (pm4py's
+``<pnml>`` root). A transition with a ``StochasticPetriNet`` block (ProM's and pm4py's stochastic
+nets) takes its ``weight`` (a random switch, see :class:`~sgdnet.net.Transition`) and, for the
+types ``IMMEDIATE`` (0 s), ``DETERMINISTIC``, ``EXPONENTIAL`` (the parameter is a rate) and
+``UNIFORM`` (``loc;scale``), its duration; its ``priority`` is not read. Transitions of a foreign
+file sharing a name (e.g. two silent ``tau`` steps) are told apart by their ids,
+``"name [id]"``. A foreign net has no step tags: name its step transitions with
+``simulate(net, step=...)``.
 """
 
 from __future__ import annotations
@@ -31,10 +39,11 @@ from ..dists import from_dict
 from ..errors import DistributionError, NetError, SgdnetError
 from .builder import Net
 
-__all__ = ["to_pnml", "from_pnml", "PNML_NS", "PTNET_TYPE", "TOOL", "TOOL_VERSION"]
+__all__ = ["to_pnml", "from_pnml", "PNML_NS", "PTNET_TYPE", "CORE_TYPE", "TOOL", "TOOL_VERSION"]
 
 PNML_NS = "http://www.pnml.org/version-2009/grammar/pnml"
 PTNET_TYPE = "http://www.pnml.org/version-2009/grammar/ptnet"
+CORE_TYPE = "http://www.pnml.org/version-2009/grammar/pnmlcoremodel"  # pm4py writes this type
 TOOL = "sgdnet"
 TOOL_VERSION = "1"
 
@@ -240,6 +249,7 @@ def to_pnml(net: Net, path: str | os.PathLike | None = None) -> str:
             "modulator": t.modulator,
             "gate": None if t.gate is None else list(t.gate),
             **({} if t.flow_cap == math.inf else {"flow_cap": t.flow_cap}),
+            **({} if t.weight is None else {"weight": t.weight}),
         })
         for p, w in t.inputs.items():
             arcs.append((pid.get(p, p), tid[t.name], w))
@@ -259,8 +269,9 @@ def to_pnml(net: Net, path: str | os.PathLike | None = None) -> str:
 
 # --------------------------------------------------------------------------- reading
 class _Reader:
-    def __init__(self, where: str):
+    def __init__(self, where: str, q: str = _Q):
         self.where = where
+        self.q = q  # the document's namespace prefix: _Q, or "" for a document without one
 
     def err(self, msg: str, elem: ET.Element | None = None) -> NetError:
         loc = ""
@@ -271,10 +282,10 @@ class _Reader:
         return NetError(f"PNML {self.where}{loc}: {msg}")
 
     def label(self, elem: ET.Element, tag: str) -> str | None:
-        lab = elem.find(_Q + tag)
+        lab = elem.find(self.q + tag)
         if lab is None:
             return None
-        txt = lab.find(_Q + "text")
+        txt = lab.find(self.q + "text")
         if txt is None:
             raise self.err(f"<{tag}> has no <text> child", elem)
         return (txt.text or "").strip()
@@ -293,7 +304,7 @@ class _Reader:
 
     def tool(self, elem: ET.Element) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for ts in elem.findall(_Q + "toolspecific"):
+        for ts in elem.findall(self.q + "toolspecific"):
             if ts.get("tool") != TOOL:
                 continue
             if ts.get("version") != TOOL_VERSION:
@@ -302,11 +313,38 @@ class _Reader:
                     elem,
                 )
             for child in ts:
-                key = child.tag.replace(_Q, "")
+                key = child.tag.replace(self.q, "")
                 try:
                     out[key] = _dec(json.loads(child.text or "null"))
                 except json.JSONDecodeError as e:
                     raise self.err(f"toolspecific <{key}> is not valid JSON ({e})", elem) from None
+        return out
+
+    def stochastic(self, elem: ET.Element) -> dict[str, Any]:
+        """A transition's ``StochasticPetriNet`` block (ProM, pm4py) as ``{"weight": float,
+        "duration": seconds or Distribution}`` (only the keys the block gives)."""
+        from ..dists import Deterministic, Exponential, Uniform
+
+        out: dict[str, Any] = {}
+        for ts in elem.findall(self.q + "toolspecific"):
+            if ts.get("tool") != "StochasticPetriNet":
+                continue
+            props = {p.get("key"): (p.text or "").strip() for p in ts.findall(self.q + "property")}
+            kind = props.get("distributionType", "").upper()
+            try:
+                if "weight" in props:
+                    out["weight"] = float(props["weight"])
+                par = [float(x) for x in props.get("distributionParameters", "").split(";") if x.strip()]
+                if kind == "IMMEDIATE":
+                    out["duration"] = 0.0
+                elif kind == "DETERMINISTIC" and len(par) >= 1:
+                    out["duration"] = Deterministic(par[0])
+                elif kind == "EXPONENTIAL" and len(par) >= 1:
+                    out["duration"] = Exponential(1.0 / par[0])
+                elif kind == "UNIFORM" and len(par) >= 2:
+                    out["duration"] = Uniform(par[0], par[0] + par[1])
+            except (ValueError, ZeroDivisionError, DistributionError) as e:
+                raise self.err(f"unreadable StochasticPetriNet data {props!r} ({e})", elem) from None
         return out
 
 
@@ -394,18 +432,21 @@ def from_pnml(source, *, default_duration: float = 1.0, validate: bool = True, n
 def _from_tree(root: ET.Element, where: str, default_duration: float, validate: bool,
                net_index: int) -> Net:
     """:func:`from_pnml` on a parsed document."""
-    R = _Reader(where)
-    if root.tag != _Q + "pnml":
-        raise R.err(f"root element is <{root.tag}>, expected <pnml> in namespace {PNML_NS}")
-    nets = root.findall(_Q + "net")
+    if root.tag not in (_Q + "pnml", "pnml"):
+        raise _Reader(where).err(f"root element is <{root.tag}>, expected <pnml> in namespace "
+                                 f"{PNML_NS} (or without a namespace)")
+    R = _Reader(where, _Q if root.tag == _Q + "pnml" else "")
+    Q = R.q
+    nets = root.findall(Q + "net")
     if not nets:
         raise R.err("no <net> element", root)
     if not 0 <= net_index < len(nets):
         raise R.err(f"net_index={net_index} is out of range; the document holds {len(nets)} net(s)")
     enet = nets[net_index]
     ntype = enet.get("type")
-    if ntype != PTNET_TYPE:
-        raise R.err(f"net type {ntype!r} is not supported; only P/T nets ({PTNET_TYPE})", enet)
+    if ntype not in (PTNET_TYPE, CORE_TYPE):
+        raise R.err(f"net type {ntype!r} is not supported; only P/T nets ({PTNET_TYPE}) and the "
+                    f"core model ({CORE_TYPE})", enet)
     name = R.label(enet, "name") or enet.get("id") or "net"
     nt = R.tool(enet)
     net = Net(name)
@@ -415,13 +456,13 @@ def _from_tree(root: ET.Element, where: str, default_duration: float, validate: 
     trans: list[ET.Element] = []
     arcs: list[ET.Element] = []
     refs: dict[str, str] = {}
-    pages = enet.findall(_Q + "page")
+    pages = enet.findall(Q + "page")
     if not pages:
         raise R.err("no <page> element; PNML nets keep their nodes in a <page>", enet)
 
     def walk(pg: ET.Element) -> None:  # document order, nested pages in place
         for e in pg:
-            tag = e.tag.replace(_Q, "")
+            tag = e.tag.replace(Q, "") if Q else e.tag
             if tag == "place":
                 places.append(e)
             elif tag == "transition":
@@ -460,15 +501,22 @@ def _from_tree(root: ET.Element, where: str, default_duration: float, validate: 
         place_of[i] = pname
     trans_of: dict[str, str] = {}
     ttool: dict[str, dict] = {}
+    foreign = not nt  # no sgdnet block on the net: written by another tool
+    taken: set[str] = set()
     for e in trans:
         i = e.get("id")
         if not i:
             raise R.err("transition without an 'id' attribute", e)
         tname = R.label(e, "name") or i
-        if tname in trans_of.values():
-            raise R.err(f"two transitions are named {tname!r}; sgdnet needs unique transition names", e)
+        if tname in taken:
+            if not foreign:
+                raise R.err(f"two transitions are named {tname!r}; sgdnet needs unique transition names", e)
+            tname = f"{tname} [{i}]"  # e.g. two silent steps of a process model: told apart by id
+            if tname in taken:
+                raise R.err(f"two transitions have the id {i!r}", e)
+        taken.add(tname)
         trans_of[i] = tname
-        ttool[tname] = R.tool(e)
+        ttool[tname] = R.tool(e) or R.stochastic(e)
 
     for r in nt.get("resources", []):
         try:
@@ -505,7 +553,9 @@ def _from_tree(root: ET.Element, where: str, default_duration: float, validate: 
         tt = ttool[tname]
         elem = elem_of[i]
         try:
-            dur = from_dict(tt["duration"]) if "duration" in tt else default_duration
+            dur = tt.get("duration", default_duration)
+            if isinstance(dur, dict):
+                dur = from_dict(dur)
         except DistributionError as ex:
             raise R.err(f"bad sgdnet duration: {ex}", elem) from None
         servers = tt.get("servers", 1)
@@ -518,6 +568,7 @@ def _from_tree(root: ET.Element, where: str, default_duration: float, validate: 
                 inhibitors=tt.get("inhibitors") or None, resources=tt.get("resources") or None,
                 servers=servers, priority=tt.get("priority", 0), tags=tt.get("tags") or None,
                 modulator=tt.get("modulator"), gate=None if gate is None else tuple(gate),
+                weight=tt.get("weight"),
             )
             if "flow_cap" in tt:
                 net.transitions[tname].flow_cap = tt["flow_cap"]
