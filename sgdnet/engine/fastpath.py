@@ -1,0 +1,453 @@
+"""Fast path for timed event graphs: a max-plus recursion with replications as lanes.
+
+When every place of a net has exactly one producer and one consumer (and nothing else can change
+the order of firings), the k-th firing of every transition is known in advance, so the holding
+semantics of the generic engine reduce to the (max, +) recursion
+
+    x_t(k) = max( c_t(k - s_t),  max over input places p of c_{u_p}(k - m_p) ),
+    c_t(k) = x_t(k) + d_t(k),
+
+where ``x`` is a start, ``c`` a completion, ``u_p`` the producer of ``p``, ``m_p`` its initial
+tokens, ``s_t`` the servers of ``t`` (no term for ``servers=inf``) and a negative index means a
+token present at time 0. Each round ``k`` computes one firing of every transition (in
+topological order of the token-free arcs) for all replications at once: the replications are the
+innermost axis of the history array, so one round is a few contiguous loads and a max per lane.
+The step completions, the window ``(t0, t1]`` and every counter of the generic engine's
+:class:`~sgdnet.results.RawReplication` are then read off that history.
+
+Which nets qualify (:func:`fast_path_problems` lists why a net does not): no resources (queued,
+ps or flow), inhibitors, gates, modulators or priorities; every arc weight 1; every place with
+exactly one producer and one consumer; ``servers = 1`` for every transition whose duration is
+random (``servers > 1`` or ``inf`` only with a fixed duration: random durations would let
+firings overtake one another); no circuit without tokens (the generic engine deadlocks there);
+no circuit (or input-less transition) whose durations can all be zero (time would not advance).
+
+Equivalence with the generic engine: the same trajectory law. Deterministic nets give the very
+same step times, ``t0``, ``t1`` and (up to one documented tie rule) firing counts: completions at
+one instant are ordered by (start, enabling time, rank), which is the generic engine's order
+except for chains of zero-duration firings at one instant. Random durations are drawn from the
+fast path's **own random stream** (xoshiro256** per replication, seeded from the replication's
+seed XOR a constant), so a stochastic result agrees with the generic engine in distribution, not
+trajectory by trajectory.
+
+What it cannot give: traces (``trace=True``) — :func:`sgdnet.simulate` then runs the generic
+engine. Resource counters (busy time, waits) are zero because there are no resources.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from ..dists import CODE_DET, CODE_EMP, CODE_EXP, CODE_LOGN, CODE_SHEXP, CODE_STRAG, CODE_UNIF, deterministic_rows
+from ..net.compiled import INF_SERVERS, CompiledNet
+from ..results import RawReplication
+from .kernel import sample, seed_state
+
+__all__ = ["FastPlan", "fast_plan", "fast_path_problems", "run_fast", "MAX_HISTORY_BYTES"]
+
+#: memory bound of one lane chunk's history (rounds x transitions x lanes float64); a run that
+#: would need more falls back to the generic engine
+MAX_HISTORY_BYTES = 128 << 20
+_LANES = 8  # replications per chunk
+_STREAM_XOR = 0x6A09E667F3BCC909  # the fast path's own stream: seed XOR this constant
+_ROUND_WORK = 1 << 22  # completions per kernel call (Ctrl-C is seen between calls)
+_U = np.uint64
+_INV53 = 1.0 / 9007199254740992.0
+_TWO_PI = 2.0 * math.pi
+
+
+@dataclass
+class FastPlan:
+    """The static data of the recursion for one compiled net (cached on the CompiledNet)."""
+
+    order: np.ndarray  # (T,) transitions in topological order of the token-free arcs
+    ip: np.ndarray  # (T+1,) CSR over transitions: their input arcs
+    iprod: np.ndarray  # producer transition of each input arc
+    itok: np.ndarray  # initial tokens of each input arc's place
+    serv: np.ndarray  # (T,) servers bound (0: none, i.e. servers=inf)
+    fixed: np.ndarray  # (T,) 1 if the duration is one fixed value
+    dfix: np.ndarray  # (T,) that value
+    max_tokens: int
+
+
+# --------------------------------------------------------------------------- detection
+def _can_be_zero(code: int, par: np.ndarray, pool: np.ndarray) -> bool:
+    """Whether a duration row can draw exactly 0 (with positive probability)."""
+    if code == CODE_STRAG:
+        return _can_be_zero(int(par[2]), par[3:6], pool)
+    a, b = float(par[0]), float(par[1])
+    if code in (CODE_DET, CODE_UNIF, CODE_SHEXP):
+        return a == 0.0
+    if code == CODE_EMP:
+        lo, n = int(a), int(b)
+        return n >= 1 and float(pool[lo:lo + n].min()) == 0.0
+    return False
+
+
+def _has_cycle(n: int, arcs: list[tuple[int, int]]) -> bool:
+    indeg = [0] * n
+    out: list[list[int]] = [[] for _ in range(n)]
+    for s, d in arcs:
+        out[s].append(d)
+        indeg[d] += 1
+    stack = [v for v in range(n) if indeg[v] == 0]
+    seen = 0
+    while stack:
+        v = stack.pop()
+        seen += 1
+        for d in out[v]:
+            indeg[d] -= 1
+            if indeg[d] == 0:
+                stack.append(d)
+    return seen < n
+
+
+def _topo(n: int, arcs: list[tuple[int, int]]) -> list[int] | None:
+    """Kahn's order (ties by index), or None if the arcs have a cycle."""
+    import heapq
+
+    indeg = [0] * n
+    out: list[list[int]] = [[] for _ in range(n)]
+    for s, d in arcs:
+        out[s].append(d)
+        indeg[d] += 1
+    heap = [v for v in range(n) if indeg[v] == 0]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        v = heapq.heappop(heap)
+        order.append(v)
+        for d in out[v]:
+            indeg[d] -= 1
+            if indeg[d] == 0:
+                heapq.heappush(heap, d)
+    return order if len(order) == n else None
+
+
+def _analyse(cn: CompiledNet) -> tuple[FastPlan | None, list[str]]:
+    T, P = cn.n_transitions, cn.n_places
+    names = cn.transition_names
+    why: list[str] = []
+    if int(cn.qres_ptr[-1]) or int(cn.psres_ptr[-1]):
+        held = [names[t] for t in range(T)
+                if cn.qres_ptr[t + 1] > cn.qres_ptr[t] or cn.psres_ptr[t + 1] > cn.psres_ptr[t]]
+        why.append(f"transitions hold resources (e.g. {held[0]!r})")
+    if int(cn.inh_ptr[-1]):
+        why.append("the net has inhibitor arcs")
+    if (cn.guard >= 0).any():
+        why.append("the net has gates")
+    if (cn.mod_of >= 0).any() or int(cn.rs_ptr[-1]):
+        why.append("the net has modulators")
+    if (cn.priority != 0).any():
+        why.append("transitions have priorities")
+    if (cn.in_w != 1).any() or (cn.out_w != 1).any():
+        why.append("some arc weight is not 1")
+    prod = np.full(P, -1, dtype=np.int64)
+    nprod = np.bincount(cn.out_place, minlength=P)
+    ncons = np.bincount(cn.in_place, minlength=P)
+    bad = np.nonzero((nprod != 1) | (ncons != 1))[0]
+    if bad.size:
+        p = int(bad[0])
+        why.append(f"place {cn.place_names[p]!r} has {int(nprod[p])} producers and {int(ncons[p])} "
+                   "consumers (an event graph needs exactly one each)")
+    if why:
+        return None, why
+    for t in range(T):
+        for k in range(cn.out_ptr[t], cn.out_ptr[t + 1]):
+            prod[cn.out_place[k]] = t
+    fixed = deterministic_rows(cn.d_code, cn.d_par, cn.d_pool)[:T]
+    for t in range(T):
+        if cn.servers[t] != 1 and not fixed[t]:
+            why.append(f"transition {names[t]!r} has servers={'inf' if cn.servers[t] == INF_SERVERS else int(cn.servers[t])}"
+                       " and a random duration (firings could overtake one another)")
+            break
+    arcs0, arcsz = [], []
+    zero = [_can_be_zero(int(cn.d_code[t]), cn.d_par[t], cn.d_pool) for t in range(T)]
+    for t in range(T):
+        if zero[t] and cn.in_ptr[t + 1] == cn.in_ptr[t]:
+            why.append(f"transition {names[t]!r} has no input place and can take zero time")
+            break
+        for k in range(cn.in_ptr[t], cn.in_ptr[t + 1]):
+            p = int(cn.in_place[k])
+            u = int(prod[p])
+            if cn.m0[p] == 0:
+                arcs0.append((u, t))
+            if zero[u] and zero[t]:
+                arcsz.append((u, t))
+    order = _topo(T, arcs0)
+    if order is None:
+        why.append("a circuit carries no token (the net deadlocks)")
+    if any(u == t for u, t in arcsz) or _has_cycle(T, arcsz):
+        why.append("a circuit of transitions can all take zero time (time would not advance)")
+    if why:
+        return None, why
+    itok = cn.m0[cn.in_place].astype(np.int64)
+    serv = np.where(cn.servers == INF_SERVERS, 0, cn.servers).astype(np.int64)
+    dfix = np.zeros(T)
+    s = np.zeros(4, dtype=np.uint64)
+    s[0] = 1
+    for t in range(T):
+        if fixed[t]:
+            dfix[t] = sample(s, int(cn.d_code[t]), cn.d_par, t, cn.d_pool)
+    mt = int(max(int(itok.max()) if itok.size else 0, int(serv.max()) if serv.size else 0))
+    plan = FastPlan(order=np.array(order, dtype=np.int64), ip=cn.in_ptr.astype(np.int64),
+                    iprod=prod[cn.in_place].astype(np.int64), itok=itok, serv=serv,
+                    fixed=fixed.astype(np.int64), dfix=dfix, max_tokens=mt)
+    return plan, []
+
+
+def fast_plan(cn: CompiledNet) -> FastPlan | None:
+    """The recursion's plan for ``cn``, or None when the fast path does not apply (cached on the
+    compiled net, which :func:`sgdnet.net.compiled.compile_net` caches by structure)."""
+    got = getattr(cn, "_fastpath", None)
+    if got is None:
+        got = _analyse(cn)
+        cn._fastpath = got  # type: ignore[attr-defined]
+    return got[0]
+
+
+def fast_path_problems(cn: CompiledNet) -> list[str]:
+    """Why the fast path does not apply to ``cn`` (empty when it does)."""
+    fast_plan(cn)
+    return list(cn._fastpath[1])  # type: ignore[attr-defined]
+
+
+# ------------------------------------------------------------------------------ kernel
+@njit(cache=True, inline="always")
+def _rotl(x, k):
+    return (x << _U(k)) | (x >> _U(64 - k))
+
+
+@njit(cache=True)
+def _next(S, l):
+    s0, s1, s2, s3 = S[l, 0], S[l, 1], S[l, 2], S[l, 3]
+    res = _rotl(s1 * _U(5), 7) * _U(9)
+    t = s1 << _U(17)
+    s2 ^= s0
+    s3 ^= s1
+    s1 ^= s2
+    s0 ^= s3
+    s2 ^= t
+    S[l, 0], S[l, 1], S[l, 2], S[l, 3] = s0, s1, s2, _rotl(s3, 45)
+    return float(res >> _U(11)) * _INV53
+
+
+@njit(cache=True)
+def _normal(S, l, spare):
+    """Box-Muller, both outputs used (the second kept in ``spare[l]``, NaN when empty)."""
+    z = spare[l]
+    if z == z:
+        spare[l] = np.nan
+        return z
+    u1 = 1.0 - _next(S, l)
+    u2 = _next(S, l)
+    r = math.sqrt(-2.0 * math.log(u1))
+    spare[l] = r * math.sin(_TWO_PI * u2)
+    return r * math.cos(_TWO_PI * u2)
+
+
+@njit(cache=True)
+def _draw(S, l, spare, code, par, row, pool):
+    if code == 4:  # log-normal, the common case, inlined
+        return math.exp(par[row, 0] + par[row, 1] * _normal(S, l, spare))
+    if code == 1:
+        return -par[row, 0] * math.log(1.0 - _next(S, l))
+    return sample(S[l], code, par, row, pool)
+
+
+@njit(cache=True, nogil=True)
+def _rounds(C, k0, kmax, work, order, ip, iprod, itok, serv, fixed, dfix, code, par, pool,
+            S, spare, steps_idx, need, ptr, phase, lo_a):  # pragma: no cover - compiled
+    """Compute rounds ``k0..`` of the recursion into ``C[k, t, lane]`` until every lane is done
+    (``phase == 2``), ``kmax`` rounds exist, or about ``work`` completions were made.
+
+    A lane's phase: 0 = its ``need``-th step completion is not known yet; 1 = it is known to lie
+    below ``lo_a`` (every step completion below ``lo_a`` is computed) and the lane waits until
+    every transition has completed past ``lo_a``; 2 = done. Returns the number of rounds."""
+    T = order.size
+    L = C.shape[2]
+    ns = steps_idx.size
+    xv = np.empty(L)
+    k = k0
+    done_work = 0
+    while k < kmax and done_work < work:
+        for j in range(T):
+            t = order[j]
+            for l in range(L):
+                xv[l] = 0.0
+            s = serv[t]
+            if s > 0 and k - s >= 0:
+                for l in range(L):
+                    xv[l] = C[k - s, t, l]
+            for a in range(ip[t], ip[t + 1]):
+                kk = k - itok[a]
+                if kk >= 0:
+                    u = iprod[a]
+                    for l in range(L):
+                        v = C[kk, u, l]
+                        if v > xv[l]:
+                            xv[l] = v
+            if fixed[t]:
+                d = dfix[t]
+                for l in range(L):
+                    C[k, t, l] = xv[l] + d
+            else:
+                c = code[t]
+                for l in range(L):
+                    C[k, t, l] = xv[l] + _draw(S, l, spare, c, par, t, pool)
+        done_work += T * L
+        k += 1
+        alldone = True
+        for l in range(L):
+            if phase[l] == 0:
+                lo = np.inf
+                for i in range(ns):
+                    v = C[k - 1, steps_idx[i], l]
+                    if v < lo:
+                        lo = v
+                below = 0
+                for i in range(ns):
+                    q = ptr[i, l]
+                    while q < k and C[q, steps_idx[i], l] < lo:
+                        q += 1
+                    ptr[i, l] = q
+                    below += q
+                if below >= need:
+                    phase[l] = 1
+                    lo_a[l] = lo
+            if phase[l] == 1:
+                m = np.inf
+                for t in range(T):
+                    v = C[k - 1, t, l]
+                    if v < m:
+                        m = v
+                if m >= lo_a[l]:
+                    phase[l] = 2
+            if phase[l] != 2:
+                alldone = False
+        if alldone:
+            break
+    return k
+
+
+@njit(cache=True)
+def _keys(C, K, t, l, ip, iprod, itok, serv, e, x):  # pragma: no cover - compiled
+    """Enabling times ``e[k]`` and starts ``x[k]`` of firings ``0..K-1`` of ``t`` in lane ``l``."""
+    for k in range(K):
+        ev = 0.0
+        for a in range(ip[t], ip[t + 1]):
+            kk = k - itok[a]
+            if kk >= 0:
+                v = C[kk, iprod[a], l]
+                if v > ev:
+                    ev = v
+        e[k] = ev
+        xv = ev
+        s = serv[t]
+        if s > 0 and k - s >= 0 and C[k - s, t, l] > xv:
+            xv = C[k - s, t, l]
+        x[k] = xv
+
+
+# ------------------------------------------------------------------------------ driver
+def _chunk(cn: CompiledNet, plan: FastPlan, seeds: list[int], steps: int, warmup: int,
+           samples: bool, max_events: int) -> list[RawReplication] | None:
+    T, L = cn.n_transitions, len(seeds)
+    st = np.array(cn.step_transitions, dtype=np.int64)
+    need = warmup + steps
+    per_round = max(1, st.size)
+    kcap = max(MAX_HISTORY_BYTES // (8 * T * L), 1)
+    K = min(kcap, int(1.25 * need / per_round) + plan.max_tokens + 16)
+    C = np.empty((K, T, L))
+    S = np.zeros((L, 4), dtype=np.uint64)
+    for l, sd in enumerate(seeds):
+        S[l] = seed_state(_U((int(sd) ^ _STREAM_XOR) & (2**64 - 1)))
+    spare = np.full(L, np.nan)
+    ptr = np.zeros((st.size, L), dtype=np.int64)
+    phase = np.zeros(L, dtype=np.int64)
+    lo_a = np.zeros(L)
+    k = 0
+    while True:
+        k = _rounds(C, k, K, _ROUND_WORK, plan.order, plan.ip, plan.iprod, plan.itok, plan.serv,
+                    plan.fixed, plan.dfix, cn.d_code, cn.d_par, cn.d_pool, S, spare, st,
+                    np.int64(need), ptr, phase, lo_a)
+        if (phase == 2).all():
+            break
+        if k * T > max_events + T:
+            return None  # the generic engine reports the exhausted budget
+        if k == K:
+            if K >= kcap:
+                return None  # too much history: the generic engine runs instead
+            K2 = min(kcap, 2 * K)
+            C2 = np.empty((K2, T, L))
+            C2[:K] = C
+            C, K = C2, K2
+    K = k
+    raws = []
+    rank = cn.rank
+    for l in range(L):
+        raws.append(_replication(cn, plan, C, K, l, st, rank, steps, warmup, samples))
+    return raws
+
+
+def _replication(cn, plan, C, K, l, st, rank, steps, warmup, samples) -> RawReplication:
+    T, R = cn.n_transitions, cn.n_resources
+    need = warmup + steps
+    cs, xs, es, ts = [], [], [], []
+    e = np.empty(K)
+    x = np.empty(K)
+    for s in st:
+        _keys(C, K, int(s), l, plan.ip, plan.iprod, plan.itok, plan.serv, e, x)
+        cs.append(C[:K, s, l].copy())
+        xs.append(x.copy())
+        es.append(e.copy())
+        ts.append(np.full(K, s, dtype=np.int64))
+    c_all, x_all, e_all, t_all = (np.concatenate(a) for a in (cs, xs, es, ts))
+    o = np.lexsort((rank[t_all], e_all, x_all, c_all))[:need]
+    c_all, x_all, e_all, t_all = c_all[o], x_all[o], e_all[o], t_all[o]
+    Cl = C[:K, :, l]
+
+    def upto(j: int) -> np.ndarray:
+        """Per transition: completions processed up to and including the j-th step completion."""
+        B = c_all[j]
+        kb = (x_all[j], e_all[j], int(rank[t_all[j]]))
+        cnt = (Cl < B).sum(axis=0).astype(np.int64)
+        for kk, t in zip(*np.nonzero(Cl == B)):
+            _keys(C, int(kk) + 1, int(t), l, plan.ip, plan.iprod, plan.itok, plan.serv, e, x)
+            if (x[kk], e[kk], int(rank[t])) <= kb:
+                cnt[t] += 1
+        return cnt
+
+    n1 = upto(need - 1)
+    n0 = upto(warmup - 1) if warmup > 0 else np.zeros(T, dtype=np.int64)
+    t0 = float(c_all[warmup - 1]) if warmup > 0 else 0.0
+    if samples:
+        step_times, step_trans = c_all[warmup:need].copy(), t_all[warmup:need].copy()
+    else:
+        step_times, step_trans = np.zeros(0), np.zeros(0, dtype=np.int64)
+    return RawReplication(
+        t0=t0, t1=float(c_all[need - 1]), step_times=step_times, step_trans=step_trans,
+        firings=n1 - n0, busy=np.zeros(R), wait_sum=np.zeros(R), wait_n=np.zeros(R, dtype=np.int64),
+        gate_log=np.zeros((0, 2), dtype=np.int64), events=int(n1.sum()))
+
+
+def run_fast(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, samples: bool,
+             max_events: int) -> list[RawReplication] | None:
+    """Replications of ``cn`` by the max-plus recursion, one :class:`RawReplication` per seed
+    (the fields the generic engine fills, from the fast path's own random stream), or None when
+    the fast path does not apply or would need more memory or events than allowed (then the
+    caller runs the generic engine)."""
+    plan = fast_plan(cn)
+    if plan is None:
+        return None
+    raws: list[RawReplication] = []
+    for a in range(0, len(seeds), _LANES):
+        got = _chunk(cn, plan, seeds[a:a + _LANES], steps, warmup, samples, max_events)
+        if got is None:
+            return None
+        raws.extend(got)
+    return raws
