@@ -336,7 +336,9 @@ def _rounds(C, k0, kmax, work, order, ip, iprod, itok, serv, fixed, dfix, code, 
 
 @njit(cache=True)
 def _keys(C, K, t, l, ip, iprod, itok, serv, e, x):  # pragma: no cover - compiled
-    """Enabling times ``e[k]`` and starts ``x[k]`` of firings ``0..K-1`` of ``t`` in lane ``l``."""
+    """Request times ``e[k]`` (see below) and starts ``x[k]`` of firings ``0..K-1`` of ``t`` in
+    lane ``l``: with the completion time and the rank, the order in which the generic engine
+    processes completions at one instant."""
     for k in range(K):
         ev = 0.0
         for a in range(ip[t], ip[t + 1]):
@@ -345,12 +347,14 @@ def _keys(C, K, t, l, ip, iprod, itok, serv, e, x):  # pragma: no cover - compil
                 v = C[kk, iprod[a], l]
                 if v > ev:
                     ev = v
-        e[k] = ev
         xv = ev
         s = serv[t]
         if s > 0 and k - s >= 0 and C[k - s, t, l] > xv:
             xv = C[k - s, t, l]
         x[k] = xv
+        # the request time in the generic engine's scan key: a single-server transition
+        # requests when it can start (its one request is re-timed when its server frees)
+        e[k] = xv if s == 1 else ev
 
 
 # ------------------------------------------------------------------------------ driver
