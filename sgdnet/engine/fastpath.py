@@ -69,6 +69,9 @@ class FastPlan:
     iprod: np.ndarray  # producer transition of each input arc
     itok: np.ndarray  # initial tokens of each input arc's place
     serv: np.ndarray  # (T,) servers bound (0: none, i.e. servers=inf)
+    aptr: np.ndarray  # (T+1,) CSR over order positions: the arcs the recursion reads
+    aprod: np.ndarray  # producer of each such arc (the transition itself for its servers bound)
+    atok: np.ndarray  # its tokens (the servers count for the self-arc)
     fixed: np.ndarray  # (T,) 1 if the duration is one fixed value
     dfix: np.ndarray  # (T,) that value
     max_tokens: int
@@ -193,9 +196,20 @@ def _analyse(cn: CompiledNet) -> tuple[FastPlan | None, list[str]]:
     for t in range(T):
         if fixed[t]:
             dfix[t] = sample(s, int(cn.d_code[t]), cn.d_par, t, cn.d_pool)
+    aptr, aprod, atok = [0], [], []
+    for t in order:
+        for k in range(cn.in_ptr[t], cn.in_ptr[t + 1]):
+            aprod.append(int(prod[cn.in_place[k]]))
+            atok.append(int(itok[k]))
+        if serv[t] > 0:
+            aprod.append(t)
+            atok.append(int(serv[t]))
+        aptr.append(len(aprod))
     mt = int(max(int(itok.max()) if itok.size else 0, int(serv.max()) if serv.size else 0))
     plan = FastPlan(order=np.array(order, dtype=np.int64), ip=cn.in_ptr.astype(np.int64),
                     iprod=prod[cn.in_place].astype(np.int64), itok=itok, serv=serv,
+                    aptr=np.array(aptr, dtype=np.int64), aprod=np.array(aprod, dtype=np.int64),
+                    atok=np.array(atok, dtype=np.int64),
                     fixed=fixed.astype(np.int64), dfix=dfix, max_tokens=mt)
     return plan, []
 
@@ -222,9 +236,10 @@ def _rotl(x, k):
     return (x << _U(k)) | (x >> _U(64 - k))
 
 
-@njit(cache=True)
-def _next(S, l):
-    s0, s1, s2, s3 = S[l, 0], S[l, 1], S[l, 2], S[l, 3]
+@njit(cache=True, inline="always")
+def _xo(s0, s1, s2, s3):
+    """One xoshiro256** step on scalars: (uniform double in [0, 1), new s0..s3). Scalars only:
+    an array-taking helper would pay reference counting on every call."""
     res = _rotl(s1 * _U(5), 7) * _U(9)
     t = s1 << _U(17)
     s2 ^= s0
@@ -232,73 +247,117 @@ def _next(S, l):
     s1 ^= s2
     s0 ^= s3
     s2 ^= t
-    S[l, 0], S[l, 1], S[l, 2], S[l, 3] = s0, s1, s2, _rotl(s3, 45)
-    return float(res >> _U(11)) * _INV53
+    return float(res >> _U(11)) * _INV53, s0, s1, s2, _rotl(s3, 45)
 
 
-@njit(cache=True)
-def _normal(S, l, spare):
-    """Box-Muller, both outputs used (the second kept in ``spare[l]``, NaN when empty)."""
-    z = spare[l]
-    if z == z:
-        spare[l] = np.nan
-        return z
-    u1 = 1.0 - _next(S, l)
-    u2 = _next(S, l)
-    r = math.sqrt(-2.0 * math.log(u1))
-    spare[l] = r * math.sin(_TWO_PI * u2)
-    return r * math.cos(_TWO_PI * u2)
+def _zig_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The 256-strip, 52-bit ziggurat tables of NumPy's normal sampler (Marsaglia-Tsang)."""
+    f = lambda x: math.exp(-0.5 * x * x)  # noqa: E731
+    r = _ZIG_R
+    v = r * f(r) + math.sqrt(math.pi / 2.0) * math.erfc(r / math.sqrt(2.0))  # area of a strip
+    m = float(1 << 52)
+    ki = np.zeros(256, dtype=np.uint64)
+    wi = np.zeros(256)
+    fi = np.zeros(256)
+    dn = tn = r
+    q = v / f(dn)
+    ki[0] = np.uint64(int((dn / q) * m))
+    wi[0], wi[255] = q / m, dn / m
+    fi[0], fi[255] = 1.0, f(dn)
+    for i in range(254, 0, -1):
+        dn = math.sqrt(-2.0 * math.log(v / dn + f(dn)))
+        ki[i + 1] = np.uint64(int((dn / tn) * m))
+        tn = dn
+        fi[i] = f(dn)
+        wi[i] = dn / m
+    return ki, wi, fi
 
 
-@njit(cache=True)
-def _draw(S, l, spare, code, par, row, pool):
-    if code == 4:  # log-normal, the common case, inlined
-        return math.exp(par[row, 0] + par[row, 1] * _normal(S, l, spare))
-    if code == 1:
-        return -par[row, 0] * math.log(1.0 - _next(S, l))
-    return sample(S[l], code, par, row, pool)
+_ZIG_R = 3.6541528853610088
+_ZIG_KI, _ZIG_WI, _ZIG_FI = _zig_tables()
 
 
-@njit(cache=True, nogil=True)
-def _rounds(C, k0, kmax, work, order, ip, iprod, itok, serv, fixed, dfix, code, par, pool,
-            S, spare, steps_idx, need, ptr, phase, lo_a):  # pragma: no cover - compiled
-    """Compute rounds ``k0..`` of the recursion into ``C[k, t, lane]`` until every lane is done
-    (``phase == 2``), ``kmax`` rounds exist, or about ``work`` completions were made.
+@njit(cache=True, inline="always")
+def _zig(s0, s1, s2, s3):
+    """A standard normal by the ziggurat (tables frozen into the code): (z, new s0..s3)."""
+    while True:
+        r = _rotl(s1 * _U(5), 7) * _U(9)
+        t = s1 << _U(17)
+        s2 ^= s0
+        s3 ^= s1
+        s1 ^= s2
+        s0 ^= s3
+        s2 ^= t
+        s3 = _rotl(s3, 45)
+        idx = r & _U(0xFF)
+        r >>= _U(8)
+        rabs = (r >> _U(1)) & _U(0x000FFFFFFFFFFFFF)
+        x = float(rabs) * _ZIG_WI[idx]
+        if r & _U(1):
+            x = -x
+        if rabs < _ZIG_KI[idx]:
+            return x, s0, s1, s2, s3
+        if idx == 0:  # the tail beyond R
+            while True:
+                u1, s0, s1, s2, s3 = _xo(s0, s1, s2, s3)
+                u2, s0, s1, s2, s3 = _xo(s0, s1, s2, s3)
+                xx = -math.log1p(-u1) / _ZIG_R
+                yy = -math.log1p(-u2)
+                if yy + yy > xx * xx:
+                    z = _ZIG_R + xx
+                    return (-z if (rabs >> _U(8)) & _U(1) else z), s0, s1, s2, s3
+        else:  # the wedge
+            u1, s0, s1, s2, s3 = _xo(s0, s1, s2, s3)
+            if (_ZIG_FI[idx - 1] - _ZIG_FI[idx]) * u1 + _ZIG_FI[idx] < math.exp(-0.5 * x * x):
+                return x, s0, s1, s2, s3
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, fixed, dfix, code, par, pool,
+            S, steps_idx, need, ptr, phase, lo_a):  # pragma: no cover - compiled
+    """Compute rounds ``k0..`` of the recursion into the flat history ``C`` (index
+    ``(k * T + t) * L + lane``) until every lane is done (``phase == 2``), ``kmax`` rounds
+    exist, or about ``work`` completions were made. Transition ``order[j]`` reads the arcs
+    ``aptr[j]..aptr[j+1]`` (producer, tokens), its servers bound included as a self-arc.
 
     A lane's phase: 0 = its ``need``-th step completion is not known yet; 1 = it is known to lie
     below ``lo_a`` (every step completion below ``lo_a`` is computed) and the lane waits until
     every transition has completed past ``lo_a``; 2 = done. Returns the number of rounds."""
-    T = order.size
-    L = C.shape[2]
     ns = steps_idx.size
-    xv = np.empty(L)
     k = k0
     done_work = 0
     while k < kmax and done_work < work:
+        row = k * T
         for j in range(T):
             t = order[j]
+            a0 = aptr[j]
+            a1 = aptr[j + 1]
+            fx = fixed[t]
+            c = code[t]
+            pa = par[t, 0]
+            pb = par[t, 1]
             for l in range(L):
-                xv[l] = 0.0
-            s = serv[t]
-            if s > 0 and k - s >= 0:
-                for l in range(L):
-                    xv[l] = C[k - s, t, l]
-            for a in range(ip[t], ip[t + 1]):
-                kk = k - itok[a]
-                if kk >= 0:
-                    u = iprod[a]
-                    for l in range(L):
-                        v = C[kk, u, l]
-                        if v > xv[l]:
-                            xv[l] = v
-            if fixed[t]:
-                d = dfix[t]
-                for l in range(L):
-                    C[k, t, l] = xv[l] + d
-            else:
-                c = code[t]
-                for l in range(L):
-                    C[k, t, l] = xv[l] + _draw(S, l, spare, c, par, t, pool)
+                x = 0.0
+                for a in range(a0, a1):
+                    kk = k - atok[a]
+                    if kk >= 0:
+                        v = C[(kk * T + aprod[a]) * L + l]
+                        if v > x:
+                            x = v
+                if fx:
+                    d = dfix[t]
+                elif c == 4 or c == 1:  # log-normal (ziggurat) and exponential, inlined
+                    s0, s1, s2, s3 = S[l, 0], S[l, 1], S[l, 2], S[l, 3]
+                    if c == 1:
+                        u1, s0, s1, s2, s3 = _xo(s0, s1, s2, s3)
+                        d = -pa * math.log(1.0 - u1)
+                    else:
+                        z, s0, s1, s2, s3 = _zig(s0, s1, s2, s3)
+                        d = math.exp(pa + pb * z)
+                    S[l, 0], S[l, 1], S[l, 2], S[l, 3] = s0, s1, s2, s3
+                else:  # the generic engine's sampler on this lane's state
+                    d = sample(S[l], c, par, t, pool)
+                C[(row + t) * L + l] = x + d
         done_work += T * L
         k += 1
         alldone = True
@@ -306,13 +365,13 @@ def _rounds(C, k0, kmax, work, order, ip, iprod, itok, serv, fixed, dfix, code, 
             if phase[l] == 0:
                 lo = np.inf
                 for i in range(ns):
-                    v = C[k - 1, steps_idx[i], l]
+                    v = C[((k - 1) * T + steps_idx[i]) * L + l]
                     if v < lo:
                         lo = v
                 below = 0
                 for i in range(ns):
                     q = ptr[i, l]
-                    while q < k and C[q, steps_idx[i], l] < lo:
+                    while q < k and C[(q * T + steps_idx[i]) * L + l] < lo:
                         q += 1
                     ptr[i, l] = q
                     below += q
@@ -322,7 +381,7 @@ def _rounds(C, k0, kmax, work, order, ip, iprod, itok, serv, fixed, dfix, code, 
             if phase[l] == 1:
                 m = np.inf
                 for t in range(T):
-                    v = C[k - 1, t, l]
+                    v = C[((k - 1) * T + t) * L + l]
                     if v < m:
                         m = v
                 if m >= lo_a[l]:
@@ -334,27 +393,55 @@ def _rounds(C, k0, kmax, work, order, ip, iprod, itok, serv, fixed, dfix, code, 
     return k
 
 
+@njit(cache=True, inline="always")
+def _key(C, t, k, l, ip, iprod, itok, serv):  # pragma: no cover - compiled
+    """(start, request time) of firing ``k`` of ``t`` in lane ``l``: with the completion time and
+    the rank, the order in which the generic engine processes completions at one instant (its
+    scan key; a single-server transition re-requests when its server frees, so its request time
+    is its start)."""
+    e = 0.0
+    for a in range(ip[t], ip[t + 1]):
+        kk = k - itok[a]
+        if kk >= 0:
+            v = C[kk, iprod[a], l]
+            if v > e:
+                e = v
+    x = e
+    s = serv[t]
+    if s > 0 and k - s >= 0 and C[k - s, t, l] > x:
+        x = C[k - s, t, l]
+    return x, (x if s == 1 else e)
+
+
 @njit(cache=True)
-def _keys(C, K, t, l, ip, iprod, itok, serv, e, x):  # pragma: no cover - compiled
-    """Request times ``e[k]`` (see below) and starts ``x[k]`` of firings ``0..K-1`` of ``t`` in
-    lane ``l``: with the completion time and the rank, the order in which the generic engine
-    processes completions at one instant."""
-    for k in range(K):
-        ev = 0.0
-        for a in range(ip[t], ip[t + 1]):
-            kk = k - itok[a]
-            if kk >= 0:
-                v = C[kk, iprod[a], l]
-                if v > ev:
-                    ev = v
-        xv = ev
-        s = serv[t]
-        if s > 0 and k - s >= 0 and C[k - s, t, l] > xv:
-            xv = C[k - s, t, l]
-        x[k] = xv
-        # the request time in the generic engine's scan key: a single-server transition
-        # requests when it can start (its one request is re-timed when its server frees)
-        e[k] = xv if s == 1 else ev
+def _step_keys(C, t, l, ip, iprod, itok, serv, x, e):  # pragma: no cover - compiled
+    """:func:`_key` of every firing of ``t`` in lane ``l`` into ``x`` and ``e``."""
+    for k in range(C.shape[0]):
+        x[k], e[k] = _key(C, t, k, l, ip, iprod, itok, serv)
+
+
+@njit(cache=True)
+def _upto(C, l, B, bx, be, brank, bk, rank, ip, iprod, itok, serv, out):  # pragma: no cover - compiled
+    """Per transition, the completions in lane ``l`` processed no later than the completion at
+    ``B`` with key ``(bx, be, brank, bk)``: a binary search on each (nondecreasing) sequence, then the
+    ties at ``B`` by key."""
+    K = C.shape[0]
+    for t in range(C.shape[1]):
+        lo, hi = 0, K
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if C[mid, t, l] < B:
+                lo = mid + 1
+            else:
+                hi = mid
+        n = lo
+        k = lo
+        while k < K and C[k, t, l] == B:
+            x, e = _key(C, t, k, l, ip, iprod, itok, serv)
+            if (x, e, rank[t], k) <= (bx, be, brank, bk):
+                n += 1
+            k += 1
+        out[t] = n
 
 
 # ------------------------------------------------------------------------------ driver
@@ -366,19 +453,18 @@ def _chunk(cn: CompiledNet, plan: FastPlan, seeds: list[int], steps: int, warmup
     per_round = max(1, st.size)
     kcap = max(MAX_HISTORY_BYTES // (8 * T * L), 1)
     K = min(kcap, int(1.25 * need / per_round) + plan.max_tokens + 16)
-    C = np.empty((K, T, L))
+    C = np.empty(K * T * L)
     S = np.zeros((L, 4), dtype=np.uint64)
     for l, sd in enumerate(seeds):
         S[l] = seed_state(_U((int(sd) ^ _STREAM_XOR) & (2**64 - 1)))
-    spare = np.full(L, np.nan)
     ptr = np.zeros((st.size, L), dtype=np.int64)
     phase = np.zeros(L, dtype=np.int64)
     lo_a = np.zeros(L)
     k = 0
     while True:
-        k = _rounds(C, k, K, _ROUND_WORK, plan.order, plan.ip, plan.iprod, plan.itok, plan.serv,
-                    plan.fixed, plan.dfix, cn.d_code, cn.d_par, cn.d_pool, S, spare, st,
-                    np.int64(need), ptr, phase, lo_a)
+        k = _rounds(C, T, L, k, K, _ROUND_WORK, plan.order, plan.aptr, plan.aprod, plan.atok,
+                    plan.fixed, plan.dfix, cn.d_code, cn.d_par, cn.d_pool, S, st, np.int64(need),
+                    ptr, phase, lo_a)
         if (phase == 2).all():
             break
         if k * T > max_events + T:
@@ -387,9 +473,10 @@ def _chunk(cn: CompiledNet, plan: FastPlan, seeds: list[int], steps: int, warmup
             if K >= kcap:
                 return None  # too much history: the generic engine runs instead
             K2 = min(kcap, 2 * K)
-            C2 = np.empty((K2, T, L))
-            C2[:K] = C
+            C2 = np.empty(K2 * T * L)
+            C2[:C.size] = C
             C, K = C2, K2
+    C = C[:k * T * L].reshape(k, T, L)
     K = k
     raws = []
     rank = cn.rank
@@ -401,30 +488,27 @@ def _chunk(cn: CompiledNet, plan: FastPlan, seeds: list[int], steps: int, warmup
 def _replication(cn, plan, C, K, l, st, rank, steps, warmup, samples) -> RawReplication:
     T, R = cn.n_transitions, cn.n_resources
     need = warmup + steps
-    cs, xs, es, ts = [], [], [], []
-    e = np.empty(K)
-    x = np.empty(K)
+    cs, xs, es, ts, ks = [], [], [], [], []
     for s in st:
-        _keys(C, K, int(s), l, plan.ip, plan.iprod, plan.itok, plan.serv, e, x)
-        cs.append(C[:K, s, l].copy())
-        xs.append(x.copy())
-        es.append(e.copy())
+        x, e = np.empty(K), np.empty(K)
+        _step_keys(C, int(s), l, plan.ip, plan.iprod, plan.itok, plan.serv, x, e)
+        cs.append(C[:, s, l])
+        xs.append(x)
+        es.append(e)
         ts.append(np.full(K, s, dtype=np.int64))
-    c_all, x_all, e_all, t_all = (np.concatenate(a) for a in (cs, xs, es, ts))
-    o = np.lexsort((rank[t_all], e_all, x_all, c_all))[:need]
-    c_all, x_all, e_all, t_all = c_all[o], x_all[o], e_all[o], t_all[o]
-    Cl = C[:K, :, l]
+        ks.append(np.arange(K))
+    c_all, x_all, e_all, t_all, k_all = (np.concatenate(a) for a in (cs, xs, es, ts, ks))
+    # the generic engine's order of completions at one instant (firings of one transition in
+    # their start order, i.e. by index)
+    o = np.lexsort((k_all, rank[t_all], e_all, x_all, c_all))[:need]
+    c_all, x_all, e_all, t_all, k_all = c_all[o], x_all[o], e_all[o], t_all[o], k_all[o]
 
     def upto(j: int) -> np.ndarray:
         """Per transition: completions processed up to and including the j-th step completion."""
-        B = c_all[j]
-        kb = (x_all[j], e_all[j], int(rank[t_all[j]]))
-        cnt = (Cl < B).sum(axis=0).astype(np.int64)
-        for kk, t in zip(*np.nonzero(Cl == B)):
-            _keys(C, int(kk) + 1, int(t), l, plan.ip, plan.iprod, plan.itok, plan.serv, e, x)
-            if (x[kk], e[kk], int(rank[t])) <= kb:
-                cnt[t] += 1
-        return cnt
+        out = np.zeros(T, dtype=np.int64)
+        _upto(C, l, c_all[j], x_all[j], e_all[j], rank[t_all[j]], k_all[j], rank, plan.ip, plan.iprod,
+              plan.itok, plan.serv, out)
+        return out
 
     n1 = upto(need - 1)
     n0 = upto(warmup - 1) if warmup > 0 else np.zeros(T, dtype=np.int64)
