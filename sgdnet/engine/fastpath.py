@@ -42,7 +42,16 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from ..dists import CODE_DET, CODE_EMP, CODE_EXP, CODE_LOGN, CODE_SHEXP, CODE_STRAG, CODE_UNIF, deterministic_rows
+from ..dists import (
+    CODE_DET,
+    CODE_EMP,
+    CODE_EXP,
+    CODE_LOGN,
+    CODE_SHEXP,
+    CODE_STRAG,
+    CODE_UNIF,
+    deterministic_rows,
+)
 from ..net.compiled import INF_SERVERS, CompiledNet
 from ..results import RawReplication
 from .kernel import sample, seed_state
@@ -312,6 +321,17 @@ def _zig(s0, s1, s2, s3):
                 return x, s0, s1, s2, s3
 
 
+@njit(cache=True)
+def normals(seed, n):  # pragma: no cover - compiled
+    """``n`` standard normals from the fast path's sampler (for its tests)."""
+    st = seed_state(_U(seed))
+    s0, s1, s2, s3 = st[0], st[1], st[2], st[3]
+    out = np.empty(n)
+    for i in range(n):
+        out[i], s0, s1, s2, s3 = _zig(s0, s1, s2, s3)
+    return out
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, fixed, dfix, code, par, pool,
             S, steps_idx, need, ptr, phase, lo_a):  # pragma: no cover - compiled
@@ -346,9 +366,9 @@ def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, fixed, dfix, code
                             x = v
                 if fx:
                     d = dfix[t]
-                elif c == 4 or c == 1:  # log-normal (ziggurat) and exponential, inlined
+                elif c == CODE_LOGN or c == CODE_EXP:  # log-normal (ziggurat) and exponential, inlined
                     s0, s1, s2, s3 = S[l, 0], S[l, 1], S[l, 2], S[l, 3]
-                    if c == 1:
+                    if c == CODE_EXP:
                         u1, s0, s1, s2, s3 = _xo(s0, s1, s2, s3)
                         d = -pa * math.log(1.0 - u1)
                     else:
@@ -482,6 +502,8 @@ def _chunk(cn: CompiledNet, plan: FastPlan, seeds: list[int], steps: int, warmup
     rank = cn.rank
     for l in range(L):
         raws.append(_replication(cn, plan, C, K, l, st, rank, steps, warmup, samples))
+        if raws[-1].events > max_events:
+            return None  # the generic engine reports the exhausted budget
     return raws
 
 
