@@ -434,10 +434,9 @@ def _key(C, t, k, l, ip, iprod, itok, serv):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _step_keys(C, t, l, ip, iprod, itok, serv, x, e):  # pragma: no cover - compiled
-    """:func:`_key` of every firing of ``t`` in lane ``l`` into ``x`` and ``e``."""
-    for k in range(C.shape[0]):
-        x[k], e[k] = _key(C, t, k, l, ip, iprod, itok, serv)
+def _key1(C, t, k, l, ip, iprod, itok, serv):  # pragma: no cover - compiled
+    """:func:`_key` callable from Python."""
+    return _key(C, t, k, l, ip, iprod, itok, serv)
 
 
 @njit(cache=True)
@@ -497,39 +496,52 @@ def _chunk(cn: CompiledNet, plan: FastPlan, seeds: list[int], steps: int, warmup
             C2[:C.size] = C
             C, K = C2, K2
     C = C[:k * T * L].reshape(k, T, L)
-    K = k
     raws = []
-    rank = cn.rank
     for l in range(L):
-        raws.append(_replication(cn, plan, C, K, l, st, rank, steps, warmup, samples))
+        raws.append(_replication(cn, plan, C, l, lo_a[l], st, steps, warmup, samples))
         if raws[-1].events > max_events:
             return None  # the generic engine reports the exhausted budget
     return raws
 
 
-def _replication(cn, plan, C, K, l, st, rank, steps, warmup, samples) -> RawReplication:
-    T, R = cn.n_transitions, cn.n_resources
+def _replication(cn, plan, C, l, lo, st, steps, warmup, samples) -> RawReplication:
+    """Lane ``l``'s record: its step completions below ``lo`` (which include the first
+    ``warmup + steps``) in the generic engine's processing order, the window, the counters."""
+    T, R, K = cn.n_transitions, cn.n_resources, C.shape[0]
     need = warmup + steps
-    cs, xs, es, ts, ks = [], [], [], [], []
-    for s in st:
-        x, e = np.empty(K), np.empty(K)
-        _step_keys(C, int(s), l, plan.ip, plan.iprod, plan.itok, plan.serv, x, e)
-        cs.append(C[:, s, l])
-        xs.append(x)
-        es.append(e)
-        ts.append(np.full(K, s, dtype=np.int64))
-        ks.append(np.arange(K))
-    c_all, x_all, e_all, t_all, k_all = (np.concatenate(a) for a in (cs, xs, es, ts, ks))
-    # the generic engine's order of completions at one instant (firings of one transition in
-    # their start order, i.e. by index)
-    o = np.lexsort((k_all, rank[t_all], e_all, x_all, c_all))[:need]
-    c_all, x_all, e_all, t_all, k_all = c_all[o], x_all[o], e_all[o], t_all[o], k_all[o]
+    rank = cn.rank
+    c_all = C[:, st, l].ravel()  # (k, step transition) in row order
+    t_all = np.tile(st, K)
+    k_all = np.repeat(np.arange(K), st.size)
+    sel = np.nonzero(c_all < lo)[0]
+    o = sel[np.argsort(c_all[sel], kind="stable")]
+    c_all, t_all, k_all = c_all[o], t_all[o], k_all[o]
+    x_all, e_all = np.full(c_all.size, np.nan), np.full(c_all.size, np.nan)
+
+    def key(j: int) -> tuple:
+        if x_all[j] != x_all[j]:
+            x_all[j], e_all[j] = _key1(C, int(t_all[j]), int(k_all[j]), l, plan.ip, plan.iprod,
+                                       plan.itok, plan.serv)
+        return (x_all[j], e_all[j], int(rank[t_all[j]]), int(k_all[j]))
+
+    # completions at one instant go in the generic engine's order (start, request time, rank,
+    # then firings of one transition by index); only ties need the keys
+    j = 0
+    while j < need:
+        j2 = j + 1
+        while j2 < c_all.size and c_all[j2] == c_all[j]:
+            j2 += 1
+        if j2 - j > 1:
+            run = sorted(range(j, j2), key=key)
+            for arr in (c_all, t_all, k_all, x_all, e_all):
+                arr[j:j2] = arr[run]
+        j = j2
 
     def upto(j: int) -> np.ndarray:
         """Per transition: completions processed up to and including the j-th step completion."""
         out = np.zeros(T, dtype=np.int64)
-        _upto(C, l, c_all[j], x_all[j], e_all[j], rank[t_all[j]], k_all[j], rank, plan.ip, plan.iprod,
-              plan.itok, plan.serv, out)
+        bx, be, brank, bk = key(j)
+        _upto(C, l, c_all[j], bx, be, brank, bk, rank, plan.ip, plan.iprod, plan.itok, plan.serv, out)
         return out
 
     n1 = upto(need - 1)
