@@ -348,36 +348,32 @@ def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, fixed, dfix, code
     done_work = 0
     while k < kmax and done_work < work:
         row = k * T
-        for j in range(T):
-            t = order[j]
-            a0 = aptr[j]
-            a1 = aptr[j + 1]
-            fx = fixed[t]
-            c = code[t]
-            pa = par[t, 0]
-            pb = par[t, 1]
-            for l in range(L):
+        for l in range(L):  # a lane's generator state stays in registers for the round
+            s0, s1, s2, s3 = S[l, 0], S[l, 1], S[l, 2], S[l, 3]
+            for j in range(T):
+                t = order[j]
                 x = 0.0
-                for a in range(a0, a1):
+                for a in range(aptr[j], aptr[j + 1]):
                     kk = k - atok[a]
                     if kk >= 0:
                         v = C[(kk * T + aprod[a]) * L + l]
                         if v > x:
                             x = v
-                if fx:
+                c = code[t]
+                if fixed[t]:
                     d = dfix[t]
-                elif c == CODE_LOGN or c == CODE_EXP:  # log-normal (ziggurat) and exponential, inlined
-                    s0, s1, s2, s3 = S[l, 0], S[l, 1], S[l, 2], S[l, 3]
-                    if c == CODE_EXP:
-                        u1, s0, s1, s2, s3 = _xo(s0, s1, s2, s3)
-                        d = -pa * math.log(1.0 - u1)
-                    else:
-                        z, s0, s1, s2, s3 = _zig(s0, s1, s2, s3)
-                        d = math.exp(pa + pb * z)
-                    S[l, 0], S[l, 1], S[l, 2], S[l, 3] = s0, s1, s2, s3
+                elif c == CODE_LOGN:  # log-normal (ziggurat) and exponential, inlined
+                    z, s0, s1, s2, s3 = _zig(s0, s1, s2, s3)
+                    d = math.exp(par[t, 0] + par[t, 1] * z)
+                elif c == CODE_EXP:
+                    u1, s0, s1, s2, s3 = _xo(s0, s1, s2, s3)
+                    d = -par[t, 0] * math.log(1.0 - u1)
                 else:  # the generic engine's sampler on this lane's state
+                    S[l, 0], S[l, 1], S[l, 2], S[l, 3] = s0, s1, s2, s3
                     d = sample(S[l], c, par, t, pool)
+                    s0, s1, s2, s3 = S[l, 0], S[l, 1], S[l, 2], S[l, 3]
                 C[(row + t) * L + l] = x + d
+            S[l, 0], S[l, 1], S[l, 2], S[l, 3] = s0, s1, s2, s3
         done_work += T * L
         k += 1
         alldone = True
@@ -526,16 +522,17 @@ def _replication(cn, plan, C, l, lo, st, steps, warmup, samples) -> RawReplicati
 
     # completions at one instant go in the generic engine's order (start, request time, rank,
     # then firings of one transition by index); only ties need the keys
-    j = 0
-    while j < need:
-        j2 = j + 1
-        while j2 < c_all.size and c_all[j2] == c_all[j]:
-            j2 += 1
-        if j2 - j > 1:
-            run = sorted(range(j, j2), key=key)
-            for arr in (c_all, t_all, k_all, x_all, e_all):
-                arr[j:j2] = arr[run]
-        j = j2
+    tied = np.nonzero(c_all[1:] == c_all[:-1])[0]  # j: c[j + 1] == c[j]
+    j_end = -1
+    for j in tied[tied < need].tolist():
+        if j <= j_end:
+            continue  # inside a run already ordered
+        j_end = j + 1
+        while j_end + 1 < c_all.size and c_all[j_end + 1] == c_all[j]:
+            j_end += 1
+        run = sorted(range(j, j_end + 1), key=key)
+        for arr in (c_all, t_all, k_all, x_all, e_all):
+            arr[j:j_end + 1] = arr[run]
 
     def upto(j: int) -> np.ndarray:
         """Per transition: completions processed up to and including the j-th step completion."""
