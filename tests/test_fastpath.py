@@ -194,3 +194,13 @@ def test_ziggurat_normals():
     expect = 2 * stats.norm.sf(3.6541528853610088)
     assert abs(tail - expect) < 4 * math.sqrt(expect / z.size)
     assert stats.kstest(np.abs(z[np.abs(z) > 3.0]), lambda x: 1 - stats.norm.sf(x) / stats.norm.sf(3.0)).pvalue > 1e-3
+
+
+def test_history_memory_bound_falls_back(monkeypatch):
+    import sgdnet.engine.fastpath as fp
+
+    net = random_eg(3, det=False)
+    monkeypatch.setattr(fp, "MAX_HISTORY_BYTES", 8 * 64)  # a few rounds of history only
+    assert simulate(net, steps=500, replications=2, seed=1).engine == "generic"
+    with pytest.raises(SimulationError, match="memory"):
+        simulate(net, steps=500, replications=2, seed=1, engine="fast")
