@@ -54,7 +54,7 @@ from ..dists import (
 )
 from ..net.compiled import INF_SERVERS, CompiledNet
 from ..results import RawReplication
-from .kernel import sample, seed_state
+from .kernel import _xo_step, sample, seed_state
 
 __all__ = ["FastPlan", "fast_plan", "fast_path_problems", "run_fast", "MAX_HISTORY_BYTES"]
 
@@ -98,24 +98,6 @@ def _can_be_zero(code: int, par: np.ndarray, pool: np.ndarray) -> bool:
         lo, n = int(a), int(b)
         return n >= 1 and float(pool[lo:lo + n].min()) == 0.0
     return False
-
-
-def _has_cycle(n: int, arcs: list[tuple[int, int]]) -> bool:
-    indeg = [0] * n
-    out: list[list[int]] = [[] for _ in range(n)]
-    for s, d in arcs:
-        out[s].append(d)
-        indeg[d] += 1
-    stack = [v for v in range(n) if indeg[v] == 0]
-    seen = 0
-    while stack:
-        v = stack.pop()
-        seen += 1
-        for d in out[v]:
-            indeg[d] -= 1
-            if indeg[d] == 0:
-                stack.append(d)
-    return seen < n
 
 
 def _topo(n: int, arcs: list[tuple[int, int]]) -> list[int] | None:
@@ -193,7 +175,7 @@ def _analyse(cn: CompiledNet) -> tuple[FastPlan | None, list[str]]:
     order = _topo(T, arcs0)
     if order is None:
         why.append("a circuit carries no token (the net deadlocks)")
-    if any(u == t for u, t in arcsz) or _has_cycle(T, arcsz):
+    if _topo(T, arcsz) is None:
         why.append("a circuit of transitions can all take zero time (time would not advance)")
     if why:
         return None, why
@@ -241,22 +223,11 @@ def fast_path_problems(cn: CompiledNet) -> list[str]:
 
 # ------------------------------------------------------------------------------ kernel
 @njit(cache=True, inline="always")
-def _rotl(x, k):
-    return (x << _U(k)) | (x >> _U(64 - k))
-
-
-@njit(cache=True, inline="always")
 def _xo(s0, s1, s2, s3):
-    """One xoshiro256** step on scalars: (uniform double in [0, 1), new s0..s3). Scalars only:
-    an array-taking helper would pay reference counting on every call."""
-    res = _rotl(s1 * _U(5), 7) * _U(9)
-    t = s1 << _U(17)
-    s2 ^= s0
-    s3 ^= s1
-    s1 ^= s2
-    s0 ^= s3
-    s2 ^= t
-    return float(res >> _U(11)) * _INV53, s0, s1, s2, _rotl(s3, 45)
+    """A uniform double in [0, 1) from the generic kernel's xoshiro256** step, on scalars (an
+    array-taking helper would pay reference counting on every call): (u, new s0..s3)."""
+    res, s0, s1, s2, s3 = _xo_step(s0, s1, s2, s3)
+    return float(res >> _U(11)) * _INV53, s0, s1, s2, s3
 
 
 def _zig_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -290,14 +261,7 @@ _ZIG_KI, _ZIG_WI, _ZIG_FI = _zig_tables()
 def _zig(s0, s1, s2, s3):
     """A standard normal by the ziggurat (tables frozen into the code): (z, new s0..s3)."""
     while True:
-        r = _rotl(s1 * _U(5), 7) * _U(9)
-        t = s1 << _U(17)
-        s2 ^= s0
-        s3 ^= s1
-        s1 ^= s2
-        s0 ^= s3
-        s2 ^= t
-        s3 = _rotl(s3, 45)
+        r, s0, s1, s2, s3 = _xo_step(s0, s1, s2, s3)
         idx = r & _U(0xFF)
         r >>= _U(8)
         rabs = (r >> _U(1)) & _U(0x000FFFFFFFFFFFFF)
