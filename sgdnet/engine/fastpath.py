@@ -458,62 +458,72 @@ def _chunk(cn: CompiledNet, plan: FastPlan, seeds: list[int], steps: int, warmup
     C = C[:k * T * L].reshape(k, T, L)
     raws = []
     for l in range(L):
-        raws.append(_replication(cn, plan, C, l, lo_a[l], st, steps, warmup, samples))
+        raws.append(_replication(cn, plan, C, l, st, steps, warmup, samples))
         if raws[-1].events > max_events:
             return None  # the generic engine reports the exhausted budget
     return raws
 
 
-def _replication(cn, plan, C, l, lo, st, steps, warmup, samples) -> RawReplication:
-    """Lane ``l``'s record: its step completions below ``lo`` (which include the first
-    ``warmup + steps``) in the generic engine's processing order, the window, the counters."""
+def _replication(cn, plan, C, l, st, steps, warmup, samples) -> RawReplication:
+    """Lane ``l``'s record: the window between its ``warmup``-th and ``warmup + steps``-th step
+    completions in the generic engine's processing order, the step times, the counters."""
     T, R, K = cn.n_transitions, cn.n_resources, C.shape[0]
     need = warmup + steps
     rank = cn.rank
-    c_all = C[:, st, l].ravel()  # (k, step transition) in row order
-    t_all = np.tile(st, K)
-    k_all = np.repeat(np.arange(K), st.size)
-    sel = np.nonzero(c_all < lo)[0]
-    o = sel[np.argsort(c_all[sel], kind="stable")]
-    c_all, t_all, k_all = c_all[o], t_all[o], k_all[o]
-    x_all, e_all = np.full(c_all.size, np.nan), np.full(c_all.size, np.nan)
+    vals = np.ascontiguousarray(C[:, st, l].T).ravel()  # index i * K + k: firing k of st[i]
 
-    def key(j: int) -> tuple:
-        if x_all[j] != x_all[j]:
-            x_all[j], e_all[j] = _key1(C, int(t_all[j]), int(k_all[j]), l, plan.ip, plan.iprod,
-                                       plan.itok, plan.serv)
-        return (x_all[j], e_all[j], int(rank[t_all[j]]), int(k_all[j]))
+    def key(idx: int) -> tuple:
+        """The generic engine's order of completions at one instant (start, request time, rank,
+        then firings of one transition by index); only ties need it."""
+        t, k = int(st[idx // K]), idx % K
+        x, e = _key1(C, t, k, l, plan.ip, plan.iprod, plan.itok, plan.serv)
+        return (x, e, int(rank[t]), k)
 
-    # completions at one instant go in the generic engine's order (start, request time, rank,
-    # then firings of one transition by index); only ties need the keys
-    tied = np.nonzero(c_all[1:] == c_all[:-1])[0]  # j: c[j + 1] == c[j]
-    j_end = -1
-    for j in tied[tied < need].tolist():
-        if j <= j_end:
-            continue  # inside a run already ordered
-        j_end = j + 1
-        while j_end + 1 < c_all.size and c_all[j_end + 1] == c_all[j]:
-            j_end += 1
-        run = sorted(range(j, j_end + 1), key=key)
-        for arr in (c_all, t_all, k_all, x_all, e_all):
-            arr[j:j_end + 1] = arr[run]
+    def in_order(idx: np.ndarray) -> np.ndarray:
+        """``idx`` sorted by completion time, ties by :func:`key`."""
+        idx = idx[np.argsort(vals[idx], kind="stable")]
+        v = vals[idx]
+        tied = np.nonzero(v[1:] == v[:-1])[0]
+        end = -1
+        for j in tied.tolist():
+            if j <= end:
+                continue  # inside a run already ordered
+            end = j + 1
+            while end + 1 < v.size and v[end + 1] == v[j]:
+                end += 1
+            idx[j:end + 1] = sorted(idx[j:end + 1].tolist(), key=key)
+        return idx
 
-    def upto(j: int) -> np.ndarray:
-        """Per transition: completions processed up to and including the j-th step completion."""
+    kth = [warmup - 1, need - 1] if warmup > 0 else [need - 1]
+    part = np.partition(vals, kth)
+    bounds = []  # the step completions (as indices into vals) that open and close the window
+    for j in kth:
+        B = part[j]
+        less = int(np.count_nonzero(vals < B))
+        bounds.append(int(in_order(np.nonzero(vals == B)[0])[j - less]))
+
+    def upto(idx: int) -> np.ndarray:
+        """Per transition: completions processed up to and including step completion ``idx``."""
         out = np.zeros(T, dtype=np.int64)
-        bx, be, brank, bk = key(j)
-        _upto(C, l, c_all[j], bx, be, brank, bk, rank, plan.ip, plan.iprod, plan.itok, plan.serv, out)
+        bx, be, brank, bk = key(idx)
+        _upto(C, l, vals[idx], bx, be, brank, bk, rank, plan.ip, plan.iprod, plan.itok, plan.serv, out)
         return out
 
-    n1 = upto(need - 1)
-    n0 = upto(warmup - 1) if warmup > 0 else np.zeros(T, dtype=np.int64)
-    t0 = float(c_all[warmup - 1]) if warmup > 0 else 0.0
+    n1 = upto(bounds[-1])
+    t1 = float(vals[bounds[-1]])
+    if warmup > 0:
+        n0, t0 = upto(bounds[0]), float(vals[bounds[0]])
+    else:
+        n0, t0 = np.zeros(T, dtype=np.int64), 0.0
     if samples:
-        step_times, step_trans = c_all[warmup:need].copy(), t_all[warmup:need].copy()
+        idx = in_order(np.nonzero((vals >= t0) & (vals <= t1))[0])
+        lo = int(np.nonzero(idx == bounds[0])[0][0]) + 1 if warmup > 0 else 0
+        idx = idx[lo:lo + steps]
+        step_times, step_trans = vals[idx], st[idx // K]
     else:
         step_times, step_trans = np.zeros(0), np.zeros(0, dtype=np.int64)
     return RawReplication(
-        t0=t0, t1=float(c_all[need - 1]), step_times=step_times, step_trans=step_trans,
+        t0=t0, t1=t1, step_times=step_times, step_trans=step_trans,
         firings=n1 - n0, busy=np.zeros(R), wait_sum=np.zeros(R), wait_n=np.zeros(R, dtype=np.int64),
         gate_log=np.zeros((0, 2), dtype=np.int64), events=int(n1.sum()))
 
