@@ -184,8 +184,14 @@ def _try_fast(cn: CompiledNet, seeds: list, engine: str, *, steps: int, warmup: 
               max_events: int, trace: bool) -> Result | None:
     """The fast path's Result, or None when the generic engine must run (``engine="fast"``:
     a SimulationError instead)."""
+    from . import fastpath
     from .fastpath import fast_path_problems, run_fast
+    from .jitcache import check_cache
 
+    if not fastpath.CACHE_CHECKED:  # damaged numba cache files: deleted with one warning, rebuilt
+        check_cache()
+        check_cache(fastpath)
+        fastpath.CACHE_CHECKED = True
     why = ["a trace was asked for (the fast path records none)"] if trace else fast_path_problems(cn)
     raws = None
     if not why:

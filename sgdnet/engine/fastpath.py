@@ -63,6 +63,8 @@ __all__ = ["FastPlan", "fast_plan", "fast_path_problems", "run_fast", "MAX_HISTO
 MAX_HISTORY_BYTES = 128 << 20
 _LANES = 8  # replications per chunk
 _STREAM_XOR = 0x6A09E667F3BCC909  # the fast path's own stream: seed XOR this constant
+#: set once sgdnet.engine.jitcache has checked this module's numba cache in this process
+CACHE_CHECKED = False
 _ROUND_WORK = 1 << 22  # completions per kernel call (Ctrl-C is seen between calls)
 _U = np.uint64
 _INV53 = 1.0 / 9007199254740992.0
