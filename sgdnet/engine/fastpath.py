@@ -22,13 +22,23 @@ random (``servers > 1`` or ``inf`` only with a fixed duration: random durations 
 firings overtake one another); no circuit without tokens (the generic engine deadlocks there);
 no circuit (or input-less transition) whose durations can all be zero (time would not advance).
 
+Rounds go on until, in every lane, the ``warmup + steps``-th step completion is known (all step
+completions below the latest round's earliest one are final: sequences are nondecreasing) and
+every transition has completed past it, so the counters up to ``t1`` are complete. The history
+holds every round (``rounds x transitions x lanes`` float64, lanes in chunks of 8); a run that
+would need more than :data:`MAX_HISTORY_BYTES`, or more completions than ``max_events``, is left
+to the generic engine (``run_fast`` returns None).
+
 Equivalence with the generic engine: the same trajectory law. Deterministic nets give the very
-same step times, ``t0``, ``t1`` and (up to one documented tie rule) firing counts: completions at
-one instant are ordered by (start, enabling time, rank), which is the generic engine's order
-except for chains of zero-duration firings at one instant. Random durations are drawn from the
-fast path's **own random stream** (xoshiro256** per replication, seeded from the replication's
-seed XOR a constant), so a stochastic result agrees with the generic engine in distribution, not
-trajectory by trajectory.
+same run — step times and transitions, ``t0``, ``t1``, firings, events (tested on random event
+graphs): completions at one instant are put in the generic engine's processing order, i.e. by
+(start, request time, rank, firing index), where the request time is the start for a
+single-server transition (its one request is re-timed when its server frees) and the enabling
+time otherwise; zero-duration chains at one instant are the one case this key may not
+reproduce. Random durations are drawn from the fast path's **own random stream** (xoshiro256**
+per replication seeded from the replication's seed XOR a constant; normals by a 256-strip
+ziggurat, exponentials by inversion, other laws by the generic sampler on that state), so a
+stochastic result agrees with the generic engine in distribution, not trajectory by trajectory.
 
 What it cannot give: traces (``trace=True``) — :func:`sgdnet.simulate` then runs the generic
 engine. Resource counters (busy time, waits) are zero because there are no resources.
