@@ -24,12 +24,12 @@ from sgdnet.engine.fastpath import fast_path_problems
 from sgdnet.net.compiled import compile_net
 
 
-def random_eg(seed, det=True, strongly=True, servers_var=False):
+def random_eg(seed, det=True, strongly=True, servers_var=False, zero=False):
     """A live event graph: a ring (or a chain fed by a self-looped source) plus chords; arcs
     against the ring order carry >= 1 token, so no circuit is token-free."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(2, 9))
-    net = Net(f"eg{seed}{det}{strongly}{servers_var}")
+    net = Net(f"eg{seed}{det}{strongly}{servers_var}{zero}")
     if strongly:
         arcs = [(i, (i + 1) % n, 1 if i == n - 1 else int(rng.integers(0, 2) * rng.integers(0, 3)))
                 for i in range(n)]
@@ -47,7 +47,7 @@ def random_eg(seed, det=True, strongly=True, servers_var=False):
     steps = set(rng.choice(n, int(rng.integers(1, 3)), replace=False).tolist())
     for i in range(n):
         if det:
-            d = Deterministic(float(rng.integers(1, 4)) * 1e-3)
+            d = Deterministic(float(rng.integers(0 if zero else 1, 4)) * 1e-3)
         else:
             m = float(rng.uniform(1, 3)) * 1e-3
             d = (LogNormal(mean=m, cv=0.4), Exponential(m), Uniform(0.5 * m, 1.5 * m), Gamma(mean=m, cv=0.5))[i % 4]
@@ -67,8 +67,17 @@ def same_run(a, b):
 
 @pytest.mark.parametrize("seed", range(24))
 def test_deterministic_event_graphs_same_run_as_generic(seed):
-    net = random_eg(seed, strongly=seed % 4 != 3, servers_var=seed % 2 == 1)
-    assert fast_path_problems(compile_net(net)) == []
+    # a third with zero durations: ties at one instant in batches (the generic engine's order)
+    net = random_eg(seed, strongly=seed % 4 != 3, servers_var=seed % 2 == 1, zero=seed % 3 == 2)
+    why = fast_path_problems(compile_net(net))
+    if why:  # only a circuit of zero durations may refuse these nets (conservatively: its
+        # firings may still be paced by other inputs); the generic engine runs them
+        assert seed % 3 == 2 and all("zero time" in w for w in why)
+        try:
+            assert simulate(net, steps=10, replications=1, seed=1).engine == "generic"
+        except SimulationError as e:
+            assert "time stopped advancing" in str(e)
+        return
     warmup = int(np.random.default_rng(seed).integers(0, 20))
     g = simulate(net, steps=97, warmup=warmup, replications=2, seed=1, engine="generic")
     f = simulate(net, steps=97, warmup=warmup, replications=2, seed=1)

@@ -31,11 +31,9 @@ to the generic engine (``run_fast`` returns None).
 
 Equivalence with the generic engine: the same trajectory law. Deterministic nets give the very
 same run — step times and transitions, ``t0``, ``t1``, firings, events (tested on random event
-graphs): completions at one instant are put in the generic engine's processing order, i.e. by
-(start, request time, rank, firing index), where the request time is the start for a
-single-server transition (its one request is re-timed when its server frees) and the enabling
-time otherwise; zero-duration chains at one instant are the one case this key may not
-reproduce. Random durations are drawn from the fast path's **own random stream** (xoshiro256**
+graphs, zero durations included): completions at one instant are put in the generic engine's
+processing order (see ``fkey`` in :func:`_replication`: batch, start, batch of the start, rank,
+firing index). Random durations are drawn from the fast path's **own random stream** (xoshiro256**
 per replication seeded from the replication's seed XOR a constant; normals by a 256-strip
 ziggurat, exponentials by inversion, other laws by the generic sampler on that state), so a
 stochastic result agrees with the generic engine in distribution, not trajectory by trajectory.
@@ -385,37 +383,24 @@ def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, fixed, dfix, code
     return k
 
 
-@njit(cache=True, inline="always")
-def _key(C, t, k, l, ip, iprod, itok, serv):  # pragma: no cover - compiled
-    """(start, request time) of firing ``k`` of ``t`` in lane ``l``: with the completion time and
-    the rank, the order in which the generic engine processes completions at one instant (its
-    scan key; a single-server transition re-requests when its server frees, so its request time
-    is its start)."""
-    e = 0.0
+@njit(cache=True)
+def _start(C, t, k, l, ip, iprod, itok, serv):  # pragma: no cover - compiled
+    """The start of firing ``k`` of ``t`` in lane ``l`` (the recursion's ``x``, re-read)."""
+    x = 0.0
     for a in range(ip[t], ip[t + 1]):
         kk = k - itok[a]
-        if kk >= 0:
-            v = C[kk, iprod[a], l]
-            if v > e:
-                e = v
-    x = e
+        if kk >= 0 and C[kk, iprod[a], l] > x:
+            x = C[kk, iprod[a], l]
     s = serv[t]
     if s > 0 and k - s >= 0 and C[k - s, t, l] > x:
         x = C[k - s, t, l]
-    return x, (x if s == 1 else e)
+    return x
 
 
 @njit(cache=True)
-def _key1(C, t, k, l, ip, iprod, itok, serv):  # pragma: no cover - compiled
-    """:func:`_key` callable from Python."""
-    return _key(C, t, k, l, ip, iprod, itok, serv)
-
-
-@njit(cache=True)
-def _upto(C, l, B, bx, be, brank, bk, rank, ip, iprod, itok, serv, out):  # pragma: no cover - compiled
-    """Per transition, the completions in lane ``l`` processed no later than the completion at
-    ``B`` with key ``(bx, be, brank, bk)``: a binary search on each (nondecreasing) sequence, then the
-    ties at ``B`` by key."""
+def _upto(C, l, B, lt, eq):  # pragma: no cover - compiled
+    """Per transition, the completions in lane ``l`` before ``B`` (``lt``) and at ``B`` (``eq``):
+    a binary search on each nondecreasing sequence."""
     K = C.shape[0]
     for t in range(C.shape[1]):
         lo, hi = 0, K
@@ -425,14 +410,11 @@ def _upto(C, l, B, bx, be, brank, bk, rank, ip, iprod, itok, serv, out):  # prag
                 lo = mid + 1
             else:
                 hi = mid
-        n = lo
+        lt[t] = lo
         k = lo
         while k < K and C[k, t, l] == B:
-            x, e = _key(C, t, k, l, ip, iprod, itok, serv)
-            if (x, e, rank[t], k) <= (bx, be, brank, bk):
-                n += 1
             k += 1
-        out[t] = n
+        eq[t] = k - lo
 
 
 # ------------------------------------------------------------------------------ driver
@@ -484,12 +466,40 @@ def _replication(cn, plan, C, l, st, steps, warmup, samples) -> RawReplication:
     rank = cn.rank
     vals = np.ascontiguousarray(C[:, st, l].T).ravel()  # index i * K + k: firing k of st[i]
 
+    batch: dict = {}
+
+    def fkey(t: int, k: int) -> tuple:
+        """Where firing ``k`` of ``t`` completes in the generic engine's processing order among
+        completions at the same instant: (completion batch, start, start batch, rank, k).
+        Completions at one instant come in batches — first those of firings started earlier
+        (batch 0), then those of zero-duration firings started after batch b (batch b + 1) —
+        each in start order: by start, the batch after which the start's scan ran (-1: the
+        initial scan), then the scan key, whose request time is the start here (a request held
+        back by the servers bound is re-timed when a server frees) and rank. Checked against the
+        generic engine on random deterministic event graphs, zero durations included."""
+        x = _start(C, t, k, l, plan.ip, plan.iprod, plan.itok, plan.serv)
+        bx = start_batch(t, k, x)
+        return (0 if C[k, t, l] > x else bx + 1, x, bx, int(rank[t]), k)
+
+    def start_batch(t: int, k: int, x: float) -> int:
+        """The batch after which firing ``k`` of ``t`` (start ``x``) started: the latest batch
+        among the completions at ``x`` it waited for (recursing only through zero durations)."""
+        if (t, k) not in batch:
+            bx = -1
+            arcs = [(int(plan.iprod[a]), int(plan.itok[a])) for a in range(plan.ip[t], plan.ip[t + 1])]
+            if plan.serv[t] > 0:
+                arcs.append((t, int(plan.serv[t])))
+            for u, m in arcs:
+                kk = k - m
+                if kk >= 0 and C[kk, u, l] == x:
+                    xu = _start(C, u, kk, l, plan.ip, plan.iprod, plan.itok, plan.serv)
+                    bx = max(bx, 0 if x > xu else start_batch(u, kk, xu) + 1)
+            batch[(t, k)] = bx
+        return batch[(t, k)]
+
     def key(idx: int) -> tuple:
-        """The generic engine's order of completions at one instant (start, request time, rank,
-        then firings of one transition by index); only ties need it."""
-        t, k = int(st[idx // K]), idx % K
-        x, e = _key1(C, t, k, l, plan.ip, plan.iprod, plan.itok, plan.serv)
-        return (x, e, int(rank[t]), k)
+        """:func:`fkey` of step completion ``idx`` (index into ``vals``); only ties need it."""
+        return fkey(int(st[idx // K]), idx % K)
 
     def in_order(idx: np.ndarray) -> np.ndarray:
         """``idx`` sorted by completion time, ties by :func:`key`."""
@@ -516,10 +526,12 @@ def _replication(cn, plan, C, l, st, steps, warmup, samples) -> RawReplication:
 
     def upto(idx: int) -> np.ndarray:
         """Per transition: completions processed up to and including step completion ``idx``."""
-        out = np.zeros(T, dtype=np.int64)
-        bx, be, brank, bk = key(idx)
-        _upto(C, l, vals[idx], bx, be, brank, bk, rank, plan.ip, plan.iprod, plan.itok, plan.serv, out)
-        return out
+        lt, eq = np.zeros(T, dtype=np.int64), np.zeros(T, dtype=np.int64)
+        _upto(C, l, vals[idx], lt, eq)
+        bkey = key(idx)
+        for t in np.nonzero(eq)[0].tolist():
+            lt[t] += sum(fkey(t, k) <= bkey for k in range(lt[t], lt[t] + eq[t]))
+        return lt
 
     n1 = upto(bounds[-1])
     t1 = float(vals[bounds[-1]])
