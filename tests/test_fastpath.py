@@ -213,3 +213,15 @@ def test_history_memory_bound_falls_back(monkeypatch):
     assert simulate(net, steps=500, replications=2, seed=1).engine == "generic"
     with pytest.raises(SimulationError, match="memory"):
         simulate(net, steps=500, replications=2, seed=1, engine="fast")
+
+
+def test_parallel_lanes_give_the_same_results():
+    net = random_eg(301, det=False)
+    kw = dict(steps=300, warmup=30, replications=11, seed=9)
+    a = simulate(net, parallel=False, **kw)
+    b = simulate(net, parallel=True, **kw)
+    assert a.engine == b.engine == "fast"
+    np.testing.assert_array_equal(a.throughput.samples, b.throughput.samples)
+    for ra, rb in zip(a._raws, b._raws):
+        np.testing.assert_array_equal(ra.step_times, rb.step_times)
+        np.testing.assert_array_equal(ra.firings, rb.firings)

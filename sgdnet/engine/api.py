@@ -134,7 +134,7 @@ def simulate(
         raise SimulationError(f"engine={engine!r} is unknown; use one of {list(ENGINES)}")
     if engine != "generic":
         res = _try_fast(cn, seeds, engine, steps=steps, warmup=warmup, samples=samples,
-                        max_events=max_events, trace=trace)
+                        max_events=max_events, trace=trace, parallel=parallel)
         if res is not None:
             return res
 
@@ -181,7 +181,7 @@ def simulate(
 
 
 def _try_fast(cn: CompiledNet, seeds: list, engine: str, *, steps: int, warmup: int, samples: bool,
-              max_events: int, trace: bool) -> Result | None:
+              max_events: int, trace: bool, parallel: bool) -> Result | None:
     """The fast path's Result, or None when the generic engine must run (``engine="fast"``:
     a SimulationError instead)."""
     from . import fastpath
@@ -196,7 +196,8 @@ def _try_fast(cn: CompiledNet, seeds: list, engine: str, *, steps: int, warmup: 
     raws = None
     if not why:
         played = seeds[:1] if cn.deterministic else seeds
-        raws = run_fast(cn, played, steps=steps, warmup=warmup, samples=samples, max_events=max_events)
+        raws = run_fast(cn, played, steps=steps, warmup=warmup, samples=samples, max_events=max_events,
+                        parallel=parallel)
         if raws is None:
             why = ["the run needs more history memory or events than the fast path allows"]
     if raws is None:

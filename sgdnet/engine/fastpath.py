@@ -419,7 +419,7 @@ def _upto(C, l, B, lt, eq):  # pragma: no cover - compiled
 
 # ------------------------------------------------------------------------------ driver
 def _chunk(cn: CompiledNet, plan: FastPlan, seeds: list[int], steps: int, warmup: int,
-           samples: bool, max_events: int) -> list[RawReplication] | None:
+           samples: bool, max_events: int, halt: list) -> list[RawReplication] | None:
     T, L = cn.n_transitions, len(seeds)
     st = np.array(cn.step_transitions, dtype=np.int64)
     need = warmup + steps
@@ -440,6 +440,8 @@ def _chunk(cn: CompiledNet, plan: FastPlan, seeds: list[int], steps: int, warmup
                     ptr, phase, lo_a)
         if (phase == 2).all():
             break
+        if halt:
+            return None
         if k * T > max_events + T:
             return None  # the generic engine reports the exhausted budget
         if k == K:
@@ -553,18 +555,36 @@ def _replication(cn, plan, C, l, st, steps, warmup, samples) -> RawReplication:
 
 
 def run_fast(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, samples: bool,
-             max_events: int) -> list[RawReplication] | None:
+             max_events: int, parallel: bool = False) -> list[RawReplication] | None:
     """Replications of ``cn`` by the max-plus recursion, one :class:`RawReplication` per seed
     (the fields the generic engine fills, from the fast path's own random stream), or None when
     the fast path does not apply or would need more memory or events than allowed (then the
-    caller runs the generic engine)."""
+    caller runs the generic engine). ``parallel``: the lanes are split over the engine's threads
+    (the kernel releases the GIL); results do not depend on it (each lane owns its stream)."""
     plan = fast_plan(cn)
     if plan is None:
         return None
-    raws: list[RawReplication] = []
-    for a in range(0, len(seeds), _LANES):
-        got = _chunk(cn, plan, seeds[a:a + _LANES], steps, warmup, samples, max_events)
-        if got is None:
-            return None
-        raws.extend(got)
-    return raws
+    from .driver import n_threads
+
+    nt = min(n_threads(), len(seeds)) if parallel else 1
+    size = min(_LANES, -(-len(seeds) // nt))
+    chunks = [seeds[a:a + size] for a in range(0, len(seeds), size)]
+    halt: list[bool] = []
+
+    def one(ch: list[int]) -> list[RawReplication] | None:
+        return _chunk(cn, plan, ch, steps, warmup, samples, max_events, halt)
+
+    if nt == 1:
+        got = [one(ch) for ch in chunks]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(nt) as ex:
+            try:
+                got = list(ex.map(one, chunks))
+            except BaseException:
+                halt.append(True)  # Ctrl-C: the other chunks stop at their next kernel return
+                raise
+    if any(g is None for g in got):
+        return None
+    return [r for g in got for r in g]  # type: ignore[union-attr]
