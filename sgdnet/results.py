@@ -250,6 +250,9 @@ class Result:
         self.seeds = [int(s) for s in seeds]
         self.replications = len(raws)
         self.samples = bool(samples)
+        #: which engine produced it: "generic" (the event kernel) or "fast" (the max-plus
+        #: recursion of sgdnet.engine.fastpath); simulate sets it
+        self.engine = "generic"
         with paused_gc():  # one object per transition: no gen-2 walks of the large live heap
             self.transition_names: list[str] = list(meta.transition_names)
             self.transition_tags: list[dict] = [dict(t) for t in meta.transition_tags]
@@ -448,6 +451,9 @@ class Result:
 
     def _need(self, a: np.ndarray | None, what: str, fix: str) -> np.ndarray:
         if a is None:
+            if getattr(self, "engine", "generic") == "fast":
+                fix = ("the event-graph fast path ran (result.engine == 'fast') and records only "
+                       "steps and firings; simulate with engine='generic'")
             raise SimulationError(f"{what} is not in this result; {fix}")
         return a
 

@@ -15,6 +15,8 @@ from ..results import RawReplication, Result
 from .diagnose import check_run_size, raise_on_failure, zeno_limit
 from .driver import derive_seeds, run
 
+ENGINES = ("auto", "generic", "fast")  # simulate(engine=...); see sgdnet.engine.fastpath
+
 __all__ = ["simulate", "default_max_events", "with_steps"]
 
 
@@ -39,6 +41,7 @@ def simulate(
     progress: bool = False,
     histograms: bool = False,
     step=None,
+    engine: str = "auto",
 ) -> Result:
     """Simulate a net with the Numba Monte Carlo engine.
 
@@ -154,6 +157,13 @@ def simulate(
     if max_events is None:
         max_events = default_max_events(steps, warmup, cn.n_transitions)
     max_events = int_arg("max_events", max_events, 1)
+    if engine not in ENGINES:
+        raise SimulationError(f"engine={engine!r} is unknown; use one of {list(ENGINES)}")
+    if engine != "generic":
+        res = _try_fast(cn, seeds, engine, steps=steps, warmup=warmup, samples=samples,
+                        max_events=max_events, trace=trace, parallel=parallel, histograms=histograms)
+        if res is not None:
+            return res
 
     from . import kernel as K  # numba is imported on first use only
     from .jitcache import check_cache
@@ -234,6 +244,41 @@ def with_steps(net: Net | CompiledNet, step) -> Net:
         if t.is_step != (t.name in wanted):
             t.tags["step"] = t.name in wanted
     return out
+
+
+def _try_fast(cn: CompiledNet, seeds: list, engine: str, *, steps: int, warmup: int, samples: bool,
+              max_events: int, trace: bool, parallel: bool, histograms: bool = False) -> Result | None:
+    """The fast path's Result, or None when the generic engine must run (``engine="fast"``:
+    a SimulationError instead)."""
+    from . import fastpath
+    from .fastpath import fast_path_problems, run_fast
+    from .jitcache import check_cache
+
+    if not fastpath.CACHE_CHECKED:  # damaged numba cache files: deleted with one warning, rebuilt
+        check_cache()
+        check_cache(fastpath)
+        fastpath.CACHE_CHECKED = True
+    why = (["a trace was asked for (the fast path records none)"] if trace
+           else ["histograms were asked for (the fast path records none)"] if histograms
+           else fast_path_problems(cn))
+    raws = None
+    if not why:
+        played = seeds[:1] if cn.deterministic else seeds
+        raws = run_fast(cn, played, steps=steps, warmup=warmup, samples=samples, max_events=max_events,
+                        parallel=parallel)
+        if raws is None:
+            why = ["the run needs more history memory or events than the fast path allows"]
+    if raws is None:
+        if engine == "fast":
+            raise SimulationError(f"engine='fast' cannot run net {cn.name!r}: " + "; ".join(why)
+                                  + "; use engine='auto' or 'generic'")
+        return None
+    if len(raws) < len(seeds):
+        raws = raws * len(seeds)
+    res = Result(cn, raws, seeds, steps=steps, warmup=warmup, trace=False, samples=samples,
+                 deterministic=cn.deterministic)
+    res.engine = "fast"
+    return res
 
 
 class _ProgressBar:

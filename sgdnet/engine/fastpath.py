@@ -1,0 +1,590 @@
+"""Fast path for timed event graphs: a max-plus recursion with replications as lanes.
+
+When every place of a net has exactly one producer and one consumer (and nothing else can change
+the order of firings), the k-th firing of every transition is known in advance, so the holding
+semantics of the generic engine reduce to the (max, +) recursion
+
+    x_t(k) = max( c_t(k - s_t),  max over input places p of c_{u_p}(k - m_p) ),
+    c_t(k) = x_t(k) + d_t(k),
+
+where ``x`` is a start, ``c`` a completion, ``u_p`` the producer of ``p``, ``m_p`` its initial
+tokens, ``s_t`` the servers of ``t`` (no term for ``servers=inf``) and a negative index means a
+token present at time 0. Each round ``k`` computes one firing of every transition (in
+topological order of the token-free arcs) for all replications at once: the replications are the
+innermost axis of the history array, so one round is a few contiguous loads and a max per lane.
+The step completions, the window ``(t0, t1]`` and every counter of the generic engine's
+:class:`~sgdnet.results.RawReplication` are then read off that history.
+
+Which nets qualify (:func:`fast_path_problems` lists why a net does not): no resources (queued,
+ps or flow), inhibitors, gates, modulators or priorities; every arc weight 1; every place with
+exactly one producer and one consumer; ``servers = 1`` for every transition whose duration is
+random (``servers > 1`` or ``inf`` only with a fixed duration: random durations would let
+firings overtake one another); no circuit without tokens (the generic engine deadlocks there);
+no circuit (or input-less transition) whose durations can all be zero (time would not advance).
+
+Rounds go on until, in every lane, the ``warmup + steps``-th step completion is known (all step
+completions below the latest round's earliest one are final: sequences are nondecreasing) and
+every transition has completed past it, so the counters up to ``t1`` are complete. The history
+holds every round (``rounds x transitions x lanes`` float64, lanes in chunks of 8); a run that
+would need more than :data:`MAX_HISTORY_BYTES`, or more completions than ``max_events``, is left
+to the generic engine (``run_fast`` returns None).
+
+Equivalence with the generic engine: the same trajectory law. Deterministic nets give the very
+same run — step times and transitions, ``t0``, ``t1``, firings, events (tested on random event
+graphs, zero durations included): completions at one instant are put in the generic engine's
+processing order (see ``fkey`` in :func:`_replication`: batch, start, batch of the start, rank,
+firing index). Random durations are drawn from the fast path's **own random stream** (xoshiro256**
+per replication seeded from the replication's seed XOR a constant; normals by a 256-strip
+ziggurat, exponentials by inversion, other laws by the generic sampler on that state), so a
+stochastic result agrees with the generic engine in distribution, not trajectory by trajectory.
+
+What it cannot give: traces (``trace=True``) — :func:`sgdnet.simulate` then runs the generic
+engine. Resource counters (busy time, waits) are zero because there are no resources.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from ..dists import (
+    CODE_DET,
+    CODE_EMP,
+    CODE_EXP,
+    CODE_LOGN,
+    CODE_SHEXP,
+    CODE_STRAG,
+    CODE_UNIF,
+    deterministic_rows,
+)
+from ..net.compiled import INF_SERVERS, CompiledNet
+from ..results import RawReplication
+from .kernel import _xo_step, sample, seed_state
+
+__all__ = ["FastPlan", "fast_plan", "fast_path_problems", "run_fast", "MAX_HISTORY_BYTES"]
+
+#: memory bound of one lane chunk's history (rounds x transitions x lanes float64); a run that
+#: would need more falls back to the generic engine
+MAX_HISTORY_BYTES = 128 << 20
+_LANES = 8  # replications per chunk
+_STREAM_XOR = 0x6A09E667F3BCC909  # the fast path's own stream: seed XOR this constant
+#: set once sgdnet.engine.jitcache has checked this module's numba cache in this process
+CACHE_CHECKED = False
+_ROUND_WORK = 1 << 22  # completions per kernel call (Ctrl-C is seen between calls)
+_U = np.uint64
+_INV53 = 1.0 / 9007199254740992.0
+_TWO_PI = 2.0 * math.pi
+
+
+@dataclass
+class FastPlan:
+    """The static data of the recursion for one compiled net (cached on the CompiledNet)."""
+
+    order: np.ndarray  # (T,) transitions in topological order of the token-free arcs
+    ip: np.ndarray  # (T+1,) CSR over transitions: their input arcs
+    iprod: np.ndarray  # producer transition of each input arc
+    itok: np.ndarray  # initial tokens of each input arc's place
+    serv: np.ndarray  # (T,) servers bound (0: none, i.e. servers=inf)
+    aptr: np.ndarray  # (T+1,) CSR over order positions: the arcs the recursion reads
+    aprod: np.ndarray  # producer of each such arc (the transition itself for its servers bound)
+    atok: np.ndarray  # its tokens (the servers count for the self-arc)
+    fixed: np.ndarray  # (T,) 1 if the duration is one fixed value
+    dfix: np.ndarray  # (T,) that value
+    max_tokens: int
+
+
+# --------------------------------------------------------------------------- detection
+def _can_be_zero(code: int, par: np.ndarray, pool: np.ndarray) -> bool:
+    """Whether a duration row can draw exactly 0 (with positive probability)."""
+    if code == CODE_STRAG:
+        return _can_be_zero(int(par[2]), par[3:6], pool)
+    a, b = float(par[0]), float(par[1])
+    if code in (CODE_DET, CODE_UNIF, CODE_SHEXP):
+        return a == 0.0
+    if code == CODE_EMP:
+        lo, n = int(a), int(b)
+        return n >= 1 and float(pool[lo:lo + n].min()) == 0.0
+    return False
+
+
+def _topo(n: int, arcs: list[tuple[int, int]]) -> list[int] | None:
+    """Kahn's order (ties by index), or None if the arcs have a cycle."""
+    import heapq
+
+    indeg = [0] * n
+    out: list[list[int]] = [[] for _ in range(n)]
+    for s, d in arcs:
+        out[s].append(d)
+        indeg[d] += 1
+    heap = [v for v in range(n) if indeg[v] == 0]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        v = heapq.heappop(heap)
+        order.append(v)
+        for d in out[v]:
+            indeg[d] -= 1
+            if indeg[d] == 0:
+                heapq.heappush(heap, d)
+    return order if len(order) == n else None
+
+
+def _analyse(cn: CompiledNet) -> tuple[FastPlan | None, list[str]]:
+    T, P = cn.n_transitions, cn.n_places
+    names = cn.transition_names
+    why: list[str] = []
+    if int(cn.qres_ptr[-1]) or int(cn.psres_ptr[-1]):
+        held = [names[t] for t in range(T)
+                if cn.qres_ptr[t + 1] > cn.qres_ptr[t] or cn.psres_ptr[t + 1] > cn.psres_ptr[t]]
+        why.append(f"transitions hold resources (e.g. {held[0]!r})")
+    if int(cn.inh_ptr[-1]):
+        why.append("the net has inhibitor arcs")
+    if (cn.guard >= 0).any():
+        why.append("the net has gates")
+    if (cn.mod_of >= 0).any() or int(cn.rs_ptr[-1]):
+        why.append("the net has modulators")
+    if (cn.priority != 0).any():
+        why.append("transitions have priorities")
+    if (cn.in_w != 1).any() or (cn.out_w != 1).any():
+        why.append("some arc weight is not 1")
+    prod = np.full(P, -1, dtype=np.int64)
+    nprod = np.bincount(cn.out_place, minlength=P)
+    ncons = np.bincount(cn.in_place, minlength=P)
+    bad = np.nonzero((nprod != 1) | (ncons != 1))[0]
+    if bad.size:
+        p = int(bad[0])
+        why.append(f"place {cn.place_names[p]!r} has {int(nprod[p])} producers and {int(ncons[p])} "
+                   "consumers (an event graph needs exactly one each)")
+    if why:
+        return None, why
+    for t in range(T):
+        for k in range(cn.out_ptr[t], cn.out_ptr[t + 1]):
+            prod[cn.out_place[k]] = t
+    fixed = deterministic_rows(cn.d_code, cn.d_par, cn.d_pool)[:T]
+    for t in range(T):
+        if cn.servers[t] != 1 and not fixed[t]:
+            why.append(f"transition {names[t]!r} has servers={'inf' if cn.servers[t] == INF_SERVERS else int(cn.servers[t])}"
+                       " and a random duration (firings could overtake one another)")
+            break
+    arcs0, arcsz = [], []
+    zero = [_can_be_zero(int(cn.d_code[t]), cn.d_par[t], cn.d_pool) for t in range(T)]
+    for t in range(T):
+        if zero[t] and cn.in_ptr[t + 1] == cn.in_ptr[t]:
+            why.append(f"transition {names[t]!r} has no input place and can take zero time")
+            break
+        for k in range(cn.in_ptr[t], cn.in_ptr[t + 1]):
+            p = int(cn.in_place[k])
+            u = int(prod[p])
+            if cn.m0[p] == 0:
+                arcs0.append((u, t))
+            if zero[u] and zero[t]:
+                arcsz.append((u, t))
+    order = _topo(T, arcs0)
+    if order is None:
+        why.append("a circuit carries no token (the net deadlocks)")
+    if _topo(T, arcsz) is None:
+        why.append("a circuit of transitions can all take zero time (time would not advance)")
+    if why:
+        return None, why
+    itok = cn.m0[cn.in_place].astype(np.int64)
+    serv = np.where(cn.servers == INF_SERVERS, 0, cn.servers).astype(np.int64)
+    dfix = np.zeros(T)
+    s = np.zeros(4, dtype=np.uint64)
+    s[0] = 1
+    for t in range(T):
+        if fixed[t]:
+            dfix[t] = sample(s, int(cn.d_code[t]), cn.d_par, t, cn.d_pool)
+    aptr, aprod, atok = [0], [], []
+    for t in order:
+        for k in range(cn.in_ptr[t], cn.in_ptr[t + 1]):
+            aprod.append(int(prod[cn.in_place[k]]))
+            atok.append(int(itok[k]))
+        if serv[t] > 0:
+            aprod.append(t)
+            atok.append(int(serv[t]))
+        aptr.append(len(aprod))
+    mt = int(max(int(itok.max()) if itok.size else 0, int(serv.max()) if serv.size else 0))
+    plan = FastPlan(order=np.array(order, dtype=np.int64), ip=cn.in_ptr.astype(np.int64),
+                    iprod=prod[cn.in_place].astype(np.int64), itok=itok, serv=serv,
+                    aptr=np.array(aptr, dtype=np.int64), aprod=np.array(aprod, dtype=np.int64),
+                    atok=np.array(atok, dtype=np.int64),
+                    fixed=fixed.astype(np.int64), dfix=dfix, max_tokens=mt)
+    return plan, []
+
+
+def fast_plan(cn: CompiledNet) -> FastPlan | None:
+    """The recursion's plan for ``cn``, or None when the fast path does not apply (cached on the
+    compiled net, which :func:`sgdnet.net.compiled.compile_net` caches by structure)."""
+    got = getattr(cn, "_fastpath", None)
+    if got is None:
+        got = _analyse(cn)
+        cn._fastpath = got  # type: ignore[attr-defined]
+    return got[0]
+
+
+def fast_path_problems(cn: CompiledNet) -> list[str]:
+    """Why the fast path does not apply to ``cn`` (empty when it does)."""
+    fast_plan(cn)
+    return list(cn._fastpath[1])  # type: ignore[attr-defined]
+
+
+# ------------------------------------------------------------------------------ kernel
+@njit(cache=True, inline="always")
+def _xo(s0, s1, s2, s3):
+    """A uniform double in [0, 1) from the generic kernel's xoshiro256** step, on scalars (an
+    array-taking helper would pay reference counting on every call): (u, new s0..s3)."""
+    res, s0, s1, s2, s3 = _xo_step(s0, s1, s2, s3)
+    return float(res >> _U(11)) * _INV53, s0, s1, s2, s3
+
+
+def _zig_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The 256-strip, 52-bit ziggurat tables of NumPy's normal sampler (Marsaglia-Tsang)."""
+    f = lambda x: math.exp(-0.5 * x * x)  # noqa: E731
+    r = _ZIG_R
+    v = r * f(r) + math.sqrt(math.pi / 2.0) * math.erfc(r / math.sqrt(2.0))  # area of a strip
+    m = float(1 << 52)
+    ki = np.zeros(256, dtype=np.uint64)
+    wi = np.zeros(256)
+    fi = np.zeros(256)
+    dn = tn = r
+    q = v / f(dn)
+    ki[0] = np.uint64(int((dn / q) * m))
+    wi[0], wi[255] = q / m, dn / m
+    fi[0], fi[255] = 1.0, f(dn)
+    for i in range(254, 0, -1):
+        dn = math.sqrt(-2.0 * math.log(v / dn + f(dn)))
+        ki[i + 1] = np.uint64(int((dn / tn) * m))
+        tn = dn
+        fi[i] = f(dn)
+        wi[i] = dn / m
+    return ki, wi, fi
+
+
+_ZIG_R = 3.6541528853610088
+_ZIG_KI, _ZIG_WI, _ZIG_FI = _zig_tables()
+
+
+@njit(cache=True, inline="always")
+def _zig(s0, s1, s2, s3):
+    """A standard normal by the ziggurat (tables frozen into the code): (z, new s0..s3)."""
+    while True:
+        r, s0, s1, s2, s3 = _xo_step(s0, s1, s2, s3)
+        idx = r & _U(0xFF)
+        r >>= _U(8)
+        rabs = (r >> _U(1)) & _U(0x000FFFFFFFFFFFFF)
+        x = float(rabs) * _ZIG_WI[idx]
+        if r & _U(1):
+            x = -x
+        if rabs < _ZIG_KI[idx]:
+            return x, s0, s1, s2, s3
+        if idx == 0:  # the tail beyond R
+            while True:
+                u1, s0, s1, s2, s3 = _xo(s0, s1, s2, s3)
+                u2, s0, s1, s2, s3 = _xo(s0, s1, s2, s3)
+                xx = -math.log1p(-u1) / _ZIG_R
+                yy = -math.log1p(-u2)
+                if yy + yy > xx * xx:
+                    z = _ZIG_R + xx
+                    return (-z if (rabs >> _U(8)) & _U(1) else z), s0, s1, s2, s3
+        else:  # the wedge
+            u1, s0, s1, s2, s3 = _xo(s0, s1, s2, s3)
+            if (_ZIG_FI[idx - 1] - _ZIG_FI[idx]) * u1 + _ZIG_FI[idx] < math.exp(-0.5 * x * x):
+                return x, s0, s1, s2, s3
+
+
+@njit(cache=True)
+def normals(seed, n):  # pragma: no cover - compiled
+    """``n`` standard normals from the fast path's sampler (for its tests)."""
+    st = seed_state(_U(seed))
+    s0, s1, s2, s3 = st[0], st[1], st[2], st[3]
+    out = np.empty(n)
+    for i in range(n):
+        out[i], s0, s1, s2, s3 = _zig(s0, s1, s2, s3)
+    return out
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, fixed, dfix, code, par, pool,
+            S, steps_idx, need, ptr, phase, lo_a):  # pragma: no cover - compiled
+    """Compute rounds ``k0..`` of the recursion into the flat history ``C`` (index
+    ``(k * T + t) * L + lane``) until every lane is done (``phase == 2``), ``kmax`` rounds
+    exist, or about ``work`` completions were made. Transition ``order[j]`` reads the arcs
+    ``aptr[j]..aptr[j+1]`` (producer, tokens), its servers bound included as a self-arc.
+
+    A lane's phase: 0 = its ``need``-th step completion is not known yet; 1 = it is known to lie
+    below ``lo_a`` (every step completion below ``lo_a`` is computed) and the lane waits until
+    every transition has completed past ``lo_a``; 2 = done. Returns the number of rounds."""
+    ns = steps_idx.size
+    k = k0
+    done_work = 0
+    while k < kmax and done_work < work:
+        row = k * T
+        for l in range(L):  # a lane's generator state stays in registers for the round
+            s0, s1, s2, s3 = S[l, 0], S[l, 1], S[l, 2], S[l, 3]
+            for j in range(T):
+                t = order[j]
+                x = 0.0
+                for a in range(aptr[j], aptr[j + 1]):
+                    kk = k - atok[a]
+                    if kk >= 0:
+                        v = C[(kk * T + aprod[a]) * L + l]
+                        if v > x:
+                            x = v
+                c = code[t]
+                if fixed[t]:
+                    d = dfix[t]
+                elif c == CODE_LOGN:  # log-normal (ziggurat) and exponential, inlined
+                    z, s0, s1, s2, s3 = _zig(s0, s1, s2, s3)
+                    d = math.exp(par[t, 0] + par[t, 1] * z)
+                elif c == CODE_EXP:
+                    u1, s0, s1, s2, s3 = _xo(s0, s1, s2, s3)
+                    d = -par[t, 0] * math.log(1.0 - u1)
+                else:  # the generic engine's sampler on this lane's state
+                    S[l, 0], S[l, 1], S[l, 2], S[l, 3] = s0, s1, s2, s3
+                    d = sample(S[l], c, par, t, pool)
+                    s0, s1, s2, s3 = S[l, 0], S[l, 1], S[l, 2], S[l, 3]
+                C[(row + t) * L + l] = x + d
+            S[l, 0], S[l, 1], S[l, 2], S[l, 3] = s0, s1, s2, s3
+        done_work += T * L
+        k += 1
+        alldone = True
+        for l in range(L):
+            if phase[l] == 0:
+                lo = np.inf
+                for i in range(ns):
+                    v = C[((k - 1) * T + steps_idx[i]) * L + l]
+                    if v < lo:
+                        lo = v
+                below = 0
+                for i in range(ns):
+                    q = ptr[i, l]
+                    while q < k and C[(q * T + steps_idx[i]) * L + l] < lo:
+                        q += 1
+                    ptr[i, l] = q
+                    below += q
+                if below >= need:
+                    phase[l] = 1
+                    lo_a[l] = lo
+            if phase[l] == 1:
+                m = np.inf
+                for t in range(T):
+                    v = C[((k - 1) * T + t) * L + l]
+                    if v < m:
+                        m = v
+                if m >= lo_a[l]:
+                    phase[l] = 2
+            if phase[l] != 2:
+                alldone = False
+        if alldone:
+            break
+    return k
+
+
+@njit(cache=True)
+def _start(C, t, k, l, ip, iprod, itok, serv):  # pragma: no cover - compiled
+    """The start of firing ``k`` of ``t`` in lane ``l`` (the recursion's ``x``, re-read)."""
+    x = 0.0
+    for a in range(ip[t], ip[t + 1]):
+        kk = k - itok[a]
+        if kk >= 0 and C[kk, iprod[a], l] > x:
+            x = C[kk, iprod[a], l]
+    s = serv[t]
+    if s > 0 and k - s >= 0 and C[k - s, t, l] > x:
+        x = C[k - s, t, l]
+    return x
+
+
+@njit(cache=True)
+def _upto(C, l, B, lt, eq):  # pragma: no cover - compiled
+    """Per transition, the completions in lane ``l`` before ``B`` (``lt``) and at ``B`` (``eq``):
+    a binary search on each nondecreasing sequence."""
+    K = C.shape[0]
+    for t in range(C.shape[1]):
+        lo, hi = 0, K
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if C[mid, t, l] < B:
+                lo = mid + 1
+            else:
+                hi = mid
+        lt[t] = lo
+        k = lo
+        while k < K and C[k, t, l] == B:
+            k += 1
+        eq[t] = k - lo
+
+
+# ------------------------------------------------------------------------------ driver
+def _chunk(cn: CompiledNet, plan: FastPlan, seeds: list[int], steps: int, warmup: int,
+           samples: bool, max_events: int, halt: list) -> list[RawReplication] | None:
+    T, L = cn.n_transitions, len(seeds)
+    st = np.array(cn.step_transitions, dtype=np.int64)
+    need = warmup + steps
+    per_round = max(1, st.size)
+    kcap = max(MAX_HISTORY_BYTES // (8 * T * L), 1)
+    K = min(kcap, int(1.25 * need / per_round) + plan.max_tokens + 16)
+    C = np.empty(K * T * L)
+    S = np.zeros((L, 4), dtype=np.uint64)
+    for l, sd in enumerate(seeds):
+        S[l] = seed_state(_U((int(sd) ^ _STREAM_XOR) & (2**64 - 1)))
+    ptr = np.zeros((st.size, L), dtype=np.int64)
+    phase = np.zeros(L, dtype=np.int64)
+    lo_a = np.zeros(L)
+    k = 0
+    while True:
+        k = _rounds(C, T, L, k, K, _ROUND_WORK, plan.order, plan.aptr, plan.aprod, plan.atok,
+                    plan.fixed, plan.dfix, cn.d_code, cn.d_par, cn.d_pool, S, st, np.int64(need),
+                    ptr, phase, lo_a)
+        if (phase == 2).all():
+            break
+        if halt:
+            return None
+        if k * T > max_events + T:
+            return None  # the generic engine reports the exhausted budget
+        if k == K:
+            if K >= kcap:
+                return None  # too much history: the generic engine runs instead
+            K2 = min(kcap, 2 * K)
+            C2 = np.empty(K2 * T * L)
+            C2[:C.size] = C
+            C, K = C2, K2
+    C = C[:k * T * L].reshape(k, T, L)
+    raws = []
+    for l in range(L):
+        raws.append(_replication(cn, plan, C, l, st, steps, warmup, samples))
+        if raws[-1].events > max_events:
+            return None  # the generic engine reports the exhausted budget
+    return raws
+
+
+def _replication(cn, plan, C, l, st, steps, warmup, samples) -> RawReplication:
+    """Lane ``l``'s record: the window between its ``warmup``-th and ``warmup + steps``-th step
+    completions in the generic engine's processing order, the step times, the counters."""
+    T, R, K = cn.n_transitions, cn.n_resources, C.shape[0]
+    need = warmup + steps
+    rank = cn.rank
+    vals = np.ascontiguousarray(C[:, st, l].T).ravel()  # index i * K + k: firing k of st[i]
+
+    batch: dict = {}
+
+    def fkey(t: int, k: int) -> tuple:
+        """Where firing ``k`` of ``t`` completes in the generic engine's processing order among
+        completions at the same instant: (completion batch, start, start batch, rank, k).
+        Completions at one instant come in batches — first those of firings started earlier
+        (batch 0), then those of zero-duration firings started after batch b (batch b + 1) —
+        each in start order: by start, the batch after which the start's scan ran (-1: the
+        initial scan), then the scan key, whose request time is the start here (a request held
+        back by the servers bound is re-timed when a server frees) and rank. Checked against the
+        generic engine on random deterministic event graphs, zero durations included."""
+        x = _start(C, t, k, l, plan.ip, plan.iprod, plan.itok, plan.serv)
+        bx = start_batch(t, k, x)
+        return (0 if C[k, t, l] > x else bx + 1, x, bx, int(rank[t]), k)
+
+    def start_batch(t: int, k: int, x: float) -> int:
+        """The batch after which firing ``k`` of ``t`` (start ``x``) started: the latest batch
+        among the completions at ``x`` it waited for (recursing only through zero durations)."""
+        if (t, k) not in batch:
+            bx = -1
+            arcs = [(int(plan.iprod[a]), int(plan.itok[a])) for a in range(plan.ip[t], plan.ip[t + 1])]
+            if plan.serv[t] > 0:
+                arcs.append((t, int(plan.serv[t])))
+            for u, m in arcs:
+                kk = k - m
+                if kk >= 0 and C[kk, u, l] == x:
+                    xu = _start(C, u, kk, l, plan.ip, plan.iprod, plan.itok, plan.serv)
+                    bx = max(bx, 0 if x > xu else start_batch(u, kk, xu) + 1)
+            batch[(t, k)] = bx
+        return batch[(t, k)]
+
+    def key(idx: int) -> tuple:
+        """:func:`fkey` of step completion ``idx`` (index into ``vals``); only ties need it."""
+        return fkey(int(st[idx // K]), idx % K)
+
+    def in_order(idx: np.ndarray) -> np.ndarray:
+        """``idx`` sorted by completion time, ties by :func:`key`."""
+        idx = idx[np.argsort(vals[idx], kind="stable")]
+        v = vals[idx]
+        tied = np.nonzero(v[1:] == v[:-1])[0]
+        end = -1
+        for j in tied.tolist():
+            if j <= end:
+                continue  # inside a run already ordered
+            end = j + 1
+            while end + 1 < v.size and v[end + 1] == v[j]:
+                end += 1
+            idx[j:end + 1] = sorted(idx[j:end + 1].tolist(), key=key)
+        return idx
+
+    kth = [warmup - 1, need - 1] if warmup > 0 else [need - 1]
+    part = np.partition(vals, kth)
+    bounds = []  # the step completions (as indices into vals) that open and close the window
+    for j in kth:
+        B = part[j]
+        less = int(np.count_nonzero(vals < B))
+        bounds.append(int(in_order(np.nonzero(vals == B)[0])[j - less]))
+
+    def upto(idx: int) -> np.ndarray:
+        """Per transition: completions processed up to and including step completion ``idx``."""
+        lt, eq = np.zeros(T, dtype=np.int64), np.zeros(T, dtype=np.int64)
+        _upto(C, l, vals[idx], lt, eq)
+        bkey = key(idx)
+        for t in np.nonzero(eq)[0].tolist():
+            lt[t] += sum(fkey(t, k) <= bkey for k in range(lt[t], lt[t] + eq[t]))
+        return lt
+
+    n1 = upto(bounds[-1])
+    t1 = float(vals[bounds[-1]])
+    if warmup > 0:
+        n0, t0 = upto(bounds[0]), float(vals[bounds[0]])
+    else:
+        n0, t0 = np.zeros(T, dtype=np.int64), 0.0
+    if samples:
+        idx = in_order(np.nonzero((vals >= t0) & (vals <= t1))[0])
+        lo = int(np.nonzero(idx == bounds[0])[0][0]) + 1 if warmup > 0 else 0
+        idx = idx[lo:lo + steps]
+        step_times, step_trans = vals[idx], st[idx // K]
+    else:
+        step_times, step_trans = np.zeros(0), np.zeros(0, dtype=np.int64)
+    return RawReplication(
+        t0=t0, t1=t1, step_times=step_times, step_trans=step_trans,
+        firings=n1 - n0, busy=np.zeros(R), wait_sum=np.zeros(R), wait_n=np.zeros(R, dtype=np.int64),
+        gate_log=np.zeros((0, 2), dtype=np.int64), events=int(n1.sum()))
+
+
+def run_fast(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, samples: bool,
+             max_events: int, parallel: bool = False) -> list[RawReplication] | None:
+    """Replications of ``cn`` by the max-plus recursion, one :class:`RawReplication` per seed
+    (the fields the generic engine fills, from the fast path's own random stream), or None when
+    the fast path does not apply or would need more memory or events than allowed (then the
+    caller runs the generic engine). ``parallel``: the lanes are split over the engine's threads
+    (the kernel releases the GIL); results do not depend on it (each lane owns its stream)."""
+    plan = fast_plan(cn)
+    if plan is None:
+        return None
+    from .driver import n_threads
+
+    nt = min(n_threads(), len(seeds)) if parallel else 1
+    size = min(_LANES, -(-len(seeds) // nt))
+    chunks = [seeds[a:a + size] for a in range(0, len(seeds), size)]
+    halt: list[bool] = []
+
+    def one(ch: list[int]) -> list[RawReplication] | None:
+        return _chunk(cn, plan, ch, steps, warmup, samples, max_events, halt)
+
+    if nt == 1:
+        got = [one(ch) for ch in chunks]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(nt) as ex:
+            try:
+                got = list(ex.map(one, chunks))
+            except BaseException:
+                halt.append(True)  # Ctrl-C: the other chunks stop at their next kernel return
+                raise
+    if any(g is None for g in got):
+        return None
+    return [r for g in got for r in g]  # type: ignore[union-attr]
