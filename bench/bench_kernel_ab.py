@@ -8,6 +8,7 @@ trajectories::
 
     git show HEAD~1:sgdnet/engine/kernel.py > /tmp/kernel_old.py
     PYTHONPATH=. python bench/bench_kernel_ab.py --old /tmp/kernel_old.py --workers 4 16 64
+    PYTHONPATH=. python bench/bench_kernel_ab.py --old /tmp/kernel_old.py --network flows
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, nargs="*", default=[4, 16, 64])
     ap.add_argument("--completions", type=float, default=2e6, help="per timed run (about)")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--network", choices=("fifo", "flows"), default="fifo",
+                    help="the bench model's links: FIFO resources or max-min fair flows")
     a = ap.parse_args()
 
     from bench_engine import build_bench_net
@@ -48,7 +51,7 @@ def main() -> None:
 
     print(f"{'N':>4} {'old compl/s':>12} {'new compl/s':>12} {'new/old':>8}  identical")
     for n in a.workers:
-        net = build_bench_net(n)
+        net = build_bench_net(n, network=a.network)
         per_step = len(net.transitions) / n  # completions per step, about
         steps = max(10, int(a.completions / per_step))
         for w in ("old", "new"):
