@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -38,6 +39,7 @@ def main() -> None:
 
     spec = importlib.util.spec_from_file_location("kernel_old", a.old)
     old = importlib.util.module_from_spec(spec)
+    sys.modules["kernel_old"] = old  # numba resolves a cached function's module by name
     spec.loader.exec_module(old)
     kernels = {"old": old.run_replication, "new": K.run_replication}
 
@@ -52,7 +54,7 @@ def main() -> None:
     print(f"{'N':>4} {'old compl/s':>12} {'new compl/s':>12} {'new/old':>8}  identical")
     for n in a.workers:
         net = build_bench_net(n, network=a.network)
-        per_step = len(net.transitions) / n  # completions per step, about
+        per_step = len(net.transitions)  # completions per step, about (each fires once a step)
         steps = max(10, int(a.completions / per_step))
         for w in ("old", "new"):
             once(w, net, 10)  # JIT / cache load
