@@ -8,6 +8,7 @@ trajectories::
 
     git show HEAD~1:sgdnet/engine/kernel.py > /tmp/kernel_old.py
     PYTHONPATH=. python bench/bench_kernel_ab.py --old /tmp/kernel_old.py --workers 4 16 64
+    PYTHONPATH=. python bench/bench_kernel_ab.py --old /tmp/kernel_old.py --network flows
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -26,6 +28,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, nargs="*", default=[4, 16, 64])
     ap.add_argument("--completions", type=float, default=2e6, help="per timed run (about)")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--network", choices=("fifo", "flows"), default="fifo",
+                    help="the bench model's links: FIFO resources or max-min fair flows")
     a = ap.parse_args()
 
     from bench_engine import build_bench_net
@@ -35,6 +39,7 @@ def main() -> None:
 
     spec = importlib.util.spec_from_file_location("kernel_old", a.old)
     old = importlib.util.module_from_spec(spec)
+    sys.modules["kernel_old"] = old  # numba resolves a cached function's module by name
     spec.loader.exec_module(old)
     kernels = {"old": old.run_replication, "new": K.run_replication}
 
@@ -48,8 +53,8 @@ def main() -> None:
 
     print(f"{'N':>4} {'old compl/s':>12} {'new compl/s':>12} {'new/old':>8}  identical")
     for n in a.workers:
-        net = build_bench_net(n)
-        per_step = len(net.transitions) / n  # completions per step, about
+        net = build_bench_net(n, network=a.network)
+        per_step = len(net.transitions)  # completions per step, about (each fires once a step)
         steps = max(10, int(a.completions / per_step))
         for w in ("old", "new"):
             once(w, net, 10)  # JIT / cache load

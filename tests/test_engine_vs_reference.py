@@ -173,6 +173,43 @@ def flow_net(seed, det=False):
     return net.validate()
 
 
+def star_net(seed, det=False):
+    """Hosts pushing to and pulling from one server over its two links: mostly every flow is
+    bottlenecked at a server link (the kernel's single-bottleneck fast path), sometimes at a slow
+    host link or a rate cap; a host's pushes may overlap (no connection key) on its uplink."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 8))
+    net = Net(f"star{seed}")
+    eff = (1.0, 0.95, 0.9, 0.8) if rng.random() < 0.5 else None
+    net.link("srv_in", float(rng.uniform(1.5, 4.0)), efficiency=eff)
+    net.link("srv_out", float(rng.uniform(1.5, 4.0)))
+
+    def nbytes(mean):
+        return Deterministic(mean) if det else (Exponential(mean), LogNormal(mean, 0.5))[int(rng.integers(2))]
+
+    for i in range(n):
+        net.link(f"up{i}", float(rng.uniform(0.3, 2.0)))
+        net.link(f"dn{i}", float(rng.uniform(0.3, 2.0)))
+        net.resource(f"gpu{i}")
+        net.place(f"h{i}.ready", int(rng.integers(1, 4)))
+        net.place(f"h{i}.out")
+        net.place(f"h{i}.back")
+        net.transition(f"h{i}.compute", Deterministic(float(rng.uniform(0.1, 0.6))) if det
+                       else duration(rng, float(rng.uniform(0.1, 0.6)), False),
+                       inputs=[f"h{i}.ready"], outputs=[f"h{i}.out"], resources=[f"gpu{i}"],
+                       tags={"worker": i, "kind": "compute", "step": True})
+        shared = rng.random() < 0.3  # no connection key: the host's pushes share its uplink
+        cap = float(rng.uniform(0.2, 0.6)) if rng.random() < 0.15 else None
+        net.transfer(f"h{i}.push", nbytes(float(rng.uniform(0.2, 1.5))), [f"up{i}", "srv_in"],
+                     inputs=[f"h{i}.out"], outputs=[f"h{i}.back"], cap=cap,
+                     connection=None if shared else f"{i}->s", servers=math.inf if shared else 1,
+                     tags={"worker": i})
+        net.transfer(f"h{i}.pull", nbytes(float(rng.uniform(0.2, 1.5))), ["srv_out", f"dn{i}"],
+                     inputs=[f"h{i}.back"], outputs=[f"h{i}.ready"], connection=f"s->{i}",
+                     tags={"worker": i})
+    return net.validate()
+
+
 NETS = {
     **{f"teg-{s}": (lambda det, s=s: teg_net(s, det)) for s in (1, 2, 3)},
     **{f"res-{s}": (lambda det, s=s: resource_net(s, det)) for s in (1, 2, 3, 4, 5, 6, 9, 10)},
@@ -180,6 +217,7 @@ NETS = {
     **{f"lag-{s}": (lambda det, s=s: gate_net(s, "lag", det)) for s in (1, 2)},
     **{f"dssp-{s}": (lambda det, s=s: gate_net(s, "dynamic_lag", det)) for s in (1, 2, 3, 4, 5)},
     **{f"flow-{s}": (lambda det, s=s: flow_net(s, det)) for s in (1, 2, 3, 4, 5, 6)},
+    **{f"star-{s}": (lambda det, s=s: star_net(s, det)) for s in (2, 3, 4)},
 }
 
 
@@ -207,7 +245,7 @@ def test_deterministic_nets_give_the_same_run(name):
     kt, ktr = k.step_completion_times(0)
     rt, rtr = r.step_completion_times(0)
     np.testing.assert_allclose(kt, rt, rtol=1e-12)
-    rounded = name.startswith("flow")
+    rounded = name.startswith(("flow", "star"))
     assert _in_order(kt, ktr, rounded) == _in_order(rt, rtr, rounded)
     for res in net.resources:
         assert k.utilization(res).mean == pytest.approx(r.utilization(res).mean, rel=1e-9, abs=1e-12), res
