@@ -6,7 +6,9 @@ Fine-grained net
     (:meth:`ModelProfile.buckets`, PyTorch-DDP rule, threshold ``bucket_bytes``). With
     ``overlap=True`` a bucket's all-reduce starts as soon as every worker finished the backward
     of the bucket's last layer, so communication overlaps the rest of the backward pass; with
-    ``overlap=False`` every bucket waits for the whole backward. All-reduces run one at a time,
+    ``overlap=False`` every bucket waits for the whole backward. Rings of more than
+    ``LOOP_ROUNDS`` rounds are built as looped sub-nets with a round counter (``ring_form``),
+    so the net grows as O(workers x buckets), not O(workers^2 x buckets). All-reduces run one at a time,
     in bucket order (one collective stream, as NCCL runs the collectives of one communicator);
     the order is enforced with a ring of sequence places, so the net stays a timed event graph.
     Each all-reduce is :func:`.collectives.allreduce`: ring (``2(n-1)`` dependent rounds of
@@ -38,7 +40,7 @@ import math
 from ..errors import VariantError
 from ..net import Net
 from ..workload import Cluster, ModelProfile
-from .collectives import allreduce
+from .collectives import LOOP_ROUNDS, RING_FORMS, allreduce
 from .compute import compute_chain, compute_phase
 from .durations import duration
 from .fabric import Fabric
@@ -73,6 +75,10 @@ OPTIONS = (
     Option("channels", 1, "an integer >= 1: concurrent rings of a fine 'ring' all-reduce, as "
            "NCCL's channels; on a topology ring k crosses nodes through NIC k mod nics, so "
            "channels = nics_per_node uses every NIC (1: one ring)", check_int(1)),
+    Option("ring_form", "auto", "'auto', 'unrolled' or 'looped': how fine rings are built: one "
+           "transfer per member and round (the net stays an event graph, 2n(n-1) transfers), or "
+           "a looped sub-net with a round counter (O(n) transitions, same timing); 'auto' loops "
+           f"rings of more than {LOOP_ROUNDS} rounds", check_choice(*RING_FORMS)),
     DISCIPLINE,
     MAX_LAYERS,
 )
@@ -89,7 +95,7 @@ def _update(net: Net, fab: Fabric, cluster: Cluster, i: int, name: str, nbytes: 
 
 def build_coarse(model: ModelProfile, cluster: Cluster, *, algorithm: str, discipline: str,
                  chunks: int = 1, channels: int = 1, bucket_bytes=None, overlap=None,
-                 max_layers=None) -> Net:
+                 max_layers=None, ring_form: str = "auto") -> Net:
     """Coarse-grained all-reduce SGD: compute phase, all-reduce of the model, update."""
     n = cluster.workers
     net = Net(f"allreduce-{algorithm}-coarse")
@@ -110,7 +116,7 @@ def build_coarse(model: ModelProfile, cluster: Cluster, *, algorithm: str, disci
             backs[i] = [start]
     allreduce(net, fab, cluster, "ar", model.grad_bytes, inputs=grads, outputs=backs,
               coarse=True, stream=None, algorithm=algorithm, chunks=chunks,
-              channels=channels)
+              channels=channels, ring_form=ring_form)
     net.meta["buckets"] = [list(range(model.n_layers - 1, -1, -1))]
     net.meta["cluster"] = cluster
     return net
@@ -121,7 +127,7 @@ def build_coarse(model: ModelProfile, cluster: Cluster, *, algorithm: str, disci
           lockstep=True)
 def build_fine(model: ModelProfile, cluster: Cluster, *, algorithm: str, bucket_bytes,
                overlap: bool, discipline: str, max_layers, chunks: int = 1,
-               channels: int = 1) -> Net:
+               channels: int = 1, ring_form: str = "auto") -> Net:
     """Fine-grained all-reduce SGD: per-layer compute, bucketed all-reduces, per-bucket update."""
     n = cluster.workers
     net = Net(f"allreduce-{algorithm}-fine")
@@ -162,7 +168,7 @@ def build_fine(model: ModelProfile, cluster: Cluster, *, algorithm: str, bucket_
         outs[0] = [*outs[0], seq[(b + 1) % B]]
         allreduce(net, fab, cluster, f"ar.b{b}", sizes[b], inputs=ins, outputs=outs,
                   coarse=False, stream=None, tags={"bucket": b}, algorithm=algorithm,
-                  chunks=chunks, channels=channels)
+                  chunks=chunks, channels=channels, ring_form=ring_form)
     net.meta["buckets"] = buckets
     net.meta["bucket_bytes"] = sizes
     net.meta["cluster"] = cluster
@@ -183,6 +189,12 @@ def without_resources(net: Net) -> Net:
             f"net {net.name!r} moves its data as flows over links ({links[:3]}...): a transfer's "
             "duration is its bytes and its rate comes from the links, so they cannot be dropped; "
             "build it with discipline='fifo' for an event graph"
+        )
+    looped = [t.name for t in net.transitions.values() if t.inhibitors]
+    if looped:
+        raise VariantError(
+            f"net {net.name!r} has looped rings ({looped[:2]}...: a round counter with inhibitor "
+            "and weighted arcs), so it is no event graph; build it with ring_form='unrolled'"
         )
     out = net.copy(name=net.name + ":no-resources")
     for t in out.transitions.values():

@@ -321,6 +321,11 @@ class Fabric:
             names.append(f"{name}.recv")
         return names
 
+    def reduces_cost(self) -> bool:
+        """Whether a reducing transfer takes longer than a plain one (:meth:`transfer`'s
+        ``reduce``: flows with ``cluster.reduce_s_per_byte > 0``)."""
+        return self.flows and self.cluster.reduce_s_per_byte > 0
+
     def _link_stage(self, name: str, nbytes: float, src: Host, dst: Host, inputs: list,
                     outputs: list, tags: dict, priority: int, lane: int = 0) -> None:
         """The stage that occupies the network: a flow, or a NIC-holding transition."""
