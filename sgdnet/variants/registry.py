@@ -111,8 +111,22 @@ class VariantSpec:
         clu = resolve_cluster(cluster)
         opts = self.resolve(options)
         fn = self.build_fine if granularity == "fine" else self.build_coarse
+        fallback = None
+        if granularity == "fine" and "max_layers" in opts and options.get("max_layers") is None:
+            from .budget import fit_layer_groups
+
+            def probe(model):
+                with paused_gc():
+                    return fn(model, clu, **opts)
+
+            groups, fallback = fit_layer_groups(probe, prof, clu.workers, clu.compute_cv,
+                                                f"{self.name} on {clu.workers} workers")
+            if groups is not None:
+                opts["max_layers"] = groups
         with paused_gc():
             net = fn(prof, clu, **opts)
+        if fallback is not None:
+            net.meta["layer_fallback"] = fallback
         net.meta.update(
             variant=self.name,
             granularity=granularity,
