@@ -61,8 +61,9 @@ __all__ = ["build_fine", "build_coarse", "without_resources", "OPTIONS"]
 OPTIONS = (
     Option("algorithm", "ring", "'ring' (reduce-scatter + all-gather), 'tree' (binary tree "
            "reduce + broadcast) or 'hierarchical' (intra-node reduce-scatter, inter-node ring "
-           "all-reduce of 1/g per local rank, intra-node all-gather; needs a Cluster topology)",
-           check_choice("ring", "tree", "hierarchical")),
+           "all-reduce of 1/g per local rank, intra-node all-gather; needs a Cluster topology); "
+           "'dbtree': NCCL's double binary tree (two trees, half the data each)",
+           check_choice("ring", "tree", "dbtree", "hierarchical")),
     Option("bucket_bytes", 25e6, "a size (e.g. '25MB'; PyTorch DDP's bucket_cap_mb=25 is 25 MiB = "
            "26214400, and its smaller first bucket is not modelled), 0 (one bucket per layer) "
            "or float('inf') (one bucket): gradient fusion threshold of fine nets",

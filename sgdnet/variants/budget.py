@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..limits import limit
+from ..units import format_bytes
 from ..workload import ModelProfile
 from .layers import group_layers
 
@@ -84,9 +85,9 @@ def fit_layer_groups(build: Callable[[ModelProfile], Any], model: ModelProfile, 
     note = {"layers": L, "layer_groups": groups, "estimated_bytes": est,
             "estimated_bytes_grouped": g_est * BYTES_PER_ELEMENT, "budget_bytes": budget}
     warnings.warn(
-        f"{what}: the fine net of all {L} layers would take ~{est / 2**30:.1f} GiB, over the "
-        f"memory budget of {budget / 2**30:.1f} GiB (max_net_bytes), so it was built with its "
-        f"layers merged into {groups} groups (~{g_est * BYTES_PER_ELEMENT / 2**30:.1f} GiB); "
+        f"{what}: the fine net of all {L} layers would take ~{format_bytes(est)}, over the "
+        f"memory budget of {format_bytes(budget)} (max_net_bytes), so it was built with its "
+        f"layers merged into {groups} groups (~{format_bytes(g_est * BYTES_PER_ELEMENT)}); "
         "pass max_layers=N to choose the groups, granularity='coarse', or raise the budget "
         "with SGDNET_MAX_NET_BYTES=N",
         stacklevel=3,

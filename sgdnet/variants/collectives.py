@@ -28,6 +28,13 @@ All-reduce
       (alpha + S/B)``; for larger ``n`` the serialisation at inner nodes makes it slower than
       that optimistic closed form.
 
+    * ``algorithm="dbtree"``: NCCL's double binary tree (:func:`double_binary_tree`): two
+      trees, each an inner node of at most one, reduce and broadcast half of the data each at
+      the same time (store and forward, no pipelining of chunks); on two ranks
+      ``2 (alpha + S/(2B))``, on four ``4 alpha + 3 S/B`` (tests/test_dbtree.py). Coarse nets
+      use the tree closed form, which assumes what the double tree gives (a node's two
+      children cost one hop's bandwidth). The heap tree of ``"tree"`` is kept as it is.
+
     * ``algorithm="hierarchical"`` (needs a cluster topology of ``N`` nodes of ``g`` GPUs):
       an intra-node reduce-scatter ring, ``g`` concurrent inter-node ring all-reduces of
       ``S/g`` (one per local rank, each GPU through its own NIC, so GPUs sharing a NIC share
@@ -56,9 +63,9 @@ from .durations import duration
 from .fabric import Fabric
 
 #: All-reduce algorithms.
-ALGORITHMS = ("ring", "tree", "hierarchical")
+ALGORITHMS = ("ring", "tree", "dbtree", "hierarchical")
 
-__all__ = ["ALGORITHMS", "LOOP_ROUNDS", "RING_FORMS", "ring_is_looped", "channel_order", "collective_stream", "allreduce", "ps_cluster",
+__all__ = ["ALGORITHMS", "double_binary_tree", "nccl_btree", "LOOP_ROUNDS", "RING_FORMS", "ring_is_looped", "channel_order", "collective_stream", "allreduce", "ps_cluster",
            "PSExchange", "ps_average"]
 
 
@@ -98,8 +105,9 @@ def allreduce(
         Collective-stream place (created if missing); ``None``: no ordering between collectives.
     tags : dict, optional
         Extra tags of every transition (e.g. ``layer``).
-    algorithm : {"ring", "tree", "hierarchical"}
-        Ring all-reduce (reduce-scatter then all-gather), binary-tree reduce + broadcast, or
+    algorithm : {"ring", "tree", "dbtree", "hierarchical"}
+        Ring all-reduce (reduce-scatter then all-gather), binary-tree reduce + broadcast,
+        NCCL's double binary tree, or
         the hierarchical all-reduce of a cluster topology (:func:`_hierarchical`).
     chunks : int
         ``"hierarchical"`` only: pieces the message is pipelined in through its three phases
@@ -164,6 +172,8 @@ def allreduce(
                                    outputs=[done[i]], tags={"worker": i, "kind": "comm", **ctag})
     elif algorithm == "tree":
         _tree(net, fabric, name, nbytes, n, ready, done, ctag)
+    elif algorithm == "dbtree":
+        _dbtree(net, fabric, name, nbytes, n, ready, done, ctag)
     elif algorithm == "hierarchical":
         _hierarchical(net, fabric, cluster, name, nbytes, ready, done, ctag, sync, chunks,
                       ring_form)
@@ -411,20 +421,73 @@ def _hierarchical(net: Net, fabric: Fabric, cluster: Cluster, name: str, nbytes:
                        outputs={done[i]: 1}, tags={"worker": i, **wt})
 
 
+def nccl_btree(n: int, rank: int) -> tuple[int, list[int]]:
+    """Parent (-1 at the root) and children of ``rank`` in NCCL's binary tree over ``n`` ranks
+    (``ncclGetBtree``: rank 0 is the root with one child; a rank's lowest set bit gives its
+    level, odd ranks are leaves)."""
+    bit = 1
+    while bit < n and not bit & rank:
+        bit <<= 1
+    if rank == 0:
+        return -1, ([bit >> 1] if n > 1 else [])
+    up = (rank ^ bit) | (bit << 1)
+    if up >= n:
+        up = rank ^ bit
+    low = bit >> 1
+    kids = []
+    if low:
+        kids.append(rank - low)
+        down1 = rank + low
+        while down1 >= n and low:
+            low >>= 1
+            down1 = rank + low if low else -1
+        if down1 > 0:
+            kids.append(down1)
+    return up, kids
+
+
+def double_binary_tree(n: int) -> list[dict[int, int]]:
+    """NCCL's double binary tree (``ncclGetDtree``) over ``n`` ranks: two parent maps (rank ->
+    parent, -1 at the root). Tree 1 is tree 0 mirrored (``n-1-r``) for even ``n`` and shifted
+    by one rank for odd ``n``, so a rank that is an inner node of one tree is a leaf of the
+    other (tree 0's leaves are the odd ranks)."""
+    t0 = {r: nccl_btree(n, r)[0] for r in range(n)}
+    if n % 2 == 0:
+        def f(r):
+            return n - 1 - r
+    else:
+        def f(r):
+            return (r - 1) % n
+    g = {f(r): r for r in range(n)}  # inverse of f
+    t1 = {}
+    for r in range(n):
+        p = nccl_btree(n, f(r))[0]
+        t1[r] = -1 if p < 0 else g[p]
+    return [t0, t1]
+
+
 def _tree(net: Net, fabric: Fabric, name: str, nbytes: float, n: int, ready: dict,
-          done: dict, ctag: dict) -> None:
-    """Binary-tree reduce then broadcast of ``nbytes`` (see :func:`allreduce`)."""
-    children = {i: [c for c in (2 * i + 1, 2 * i + 2) if c < n] for i in range(n)}
+          done: dict, ctag: dict, parent: dict[int, int] | None = None, lane: int = 0) -> None:
+    """Binary-tree reduce then broadcast of ``nbytes`` (see :func:`allreduce`) over the tree
+    ``parent`` (rank -> parent, -1 at the root; default the heap tree, parent ``(i-1)//2``)."""
+    if parent is None:
+        parent = {i: (i - 1) // 2 if i else -1 for i in range(n)}
+    root = next(i for i in range(n) if parent[i] < 0)
+    children = {i: sorted(c for c in range(n) if parent[c] == i) for i in range(n)}
     # reduce: up[c] = child c's partial sum arrived at its parent
-    up = {c: net.place(f"{name}.w{c}.up.in", worker=(c - 1) // 2).name for c in range(1, n)}
-    for i in range(n - 1, 0, -1):
-        fabric.transfer(f"{name}.w{i}.reduce", nbytes, ("worker", i), ("worker", (i - 1) // 2),
+    up = {c: net.place(f"{name}.w{c}.up.in", worker=parent[c]).name
+          for c in range(n) if c != root}
+    for i in range(n - 1, -1, -1):
+        if i == root:
+            continue
+        fabric.transfer(f"{name}.w{i}.reduce", nbytes, ("worker", i), ("worker", parent[i]),
                         inputs=[ready[i], *(up[c] for c in children[i])], outputs=[up[i]],
-                        tags={"worker": i, **ctag, "phase": "reduce"}, reduce=True)
+                        tags={"worker": i, **ctag, "phase": "reduce"}, reduce=True, lane=lane)
     # broadcast: have[i] = node i holds the reduced message
     have = {i: net.place(f"{name}.w{i}.have", worker=i).name for i in range(n)}
-    net.transition(f"{name}.w0.reduced", 0.0, inputs={ready[0]: 1, **{up[c]: 1 for c in children[0]}},
-                   outputs={have[0]: 1}, tags={"worker": 0, "kind": "sync", **ctag})
+    net.transition(f"{name}.w{root}.reduced", 0.0,
+                   inputs={ready[root]: 1, **{up[c]: 1 for c in children[root]}},
+                   outputs={have[root]: 1}, tags={"worker": root, "kind": "sync", **ctag})
     for i in range(n):
         kids = children[i]
         if not kids:
@@ -439,9 +502,30 @@ def _tree(net: Net, fabric: Fabric, name: str, nbytes: float, n: int, ready: dic
         for c, f, s in zip(kids, fan, sent):
             fabric.transfer(f"{name}.w{i}.bcast{c}", nbytes, ("worker", i), ("worker", c),
                             inputs=[f], outputs=[have[c]], link_outputs=[s],
-                            tags={"worker": i, **ctag, "phase": "broadcast"})
+                            tags={"worker": i, **ctag, "phase": "broadcast"}, lane=lane)
         net.transition(f"{name}.w{i}.fin", 0.0, inputs={p: 1 for p in sent},
                        outputs={done[i]: 1}, tags={"worker": i, "kind": "sync", **ctag})
+
+
+def _dbtree(net: Net, fabric: Fabric, name: str, nbytes: float, n: int, ready: dict,
+            done: dict, ctag: dict) -> None:
+    """NCCL's double binary tree: the two trees of :func:`double_binary_tree` each reduce and
+    broadcast half of the data, at the same time, each on its own connections (lanes 1, 2)."""
+    wt = {"kind": "sync", **ctag}
+    trees = double_binary_tree(n)
+    starts = {(i, k): net.place(f"{name}.t{k}.w{i}.ready", worker=i).name
+              for i in range(n) for k in range(2)}
+    ends = {(i, k): net.place(f"{name}.t{k}.w{i}.done", worker=i).name
+            for i in range(n) for k in range(2)}
+    for i in range(n):
+        net.transition(f"{name}.w{i}.split", 0.0, inputs={ready[i]: 1},
+                       outputs={starts[i, k]: 1 for k in range(2)}, tags={"worker": i, **wt})
+    for k, parent in enumerate(trees):
+        _tree(net, fabric, f"{name}.t{k}", nbytes / 2, n, {i: starts[i, k] for i in range(n)},
+              {i: ends[i, k] for i in range(n)}, {**ctag, "tree": k}, parent, lane=k + 1)
+    for i in range(n):
+        net.transition(f"{name}.w{i}.join", 0.0, inputs={ends[i, k]: 1 for k in range(2)},
+                       outputs={done[i]: 1}, tags={"worker": i, **wt})
 
 
 def ps_cluster(cluster: Cluster, shards: int | None, placement: str | None) -> Cluster:
