@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 
 import pytest
+from test_looped_ring import _end
 
 from sgdnet import Cluster, predict
 from sgdnet.variants.collectives import double_binary_tree, nccl_btree
-from test_looped_ring import _end
 
 S, ALPHA, B = 512e6, 5e-6, 10e9
 
