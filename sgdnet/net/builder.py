@@ -251,6 +251,12 @@ def _name_of(x, what: str) -> str:
 def _arcs(arcs, what: str) -> dict[str, int]:
     if arcs is None:
         return {}
+    if type(arcs) is dict:  # the builders' common case: {place name: weight}, taken as is
+        for k in arcs:
+            if type(k) is not str:
+                break
+        else:
+            return arcs
     if isinstance(arcs, (str, Place)):
         arcs = [arcs]
     if not isinstance(arcs, (Mapping, Iterable)):
