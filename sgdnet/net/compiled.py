@@ -115,6 +115,10 @@ def _structural_key(net: Net) -> str:
     return hashlib.sha1(data).hexdigest()
 
 
+def _items(d: dict) -> tuple:
+    return tuple(d.items())
+
+
 def _key_parts(net: Net, fast: bool) -> list:
     """What the key hashes; tag dicts as item tuples (``fast``: marshal refuses dict
     subclasses) or their repr."""
@@ -123,27 +127,17 @@ def _key_parts(net: Net, fast: bool) -> list:
         d = t.duration
         if id(d) not in dkeys:
             dkeys[id(d)] = _dist_key(d)
+    tags = _items if fast else repr
     parts: list[Any] = [net.name]
-    if fast:
-        parts.append([(p.name, p.tokens, tuple(p.tags.items())) for p in net.places.values()])
-        parts.append([(r.name, r.capacity, r.discipline, tuple(r.tags.items()), r.bandwidth,
-                       r.latency, r.efficiency) for r in net.resources.values()])
-        parts.append([
-            (t.name, dkeys[id(t.duration)], tuple(t.inputs.items()), tuple(t.outputs.items()),
-             tuple(t.inhibitors.items()), t.resources, repr(t.servers), t.priority,
-             tuple(t.tags.items()), t.modulator, t.gate, repr(t.flow_cap))
-            for t in net.transitions.values()
-        ])
-    else:
-        parts.append([(p.name, p.tokens, repr(p.tags)) for p in net.places.values()])
-        parts.append([(r.name, r.capacity, r.discipline, repr(r.tags), r.bandwidth, r.latency,
-                       r.efficiency) for r in net.resources.values()])
-        parts.append([
-            (t.name, dkeys[id(t.duration)], tuple(t.inputs.items()), tuple(t.outputs.items()),
-             tuple(t.inhibitors.items()), t.resources, repr(t.servers), t.priority,
-             repr(t.tags), t.modulator, t.gate, repr(t.flow_cap))
-            for t in net.transitions.values()
-        ])
+    parts.append([(p.name, p.tokens, tags(p.tags)) for p in net.places.values()])
+    parts.append([(r.name, r.capacity, r.discipline, tags(r.tags), r.bandwidth, r.latency,
+                   r.efficiency) for r in net.resources.values()])
+    parts.append([
+        (t.name, dkeys[id(t.duration)], tuple(t.inputs.items()), tuple(t.outputs.items()),
+         tuple(t.inhibitors.items()), t.resources, repr(t.servers), t.priority, tags(t.tags),
+         t.modulator, t.gate, repr(t.flow_cap))
+        for t in net.transitions.values()
+    ])
     parts.append([(g.name, g.kind, g.counters, g.s, g.s_lower, g.r_max) for g in net.gates.values()])
     parts.append([
         (m.name, m.kind, None if m.multiplier is None else _dist_key(m.multiplier), m.resample_on,
