@@ -23,21 +23,22 @@ GB = 1e9
 S = 512e6
 
 
-def _net(cl: Cluster, algorithm: str, form: str, discipline: str = "flows") -> tuple[Net, str]:
+def _net(cl: Cluster, algorithm: str, form: str, discipline: str = "flows",
+         **kw) -> tuple[Net, str]:
     net = Net("ar")
     fab = Fabric(net, cl, discipline)
     n = cl.workers
     ins = {i: [net.place(f"in{i}", 1).name] for i in range(n)}
     outs = {i: [net.place(f"out{i}").name] for i in range(n)}
     _, end = allreduce(net, fab, cl, "ar", S, inputs=ins, outputs=outs, coarse=False,
-                       stream=None, algorithm=algorithm, ring_form=form)
+                       stream=None, algorithm=algorithm, ring_form=form, **kw)
     clk = net.place("clock", tokens=1)
     net.transition("tick", 1e4, inputs={clk: 1}, outputs={clk: 1}, tags={"step": True})
     return net, end
 
 
-def _end(cl: Cluster, algorithm: str, form: str, discipline: str = "flows") -> float:
-    net, end = _net(cl, algorithm, form, discipline)
+def _end(cl: Cluster, algorithm: str, form: str, discipline: str = "flows", **kw) -> float:
+    net, end = _net(cl, algorithm, form, discipline, **kw)
     res = simulate(net, steps=1, warmup=0, replications=1, seed=0, trace=True)
     return {e["name"]: e["end"] for e in res.trace_events(0)}[end]
 
@@ -57,17 +58,26 @@ def test_looped_ring_time_is_the_closed_form(n, discipline):
     assert _end(cl, "ring", "looped", discipline) == pytest.approx(want, rel=1e-12)
 
 
-@pytest.mark.parametrize("case", ["cpu-costs", "nvlink", "hierarchical"])
+@pytest.mark.parametrize("case", ["cpu-costs", "nvlink", "hierarchical", "channels", "chunks"])
 def test_looped_equals_unrolled_to_the_last_bit(case):
+    kw = {}
     if case == "cpu-costs":  # reducing rounds cost more: the loop is two phases
         cl, alg = Cluster(workers=8, bandwidth=10 * GB, latency=5e-6, send_s_per_byte=1e-11,
                           recv_s_per_byte=2e-11, reduce_s_per_byte=3e-11), "ring"
     elif case == "nvlink":  # node-crossing senders never idle: only the last latency shows
         cl, alg = Cluster(workers=12, latency=5e-6, topology=_topo(intra_latency=5e-6)), "ring"
-    else:  # g = 4, N = 8 nodes (14 inter-node rounds), NICs shared by 2 GPUs
+    elif case == "hierarchical":  # g = 4, N = 8 nodes (14 inter-node rounds), NICs shared by 2
         cl, alg = Cluster(workers=32, latency=7e-6,
                           topology=_topo(intra_latency=2e-6, nics_per_node=2)), "hierarchical"
-    assert _end(cl, alg, "looped") == _end(cl, alg, "unrolled")
+    elif case == "channels":  # two concurrent rings, one per NIC, on their own connections
+        cl, alg = Cluster(workers=24, latency=5e-6,
+                          topology=_topo(intra_latency=2e-6, nics_per_node=2)), "ring"
+        kw = {"channels": 2}
+    else:  # pipelined hierarchical: 3 pieces through the three phases, 10 nodes
+        cl, alg = Cluster(workers=40, latency=5e-6,
+                          topology=_topo(intra_latency=2e-6, nics_per_node=2)), "hierarchical"
+        kw = {"chunks": 3}
+    assert _end(cl, alg, "looped", **kw) == _end(cl, alg, "unrolled", **kw)
 
 
 def test_looped_ring_grows_linearly_and_unrolled_quadratically():
