@@ -38,7 +38,8 @@ def test_a_net_over_the_budget_is_built_with_fewer_layer_groups_and_says_so(monk
     fb = net.meta["layer_fallback"]
     assert fb["layers"] == RESNET.n_layers and 1 <= fb["layer_groups"] < RESNET.n_layers
     assert fb["budget_bytes"] == cap and fb["estimated_bytes"] > cap
-    assert (len(net.places) + len(net.transitions)) * budget.BYTES_PER_ELEMENT <= cap
+    built = (len(net.places) + len(net.transitions)) * budget.BYTES_PER_ELEMENT
+    assert built <= cap and fb["built_bytes"] == built
     # an explicit max_layers is the user's choice: no probing, no fallback
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -119,13 +119,16 @@ class VariantSpec:
                 with paused_gc():
                     return fn(model, clu, **opts)
 
-            groups, fallback = fit_layer_groups(probe, prof, clu.workers, clu.compute_cv,
-                                                f"{self.name} on {clu.workers} workers")
+            groups, fallback = fit_layer_groups(probe, prof, clu.workers, clu.compute_cv)
             if groups is not None:
                 opts["max_layers"] = groups
         with paused_gc():
             net = fn(prof, clu, **opts)
         if fallback is not None:
+            from .budget import announce
+
+            announce(fallback, len(net.places) + len(net.transitions),
+                     f"{self.name} on {clu.workers} workers")
             net.meta["layer_fallback"] = fallback
         net.meta.update(
             variant=self.name,
