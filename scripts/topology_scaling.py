@@ -1,10 +1,12 @@
 """One model on 1..N nodes of 8 GPUs: flat ring vs hierarchical all-reduce vs sync PS.
 
-    PYTHONPATH=. python scripts/topology_scaling.py [--nodes 1 2 4 8] [--model gpt2_medium]
-        [--cluster examples/clusters/p4d-8xa100-4x100g.yaml] [--figure docs/img/topology.png]
+    PYTHONPATH=. python scripts/topology_scaling.py [--nodes 1 2 4 ... 128] [--model gpt2_medium]
+        [--cluster examples/clusters/p4d-8xa100-4x100g.yaml] [--granularity coarse]
+        [--figure docs/img/topology_scaling.png]
 
 Prints a Markdown table (samples/s, mean over replications, and the wall time of each
-prediction) and optionally draws the scaling figure.
+prediction) and optionally draws the scaling figure. The PS has one shard per node (on the
+node's first GPU's host), at most ``--max-shards``.
 """
 
 from __future__ import annotations
@@ -17,21 +19,27 @@ from sgdnet import Cluster, predict
 SCHEMES = (
     ("flat ring", "allreduce", {"algorithm": "ring"}),
     ("hierarchical", "allreduce", {"algorithm": "hierarchical", "chunks": 4}),
-    ("sync PS (1 shard/node)", "sync-ps", {"placement": "colocated"}),
+    ("sync PS (1 shard/node, <= 16)", "sync-ps", {"placement": "colocated"}),
 )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--nodes", type=int, nargs="+", default=[1, 2, 4, 8])
+    ap.add_argument("--nodes", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64, 128])
     ap.add_argument("--model", default="gpt2_medium")
     ap.add_argument("--cluster", default="examples/clusters/p4d-8xa100-4x100g.yaml")
-    ap.add_argument("--max-layers", type=int, default=8)
+    ap.add_argument("--max-layers", type=int, default=8, help="layer groups of fine nets")
+    ap.add_argument("--granularity", default="coarse", choices=["coarse", "fine"])
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--replications", type=int, default=2)
+    ap.add_argument("--max-shards", type=int, default=16)
     ap.add_argument("--figure", default=None)
     args = ap.parse_args()
     rows = []
-    print(f"{args.model} on {args.cluster}, fine nets (max_layers={args.max_layers}), "
-          "10 steps x 2 replications")
+    nets = (f"fine nets (max_layers={args.max_layers})" if args.granularity == "fine"
+            else "coarse nets")
+    print(f"{args.model} on {args.cluster}, {nets}, {args.steps} steps x "
+          f"{args.replications} replications")
     print("| nodes | GPUs | " + " | ".join(s[0] for s in SCHEMES) + " |")
     print("|---:|---:|" + "---:|" * len(SCHEMES))
     for nodes in args.nodes:
@@ -40,10 +48,12 @@ def main() -> None:
         for _label, variant, opts in SCHEMES:
             kw = dict(opts)
             if variant == "sync-ps":
-                kw["shards"] = nodes
+                kw["shards"] = min(nodes, args.max_shards)
+            if args.granularity == "fine":
+                kw["max_layers"] = args.max_layers
             t0 = time.perf_counter()
-            p = predict(variant, args.model, cl, steps=10, replications=2, seed=0,
-                        max_layers=args.max_layers, **kw)
+            p = predict(variant, args.model, cl, granularity=args.granularity, steps=args.steps,
+                        replications=args.replications, seed=0, parallel=False, **kw)
             cells.append((p.samples_per_s.mean, time.perf_counter() - t0))
         rows.append((nodes, cells))
         print(f"| {nodes} | {8 * nodes} | " +

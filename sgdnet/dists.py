@@ -484,12 +484,20 @@ def flatten(dists: Sequence[Distribution]) -> tuple[np.ndarray, np.ndarray, np.n
     params = np.zeros((n, N_PARAMS), dtype=np.float64)
     pool: list[np.ndarray] = []
     off = 0
+    seen: dict[int, int] = {}  # id of a distribution without samples -> its first row
     for i, d in enumerate(dists):
+        j = seen.get(id(d))
+        if j is not None:  # the same (immutable) object again: copy its row
+            codes[i] = codes[j]
+            params[i] = params[j]
+            continue
         codes[i] = d.code
         row = d._params()
         params[i, : len(row)] = row
         emp = d if isinstance(d, Empirical) else (d.base if isinstance(d, Straggler) and isinstance(d.base, Empirical) else None)
-        if emp is not None:
+        if emp is None:
+            seen[id(d)] = i
+        else:
             col = 0 if emp is d else 3
             params[i, col] = off
             params[i, col + 1] = emp.samples.size
@@ -524,9 +532,13 @@ def deterministic_rows(codes: np.ndarray, params: np.ndarray, pool: np.ndarray) 
     (``Gamma(cv=0)``, ``LogNormal(cv=0)``, ``Uniform(a, a)``, a one-value ``Empirical``, a
     ``Straggler`` with ``p`` in {0, 1} or ``factor == 1`` over such a base) counts as fixed.
     """
-    out = np.zeros(len(codes), dtype=bool)
-    for i, c in enumerate(codes):
-        c = int(c)
+    codes = np.asarray(codes)
+    a, b = (params[:, 0], params[:, 1]) if len(codes) else (np.zeros(0), np.zeros(0))
+    out = ((codes == CODE_DET) | ((codes == CODE_UNIF) & (a == b))
+           | (np.isin(codes, (CODE_NORM, CODE_LOGN, CODE_SHEXP)) & (b == 0.0))
+           | ((codes == CODE_GAMMA) & (a == 0.0)))
+    for i in np.flatnonzero((codes == CODE_STRAG) | (codes == CODE_EMP)):  # rare: one by one
+        c = int(codes[i])
         if c == CODE_STRAG:
             p, factor = params[i, 0], params[i, 1]
             out[i] = (_base_deterministic(int(params[i, 2]), params[i, 3], params[i, 4], pool)

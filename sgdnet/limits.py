@@ -32,6 +32,9 @@ LIMITS: dict[str, int] = {
     # numpy's zeros are committed lazily, page by page as steps complete, so this bounds what a
     # run that finishes would hold
     "max_output_bytes": 64 * 2**30,
+    # estimated resident bytes of a fine net (built and compiled); a bigger one is built with
+    # its layers merged into fewer groups, and says so (sgdnet.variants.budget)
+    "max_net_bytes": 2 * 2**30,
     # pixels of the longer side of a net drawing (sgdnet draw)
     "max_drawing_px": 8_000,
     # bytes of a file parsed whole (profile JSON, Chrome trace, PNML, study config)

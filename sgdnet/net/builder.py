@@ -15,6 +15,8 @@ from typing import Any
 from ..dists import Distribution, as_distribution
 from ..errors import NetError
 from ..limits import limit
+from ..units import bandwidth as _bw
+from ..units import nbytes as _nb
 
 _TABLES = ("places", "resources", "transitions", "gates", "modulators")
 
@@ -262,9 +264,18 @@ def _name_of(x, what: str) -> str:
     raise NetError(f"{what} {x!r} is neither a name nor a net node")
 
 
-def _arcs(arcs, what: str) -> dict[str, int]:
+def _arcs(arcs, owner: str, kind: str) -> dict[str, int]:
+    """``arcs`` (a place, places, or {place: weight}) as {place name: weight}; errors name
+    ``owner`` (e.g. ``"transition 'x'"``) and the ``kind`` of arcs."""
     if arcs is None:
         return {}
+    if type(arcs) is dict:  # the builders' common case: {place name: weight}, taken as is
+        for k in arcs:
+            if type(k) is not str:
+                break
+        else:
+            return arcs
+    what = f"{owner} {kind}"
     if isinstance(arcs, (str, Place)):
         arcs = [arcs]
     if not isinstance(arcs, (Mapping, Iterable)):
@@ -278,6 +289,19 @@ def _arcs(arcs, what: str) -> dict[str, int]:
             raise NetError(f"{what} lists place {name!r} twice; give one arc with the summed weight")
         out[name] = w
     return out
+
+
+def _names(xs, single: type, what: str) -> list[str]:
+    """Names of ``xs`` (one element of type ``single``, or an iterable of names or nodes)."""
+    if isinstance(xs, (str, single)):
+        xs = [xs]
+    if type(xs) in (list, tuple):
+        for x in xs:
+            if type(x) is not str:
+                break
+        else:
+            return list(xs)
+    return [_name_of(x, what) for x in xs]
 
 
 class Net:
@@ -388,7 +412,6 @@ class Net:
         Resource
             The link (``discipline="flow"``).
         """
-        from ..units import bandwidth as _bw
         from ..units import seconds as _s
 
         self._fresh(name, self.resources, "resource")
@@ -466,12 +489,7 @@ class Net:
         list of str
             ``[name]`` or ``[name, name + ".lat"]``.
         """
-        from ..dists import Distribution as _D
-        from ..units import bandwidth as _bw
-        from ..units import nbytes as _nb
-
-        links = [_name_of(r, f"transfer {name!r} path") for r in
-                 ([path] if isinstance(path, (str, Resource)) else path)]
+        links = _names(path, Resource, f"transfer {name!r} path")
         if not links:
             raise NetError(f"transfer {name!r}: path is empty; give the links it crosses", self.name)
         for ln in links:
@@ -479,11 +497,9 @@ class Net:
             if r is None or r.discipline != "flow":
                 raise NetError(f"transfer {name!r}: path element {ln!r} is not a link; declare it "
                                "with net.link(name, bandwidth)", self.name)
-        work = nbytes if isinstance(nbytes, _D) else _nb(nbytes, what=f"transfer {name!r} nbytes")
+        work = nbytes if isinstance(nbytes, Distribution) else _nb(nbytes, what=f"transfer {name!r} nbytes")
         fcap = math.inf if cap is None else _bw(cap, what=f"transfer {name!r} cap")
-        extra = [] if resources is None else [
-            _name_of(r, f"transfer {name!r} resource")
-            for r in ([resources] if isinstance(resources, (str, Resource)) else resources)]
+        extra = [] if resources is None else _names(resources, Resource, f"transfer {name!r} resource")
         if connection is not None:
             cname = f"conn:{connection}"
             if cname not in self.resources:
@@ -492,8 +508,8 @@ class Net:
             extra.append(cname)
         tg = {"kind": "comm", **(tags or {})}
         latency = sum(self.resources[ln].latency for ln in links)
-        lout = _arcs(link_outputs, f"transfer {name!r} link_outputs")
-        outs = _arcs(outputs, f"transfer {name!r} outputs")
+        lout = _arcs(link_outputs, f"transfer {name!r}", "link_outputs")
+        outs = _arcs(outputs, f"transfer {name!r}", "outputs")
         if latency > 0:
             wire = self.place(f"{name}.wire")
             t = self.transition(name, work, inputs=inputs, outputs={**lout, wire.name: 1},
@@ -544,9 +560,8 @@ class Net:
             dist = as_distribution(duration)
         except Exception as e:  # DistributionError
             raise type(e)(f"transition {name!r}: {e}") from None
-        res = () if resources is None else tuple(
-            _name_of(r, f"transition {name!r} resource") for r in ([resources] if isinstance(resources, (str, Resource)) else resources)
-        )
+        owner = f"transition {name!r}"
+        res = () if resources is None else tuple(_names(resources, Resource, f"{owner} resource"))
         g = None
         if gate is not None:
             if not (isinstance(gate, tuple) and len(gate) == 2):
@@ -556,9 +571,9 @@ class Net:
             Transition,
             name=name,
             duration=dist,
-            inputs=_TrackedDict(_arcs(inputs, f"transition {name!r} inputs")),
-            outputs=_TrackedDict(_arcs(outputs, f"transition {name!r} outputs")),
-            inhibitors=_TrackedDict(_arcs(inhibitors, f"transition {name!r} inhibitors")),
+            inputs=_TrackedDict(_arcs(inputs, owner, "inputs")),
+            outputs=_TrackedDict(_arcs(outputs, owner, "outputs")),
+            inhibitors=_TrackedDict(_arcs(inhibitors, owner, "inhibitors")),
             resources=res,
             servers=servers,
             priority=priority,

@@ -41,9 +41,11 @@ returns the very same object.
 from __future__ import annotations
 
 import hashlib
+import marshal
 import math
 import weakref
 from collections import OrderedDict
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -82,10 +84,10 @@ SWITCH_FIELDS = ("sw_w", "sw_prio", "sw_res")
 
 
 def _csr(lists: list[list]) -> tuple[np.ndarray, np.ndarray]:
-    ptr = np.zeros(len(lists) + 1, dtype=_I)
-    for i, lst in enumerate(lists):
-        ptr[i + 1] = ptr[i] + len(lst)
-    idx = np.array([x for lst in lists for x in lst], dtype=_I) if ptr[-1] else np.zeros(0, dtype=_I)
+    n = len(lists)
+    ptr = np.zeros(n + 1, dtype=_I)
+    np.cumsum(np.fromiter(map(len, lists), dtype=_I, count=n), out=ptr[1:])
+    idx = np.fromiter(chain.from_iterable(lists), dtype=_I, count=int(ptr[-1]))
     return ptr, idx
 
 
@@ -113,13 +115,33 @@ def structural_key(net: Net) -> str:
 
 
 def _structural_key(net: Net) -> str:
+    try:  # marshal: several times faster than repr for plain values
+        data = marshal.dumps(_key_parts(net, True), 2)  # 2: no back-references (identity-free)
+    except ValueError:  # a tag value marshal does not know (numpy scalar, object...)
+        data = repr(_key_parts(net, False)).encode()
+    return hashlib.sha1(data).hexdigest()
+
+
+def _items(d: dict) -> tuple:
+    return tuple(d.items())
+
+
+def _key_parts(net: Net, fast: bool) -> list:
+    """What the key hashes; tag dicts as item tuples (``fast``: marshal refuses dict
+    subclasses) or their repr."""
+    dkeys: dict[int, Any] = {}  # one key per distribution object (shared ones are common)
+    for t in net.transitions.values():
+        d = t.duration
+        if id(d) not in dkeys:
+            dkeys[id(d)] = _dist_key(d)
+    tags = _items if fast else repr
     parts: list[Any] = [net.name]
-    parts.append([(p.name, p.tokens, repr(p.tags)) for p in net.places.values()])
-    parts.append([(r.name, r.capacity, r.discipline, repr(r.tags), r.bandwidth, r.latency, r.efficiency)
-                  for r in net.resources.values()])
+    parts.append([(p.name, p.tokens, tags(p.tags)) for p in net.places.values()])
+    parts.append([(r.name, r.capacity, r.discipline, tags(r.tags), r.bandwidth, r.latency,
+                   r.efficiency) for r in net.resources.values()])
     parts.append([
-        (t.name, _dist_key(t.duration), tuple(t.inputs.items()), tuple(t.outputs.items()),
-         tuple(t.inhibitors.items()), t.resources, repr(t.servers), t.priority, repr(t.tags),
+        (t.name, dkeys[id(t.duration)], tuple(t.inputs.items()), tuple(t.outputs.items()),
+         tuple(t.inhibitors.items()), t.resources, repr(t.servers), t.priority, tags(t.tags),
          t.modulator, t.gate, repr(t.flow_cap))
         + (() if t.weight is None else (repr(t.weight),))
         for t in net.transitions.values()
@@ -130,7 +152,7 @@ def _structural_key(net: Net) -> str:
          m.slow_factor, m.mean_fast, m.mean_slow)
         for m in net.modulators.values()
     ])
-    return hashlib.sha1(repr(parts).encode()).hexdigest()
+    return parts
 
 
 class CompiledNet:

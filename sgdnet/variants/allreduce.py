@@ -6,7 +6,9 @@ Fine-grained net
     (:meth:`ModelProfile.buckets`, PyTorch-DDP rule, threshold ``bucket_bytes``). With
     ``overlap=True`` a bucket's all-reduce starts as soon as every worker finished the backward
     of the bucket's last layer, so communication overlaps the rest of the backward pass; with
-    ``overlap=False`` every bucket waits for the whole backward. All-reduces run one at a time,
+    ``overlap=False`` every bucket waits for the whole backward. Rings of more than
+    ``LOOP_ROUNDS`` rounds are built as looped sub-nets with a round counter (``ring_form``),
+    so the net grows as O(workers x buckets), not O(workers^2 x buckets). All-reduces run one at a time,
     in bucket order (one collective stream, as NCCL runs the collectives of one communicator);
     the order is enforced with a ring of sequence places, so the net stays a timed event graph.
     Each all-reduce is :func:`.collectives.allreduce`: ring (``2(n-1)`` dependent rounds of
@@ -46,6 +48,7 @@ import math
 from ..errors import VariantError
 from ..net import Net
 from ..workload import Cluster, ModelProfile
+from .collectives import LOOP_ROUNDS, RING_FORMS
 from .compression import compressed_allreduce, tensor_sizes
 from .compute import compute_chain, compute_phase, worker_profiles
 from .durations import duration
@@ -70,8 +73,9 @@ __all__ = ["build_fine", "build_coarse", "without_resources", "OPTIONS"]
 OPTIONS = (
     Option("algorithm", "ring", "'ring' (reduce-scatter + all-gather), 'tree' (binary tree "
            "reduce + broadcast) or 'hierarchical' (intra-node reduce-scatter, inter-node ring "
-           "all-reduce of 1/g per local rank, intra-node all-gather; needs a Cluster topology)",
-           check_choice("ring", "tree", "hierarchical")),
+           "all-reduce of 1/g per local rank, intra-node all-gather; needs a Cluster topology); "
+           "'dbtree': NCCL's double binary tree (two trees, half the data each)",
+           check_choice("ring", "tree", "dbtree", "hierarchical")),
     Option("bucket_bytes", 25e6, "a size (e.g. '25MB'; PyTorch DDP's bucket_cap_mb=25 is 25 MiB = "
            "26214400, and its smaller first bucket is not modelled), 0 (one bucket per layer) "
            "or float('inf') (one bucket): gradient fusion threshold of fine nets",
@@ -87,6 +91,10 @@ OPTIONS = (
     BALANCE,
     COMPRESSION,
     COMM_GRANULARITY,
+    Option("ring_form", "auto", "'auto', 'unrolled' or 'looped': how fine rings are built: one "
+           "transfer per member and round (the net stays an event graph, 2n(n-1) transfers), or "
+           "a looped sub-net with a round counter (O(n) transitions, same timing); 'auto' loops "
+           f"rings of more than {LOOP_ROUNDS} rounds", check_choice(*RING_FORMS)),
     DISCIPLINE,
     MAX_LAYERS,
 )
@@ -104,7 +112,7 @@ def _update(net: Net, fab: Fabric, cluster: Cluster, i: int, name: str, nbytes: 
 def build_coarse(model: ModelProfile, cluster: Cluster, *, algorithm: str, discipline: str,
                  chunks: int = 1, channels: int = 1, bucket_bytes=None, overlap=None,
                  max_layers=None, balance: str = "none", compression=None,
-                 comm_granularity: str = "layer") -> Net:
+                 comm_granularity: str = "layer", ring_form: str = "auto") -> Net:
     """Coarse-grained all-reduce SGD: compute phase, all-reduce of the model, update."""
     n = cluster.workers
     net = Net(f"allreduce-{algorithm}-coarse")
@@ -126,7 +134,7 @@ def build_coarse(model: ModelProfile, cluster: Cluster, *, algorithm: str, disci
             backs[i] = [start]
     compressed_allreduce(net, fab, cluster, model, "ar", model.grad_bytes, tensor_sizes(model),
                          compression, inputs=grads, outputs=backs, coarse=True, stream=None,
-                         algorithm=algorithm, chunks=chunks, channels=channels)
+                         algorithm=algorithm, chunks=chunks, channels=channels, ring_form=ring_form)
     net.meta["buckets"] = [list(range(model.n_layers - 1, -1, -1))]
     net.meta["cluster"] = cluster
     if balance != "none":
@@ -140,7 +148,7 @@ def build_coarse(model: ModelProfile, cluster: Cluster, *, algorithm: str, disci
 def build_fine(model: ModelProfile, cluster: Cluster, *, algorithm: str, bucket_bytes,
                overlap: bool, discipline: str, max_layers, chunks: int = 1,
                channels: int = 1, balance: str = "none", compression=None,
-               comm_granularity: str = "layer") -> Net:
+               comm_granularity: str = "layer", ring_form: str = "auto") -> Net:
     """Fine-grained all-reduce SGD: per-layer compute, bucketed all-reduces, per-bucket update."""
     n = cluster.workers
     net = Net(f"allreduce-{algorithm}-fine")
@@ -184,7 +192,7 @@ def build_fine(model: ModelProfile, cluster: Cluster, *, algorithm: str, bucket_
         compressed_allreduce(net, fab, cluster, prof, f"ar.b{b}", sizes[b],
                              tensor_sizes(prof, layers), compression, inputs=ins, outputs=outs,
                              coarse=False, stream=None, tags={"bucket": b},
-                             algorithm=algorithm, chunks=chunks, channels=channels)
+                             algorithm=algorithm, chunks=chunks, channels=channels, ring_form=ring_form)
     net.meta["buckets"] = buckets
     net.meta["bucket_bytes"] = sizes
     net.meta["cluster"] = cluster
@@ -207,6 +215,12 @@ def without_resources(net: Net) -> Net:
             f"net {net.name!r} moves its data as flows over links ({links[:3]}...): a transfer's "
             "duration is its bytes and its rate comes from the links, so they cannot be dropped; "
             "build it with discipline='fifo' for an event graph"
+        )
+    looped = [t.name for t in net.transitions.values() if t.inhibitors]
+    if looped:
+        raise VariantError(
+            f"net {net.name!r} has looped rings ({looped[:2]}...: a round counter with inhibitor "
+            "and weighted arcs), so it is no event graph; build it with ring_form='unrolled'"
         )
     out = net.copy(name=net.name + ":no-resources")
     for t in out.transitions.values():

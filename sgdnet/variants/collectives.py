@@ -28,6 +28,13 @@ All-reduce
       (alpha + S/B)``; for larger ``n`` the serialisation at inner nodes makes it slower than
       that optimistic closed form.
 
+    * ``algorithm="dbtree"``: NCCL's double binary tree (:func:`double_binary_tree`): two
+      trees, each an inner node of at most one, reduce and broadcast half of the data each at
+      the same time (store and forward, no pipelining of chunks); on two ranks
+      ``2 (alpha + S/(2B))``, on four ``4 alpha + 3 S/B`` (tests/test_dbtree.py). Coarse nets
+      use the tree closed form, which assumes what the double tree gives (a node's two
+      children cost one hop's bandwidth). The heap tree of ``"tree"`` is kept as it is.
+
     * ``algorithm="hierarchical"`` (needs a cluster topology of ``N`` nodes of ``g`` GPUs):
       an intra-node reduce-scatter ring, ``g`` concurrent inter-node ring all-reduces of
       ``S/g`` (one per local rank, each GPU through its own NIC, so GPUs sharing a NIC share
@@ -62,9 +69,9 @@ from .fabric import Fabric
 
 #: All-reduce algorithms ("allgather": every worker ends with every worker's ``nbytes``, the
 #: exchange of top-k sparse gradients, :mod:`.compression`).
-ALGORITHMS = ("ring", "tree", "hierarchical", "allgather")
+ALGORITHMS = ("ring", "tree", "dbtree", "hierarchical", "allgather")
 
-__all__ = ["ALGORITHMS", "channel_order", "collective_stream", "allreduce", "ps_cluster",
+__all__ = ["ALGORITHMS", "double_binary_tree", "nccl_btree", "LOOP_ROUNDS", "RING_FORMS", "ring_is_looped", "channel_order", "collective_stream", "allreduce", "ps_cluster",
            "PSExchange", "ps_average"]
 
 
@@ -90,6 +97,7 @@ def allreduce(
     algorithm: str = "ring",
     chunks: int = 1,
     channels: int = 1,
+    ring_form: str = "auto",
 ) -> tuple[str, str]:
     """Add an all-reduce of ``nbytes`` among the cluster's workers (see the module docstring).
 
@@ -103,8 +111,9 @@ def allreduce(
         Collective-stream place (created if missing); ``None``: no ordering between collectives.
     tags : dict, optional
         Extra tags of every transition (e.g. ``layer``).
-    algorithm : {"ring", "tree", "hierarchical"}
-        Ring all-reduce (reduce-scatter then all-gather), binary-tree reduce + broadcast, or
+    algorithm : {"ring", "tree", "dbtree", "hierarchical"}
+        Ring all-reduce (reduce-scatter then all-gather), binary-tree reduce + broadcast,
+        NCCL's double binary tree, or
         the hierarchical all-reduce of a cluster topology (:func:`_hierarchical`).
     chunks : int
         ``"hierarchical"`` only: pieces the message is pipelined in through its three phases
@@ -113,6 +122,11 @@ def allreduce(
         ``"ring"`` only: concurrent rings of ``nbytes / channels`` each, as NCCL's channels;
         on a topology ring ``k`` enters and leaves every node through NIC ``k mod nics``
         (:func:`channel_order`), so ``channels = nics_per_node`` uses every NIC.
+    ring_form : {"auto", "unrolled", "looped"}
+        How the rings of fine ``"ring"`` and ``"hierarchical"`` all-reduces are built: one
+        transfer per member and round (``m * rounds`` transfers; the net stays an event graph),
+        or a looped sub-net with a round counter (``O(m)`` transitions, same timing; see
+        :func:`_ring_loop`); ``"auto"``: looped for rings of more than ``LOOP_ROUNDS`` rounds.
 
     Returns
     -------
@@ -138,6 +152,7 @@ def allreduce(
         raise VariantError(f"channels={channels} runs concurrent rings of a fine "
                            f"algorithm='ring' all-reduce; with algorithm={algorithm!r}"
                            f"{' (coarse)' if coarse else ''} pass channels=1")
+    ring_is_looped(ring_form, 0)  # checks the value
     n = cluster.workers
     extra = dict(tags or {})
     begin_in = {p: 1 for i in range(n) for p in inputs.get(i, ())}
@@ -165,32 +180,61 @@ def allreduce(
         _tree(net, fabric, name, nbytes, n, ready, done, ctag)
     elif algorithm == "allgather":  # ring all-gather of nbytes per worker, fine and coarse
         _ring(net, fabric, name, list(range(n)), nbytes, n - 1, 0, ready, done, ctag, sync)
+    elif algorithm == "dbtree":
+        _dbtree(net, fabric, name, nbytes, n, ready, done, ctag)
     elif algorithm == "hierarchical":
-        _hierarchical(net, fabric, cluster, name, nbytes, ready, done, ctag, sync, chunks)
+        _hierarchical(net, fabric, cluster, name, nbytes, ready, done, ctag, sync, chunks,
+                      ring_form)
     elif channels == 1:
         _ring(net, fabric, name, list(range(n)), nbytes / n, 2 * (n - 1), n - 1, ready, done,
-              ctag, sync)
+              ctag, sync, form=ring_form)
     else:
-        _channels(net, cluster, fabric, name, nbytes, channels, ready, done, ctag, sync)
+        _channels(net, cluster, fabric, name, nbytes, channels, ready, done, ctag, sync,
+                  ring_form)
     net.transition(f"{name}.end", 0.0, inputs={p: 1 for p in done.values()}, outputs=end_out,
                    tags=sync)
     return f"{name}.begin", f"{name}.end"
 
 
+#: Rings with more rounds than this are built looped by ``ring_form="auto"`` (see :func:`_ring`).
+LOOP_ROUNDS = 16
+
+#: How a ring's rounds are built: unrolled stages, a looped sub-net, or chosen by size.
+RING_FORMS = ("auto", "unrolled", "looped")
+
+
+def ring_is_looped(form: str, rounds: int) -> bool:
+    """Whether a ring of ``rounds`` rounds is built looped under ``form`` (see :func:`_ring`)."""
+    if form not in RING_FORMS:
+        raise VariantError(f"ring_form={form!r}: use one of {list(RING_FORMS)}")
+    return form == "looped" or (form == "auto" and rounds > LOOP_ROUNDS)
+
+
 def _ring(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk: float,
           rounds: int, reducing: int, ready: dict, done: dict, ctag: dict, sync: dict,
-          lane: int = 0) -> None:
+          lane: int = 0, form: str = "auto") -> None:
     """A ring over ``members`` (in ring order): ``rounds`` dependent rounds in which each member
     sends ``chunk`` bytes to its successor; the first ``reducing`` rounds reduce at the receiver.
     Member ``i`` starts from ``ready[i]`` and ends in ``done[i]``: ``2(m-1)`` rounds with
     ``m-1`` reducing is an all-reduce, ``m-1`` rounds with ``m-1`` (0) reducing a
-    reduce-scatter (an all-gather). Transfers ``{prefix}.w{i}.r{r}``, finish ``{prefix}.w{i}.fin``.
+    reduce-scatter (an all-gather). Member ``i``'s round ``r+1`` send waits for its round ``r``
+    send to leave the link and for the chunk of round ``r`` from its predecessor to arrive.
+
+    ``form="unrolled"``: one transfer per member and round, ``{prefix}.w{i}.r{r}`` (tagged
+    ``round=r``), finish ``{prefix}.w{i}.fin``; ``m * rounds`` transfers, and the net stays a
+    timed event graph (what :func:`sgdnet.analysis.cycle_time` needs). ``form="looped"``:
+    :func:`_ring_loop`, ``O(m)`` transitions whatever the rounds. ``"auto"``: looped when
+    ``rounds > LOOP_ROUNDS``.
     """
     m = len(members)
     if rounds == 0 or m == 1:
         for i in members:
             net.transition(f"{prefix}.w{i}.fin", 0.0, inputs={ready[i]: 1},
                            outputs={done[i]: 1}, tags={"worker": i, **sync})
+        return
+    if ring_is_looped(form, rounds):
+        _ring_loop(net, fabric, prefix, members, chunk, rounds, reducing, ready, done, ctag,
+                   sync, lane)
         return
     # arrived[i, r]: member i holds the chunk sent to it in round r
     arrived = {(i, r): net.place(f"{prefix}.w{i}.r{r}.in", worker=i).name
@@ -209,6 +253,61 @@ def _ring(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk: floa
         net.transition(f"{prefix}.w{i}.fin", 0.0,
                        inputs={sent[i, rounds - 1]: 1, arrived[i, rounds - 1]: 1},
                        outputs={done[i]: 1}, tags={"worker": i, **sync})
+
+
+def _ring_loop(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk: float,
+               rounds: int, reducing: int, ready: dict, done: dict, ctag: dict, sync: dict,
+               lane: int = 0) -> None:
+    """The ring of :func:`_ring` as a looped sub-net: per member and phase a start, one
+    transfer that fires once per round, a ``next`` and a ``fin`` transition.
+
+    Member ``i``'s phase (``R`` rounds) starts with ``{p}.start``, which puts one token in
+    ``{p}.go`` and ``R - 1`` in the round counter ``{p}.left``; the transfer ``{p}.send``
+    (to the successor, tagged ``rounds=R``) consumes ``go``, gives ``{p}.sent`` when its bytes
+    left the link and a token in the successor's ``{p}.in`` when they arrived;
+    ``{p}.next`` takes ``sent``, one ``in`` token and one ``left`` token and gives ``go`` back
+    (the next round); ``{p}.fin``, inhibited while ``left`` holds a token, takes the last
+    ``sent`` and ``in``. Counting the predecessor's arrivals in ``in`` is exact because a
+    member's sends arrive in round order (each waits for the previous one to leave the link,
+    and the latency and the receiver's CPU queue keep the order). The reducing rounds and the
+    others are two phases when the receiver's reduction costs time
+    (:meth:`.Fabric.reduces_cost`), else one phase of ``rounds`` rounds. Same timing as the
+    unrolled ring; ``O(m)`` transitions, but with weighted and inhibitor arcs, so no longer an
+    event graph.
+    """
+    m = len(members)
+    if fabric.reduces_cost() and 0 < reducing < rounds:
+        phases = [(reducing, True), (rounds - reducing, False)]
+    else:
+        phases = [(rounds, reducing > 0)]
+    src = ready
+    for k, (R, red) in enumerate(phases):
+        last = k == len(phases) - 1
+        pre = f"{prefix}.loop{k}" if len(phases) > 1 else f"{prefix}.loop"
+        dst = done if last else {i: net.place(f"{pre}.w{i}.out", worker=i).name
+                                 for i in members}
+        arr = {i: net.place(f"{pre}.w{i}.in", worker=i).name for i in members}
+        for x, i in enumerate(members):
+            j = members[(x + 1) % m]
+            p = f"{pre}.w{i}"
+            go = net.place(f"{p}.go", worker=i).name
+            sent = net.place(f"{p}.sent", worker=i).name
+            start_out = {go: 1}
+            if R > 1:
+                left = net.place(f"{p}.left", worker=i).name
+                start_out[left] = R - 1
+            net.transition(f"{p}.start", 0.0, inputs={src[i]: 1}, outputs=start_out,
+                           tags={"worker": i, **sync})
+            fabric.transfer(f"{p}.send", chunk, ("worker", i), ("worker", j), inputs=[go],
+                            outputs=[arr[j]], link_outputs=[sent],
+                            tags={"worker": i, **ctag, "rounds": R}, reduce=red, lane=lane)
+            if R > 1:
+                net.transition(f"{p}.next", 0.0, inputs={sent: 1, arr[i]: 1, left: 1},
+                               outputs={go: 1}, tags={"worker": i, **sync})
+            net.transition(f"{p}.fin", 0.0, inputs={sent: 1, arr[i]: 1},
+                           inhibitors={left: 1} if R > 1 else None,
+                           outputs={dst[i]: 1}, tags={"worker": i, **sync})
+        src = dst
 
 
 def channel_order(cluster: Cluster, k: int) -> list[int]:
@@ -231,7 +330,8 @@ def channel_order(cluster: Cluster, k: int) -> list[int]:
 
 
 def _channels(net: Net, cluster: Cluster, fabric: Fabric, name: str, nbytes: float,
-              channels: int, ready: dict, done: dict, ctag: dict, sync: dict) -> None:
+              channels: int, ready: dict, done: dict, ctag: dict, sync: dict,
+              form: str = "auto") -> None:
     """``channels`` concurrent ring all-reduces of ``nbytes / channels`` in the orders of
     :func:`channel_order`, each on its own connections (lane ``k + 1``); a GPU is done when
     all its rings are."""
@@ -248,7 +348,8 @@ def _channels(net: Net, cluster: Cluster, fabric: Fabric, name: str, nbytes: flo
     for k in range(channels):
         _ring(net, fabric, f"{name}.ch{k}", channel_order(cluster, k), nbytes / (channels * n),
               2 * (n - 1), n - 1, {i: starts[i, k] for i in range(n)},
-              {i: ends[i, k] for i in range(n)}, {**ctag, "channel": k}, sync, lane=k + 1)
+              {i: ends[i, k] for i in range(n)}, {**ctag, "channel": k}, sync, lane=k + 1,
+              form=form)
     for i in range(n):
         net.transition(f"{name}.w{i}.join", 0.0,
                        inputs={ends[i, k]: 1 for k in range(channels)}, outputs={done[i]: 1},
@@ -256,7 +357,8 @@ def _channels(net: Net, cluster: Cluster, fabric: Fabric, name: str, nbytes: flo
 
 
 def _hierarchical(net: Net, fabric: Fabric, cluster: Cluster, name: str, nbytes: float,
-                  ready: dict, done: dict, ctag: dict, sync: dict, chunks: int = 1) -> None:
+                  ready: dict, done: dict, ctag: dict, sync: dict, chunks: int = 1,
+                  form: str = "auto") -> None:
     """Hierarchical all-reduce over a topology of ``N`` nodes of ``g`` GPUs: a reduce-scatter
     ring inside each node (``g-1`` rounds of ``S/g``), then ``g`` concurrent inter-node ring
     all-reduces, one per local rank, of that rank's ``S/g`` (``2(N-1)`` rounds of
@@ -284,7 +386,7 @@ def _hierarchical(net: Net, fabric: Fabric, cluster: Cluster, name: str, nbytes:
                 phases, (ready, rs, ar), (rs, ar, done)):
             for k, members in enumerate(groups):
                 _ring(net, fabric, f"{name}.{ph}.{key}{k}", members, size, rounds, red, src, dst,
-                      {**ctag, "phase": label}, sync)
+                      {**ctag, "phase": label}, sync, form=form)
         return
     wt = {"kind": "sync", **sync}
     # piece c of GPU i: ready -> go(rs) -> ring -> fork -> go(ar) -> ... -> fork(ag) -> join
@@ -310,7 +412,7 @@ def _hierarchical(net: Net, fabric: Fabric, cluster: Cluster, name: str, nbytes:
                                tags={"worker": i, **wt})
             for k, members in enumerate(groups):
                 _ring(net, fabric, f"{pre}.{key}{k}", members, size, rounds, red, src, out,
-                      {**ctag, "phase": label, "chunk": c}, sync)
+                      {**ctag, "phase": label, "chunk": c}, sync, form=form)
             for i in range(n):
                 nxt_phase[i, c] = net.place(f"{pre}.w{i}.next", worker=i).name
                 nxt_chunk[i, c] = net.place(f"{pre}.w{i}.after", worker=i).name
@@ -327,20 +429,73 @@ def _hierarchical(net: Net, fabric: Fabric, cluster: Cluster, name: str, nbytes:
                        outputs={done[i]: 1}, tags={"worker": i, **wt})
 
 
+def nccl_btree(n: int, rank: int) -> tuple[int, list[int]]:
+    """Parent (-1 at the root) and children of ``rank`` in NCCL's binary tree over ``n`` ranks
+    (``ncclGetBtree``: rank 0 is the root with one child; a rank's lowest set bit gives its
+    level, odd ranks are leaves)."""
+    bit = 1
+    while bit < n and not bit & rank:
+        bit <<= 1
+    if rank == 0:
+        return -1, ([bit >> 1] if n > 1 else [])
+    up = (rank ^ bit) | (bit << 1)
+    if up >= n:
+        up = rank ^ bit
+    low = bit >> 1
+    kids = []
+    if low:
+        kids.append(rank - low)
+        down1 = rank + low
+        while down1 >= n and low:
+            low >>= 1
+            down1 = rank + low if low else -1
+        if down1 > 0:
+            kids.append(down1)
+    return up, kids
+
+
+def double_binary_tree(n: int) -> list[dict[int, int]]:
+    """NCCL's double binary tree (``ncclGetDtree``) over ``n`` ranks: two parent maps (rank ->
+    parent, -1 at the root). Tree 1 is tree 0 mirrored (``n-1-r``) for even ``n`` and shifted
+    by one rank for odd ``n``, so a rank that is an inner node of one tree is a leaf of the
+    other (tree 0's leaves are the odd ranks)."""
+    t0 = {r: nccl_btree(n, r)[0] for r in range(n)}
+    if n % 2 == 0:
+        def f(r):
+            return n - 1 - r
+    else:
+        def f(r):
+            return (r - 1) % n
+    g = {f(r): r for r in range(n)}  # inverse of f
+    t1 = {}
+    for r in range(n):
+        p = nccl_btree(n, f(r))[0]
+        t1[r] = -1 if p < 0 else g[p]
+    return [t0, t1]
+
+
 def _tree(net: Net, fabric: Fabric, name: str, nbytes: float, n: int, ready: dict,
-          done: dict, ctag: dict) -> None:
-    """Binary-tree reduce then broadcast of ``nbytes`` (see :func:`allreduce`)."""
-    children = {i: [c for c in (2 * i + 1, 2 * i + 2) if c < n] for i in range(n)}
+          done: dict, ctag: dict, parent: dict[int, int] | None = None, lane: int = 0) -> None:
+    """Binary-tree reduce then broadcast of ``nbytes`` (see :func:`allreduce`) over the tree
+    ``parent`` (rank -> parent, -1 at the root; default the heap tree, parent ``(i-1)//2``)."""
+    if parent is None:
+        parent = {i: (i - 1) // 2 if i else -1 for i in range(n)}
+    root = next(i for i in range(n) if parent[i] < 0)
+    children = {i: sorted(c for c in range(n) if parent[c] == i) for i in range(n)}
     # reduce: up[c] = child c's partial sum arrived at its parent
-    up = {c: net.place(f"{name}.w{c}.up.in", worker=(c - 1) // 2).name for c in range(1, n)}
-    for i in range(n - 1, 0, -1):
-        fabric.transfer(f"{name}.w{i}.reduce", nbytes, ("worker", i), ("worker", (i - 1) // 2),
+    up = {c: net.place(f"{name}.w{c}.up.in", worker=parent[c]).name
+          for c in range(n) if c != root}
+    for i in range(n - 1, -1, -1):
+        if i == root:
+            continue
+        fabric.transfer(f"{name}.w{i}.reduce", nbytes, ("worker", i), ("worker", parent[i]),
                         inputs=[ready[i], *(up[c] for c in children[i])], outputs=[up[i]],
-                        tags={"worker": i, **ctag, "phase": "reduce"}, reduce=True)
+                        tags={"worker": i, **ctag, "phase": "reduce"}, reduce=True, lane=lane)
     # broadcast: have[i] = node i holds the reduced message
     have = {i: net.place(f"{name}.w{i}.have", worker=i).name for i in range(n)}
-    net.transition(f"{name}.w0.reduced", 0.0, inputs={ready[0]: 1, **{up[c]: 1 for c in children[0]}},
-                   outputs={have[0]: 1}, tags={"worker": 0, "kind": "sync", **ctag})
+    net.transition(f"{name}.w{root}.reduced", 0.0,
+                   inputs={ready[root]: 1, **{up[c]: 1 for c in children[root]}},
+                   outputs={have[root]: 1}, tags={"worker": root, "kind": "sync", **ctag})
     for i in range(n):
         kids = children[i]
         if not kids:
@@ -355,9 +510,30 @@ def _tree(net: Net, fabric: Fabric, name: str, nbytes: float, n: int, ready: dic
         for c, f, s in zip(kids, fan, sent):
             fabric.transfer(f"{name}.w{i}.bcast{c}", nbytes, ("worker", i), ("worker", c),
                             inputs=[f], outputs=[have[c]], link_outputs=[s],
-                            tags={"worker": i, **ctag, "phase": "broadcast"})
+                            tags={"worker": i, **ctag, "phase": "broadcast"}, lane=lane)
         net.transition(f"{name}.w{i}.fin", 0.0, inputs={p: 1 for p in sent},
                        outputs={done[i]: 1}, tags={"worker": i, "kind": "sync", **ctag})
+
+
+def _dbtree(net: Net, fabric: Fabric, name: str, nbytes: float, n: int, ready: dict,
+            done: dict, ctag: dict) -> None:
+    """NCCL's double binary tree: the two trees of :func:`double_binary_tree` each reduce and
+    broadcast half of the data, at the same time, each on its own connections (lanes 1, 2)."""
+    wt = {"kind": "sync", **ctag}
+    trees = double_binary_tree(n)
+    starts = {(i, k): net.place(f"{name}.t{k}.w{i}.ready", worker=i).name
+              for i in range(n) for k in range(2)}
+    ends = {(i, k): net.place(f"{name}.t{k}.w{i}.done", worker=i).name
+            for i in range(n) for k in range(2)}
+    for i in range(n):
+        net.transition(f"{name}.w{i}.split", 0.0, inputs={ready[i]: 1},
+                       outputs={starts[i, k]: 1 for k in range(2)}, tags={"worker": i, **wt})
+    for k, parent in enumerate(trees):
+        _tree(net, fabric, f"{name}.t{k}", nbytes / 2, n, {i: starts[i, k] for i in range(n)},
+              {i: ends[i, k] for i in range(n)}, {**ctag, "tree": k}, parent, lane=k + 1)
+    for i in range(n):
+        net.transition(f"{name}.w{i}.join", 0.0, inputs={ends[i, k]: 1 for k in range(2)},
+                       outputs={done[i]: 1}, tags={"worker": i, **wt})
 
 
 def ps_cluster(cluster: Cluster, shards: int | None, placement: str | None) -> Cluster:

@@ -118,6 +118,7 @@ class Fabric:
         self.flows = discipline == "flows"
         self.nic_discipline = "priority" if priority else discipline
         self._res: dict[str, str] = {}
+        self._paths: dict[tuple[Host, Host], list[str]] = {}
 
     # resources
     def _resource(self, name: str, discipline: str, **tags) -> str:
@@ -220,9 +221,14 @@ class Fabric:
         a cluster topology the links of :meth:`Topology.path
         <sgdnet.workload.topology.Topology.path>` (a dedicated PS host hangs off the spine
         with its own NIC, ``ps{k}.up`` / ``ps{k}.down``)."""
-        if self.topo is None:
-            return [self.up(src), self.down(dst)]
-        return [self._topo_link(s) for s in self._topo_path(src, dst)]
+        got = self._paths.get((src, dst))
+        if got is None:  # a pair's path is fixed: compute (and create its links) once
+            if self.topo is None:
+                got = [self.up(src), self.down(dst)]
+            else:
+                got = [self._topo_link(s) for s in self._topo_path(src, dst)]
+            self._paths[src, dst] = got
+        return list(got)
 
     def latency(self, src: Host, dst: Host) -> float:
         """One-way latency from ``src`` to ``dst``: the topology's ``intra_latency`` between
@@ -337,6 +343,11 @@ class Fabric:
             raise VariantError(f"share={share!r}: use 'in', 'out' or None")
         extra = 0.0 if share is None or not self.flows else getattr(c, f"share_cv_{share}")
         return math.hypot(c.comm_cv, extra) if extra > 0 else c.comm_cv
+
+    def reduces_cost(self) -> bool:
+        """Whether a reducing transfer takes longer than a plain one (:meth:`transfer`'s
+        ``reduce``: flows with ``cluster.reduce_s_per_byte > 0``)."""
+        return self.flows and self.cluster.reduce_s_per_byte > 0
 
     def _link_stage(self, name: str, nbytes: float, src: Host, dst: Host, inputs: list,
                     outputs: list, tags: dict, priority: int, lane: int = 0,

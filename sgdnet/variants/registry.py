@@ -126,8 +126,26 @@ class VariantSpec:
             from . import coarse
 
             fn = functools.partial(coarse.build, self.name, heuristics_=heur)
+        prof = prof.with_step_costs_folded()
+        fallback = None
+        if granularity == "fine" and "max_layers" in opts and options.get("max_layers") is None:
+            from .budget import fit_layer_groups
+
+            def probe(model):
+                with paused_gc():
+                    return fn(model, clu, **opts)
+
+            groups, fallback = fit_layer_groups(probe, prof, clu.workers, clu.compute_cv)
+            if groups is not None:
+                opts["max_layers"] = groups
         with paused_gc():
-            net = fn(prof.with_step_costs_folded(), clu, **opts)
+            net = fn(prof, clu, **opts)
+        if fallback is not None:
+            from .budget import announce
+
+            announce(fallback, len(net.places) + len(net.transitions),
+                     f"{self.name} on {clu.workers} workers")
+            net.meta["layer_fallback"] = fallback
         net.meta.update(
             variant=self.name,
             granularity=granularity,

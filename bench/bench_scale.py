@@ -1,0 +1,106 @@
+"""Growth curves (issue #15): time and memory of a ResNet-50 prediction vs GPUs, 8 ... 1,024.
+
+    PYTHONPATH=. python bench/bench_scale.py [--gpus 8 64 128 256 512 1024] [--steps 20]
+
+p4d-like nodes of 8 GPUs with 4 NICs (``examples/clusters/p4d-8xa100-4x100g.yaml``);
+hierarchical all-reduce (``allreduce``, ``algorithm="hierarchical"``) and synchronous PS with
+16 dedicated shards (``sync-ps``), fine and coarse. Each point runs in its own process (one
+core: ``parallel=False``, one replication: these clusters have no noise, so the model is
+deterministic) so that its peak resident memory (``ru_maxrss``) is its own; the engine's JIT
+cache is loaded by a tiny warm-up prediction first, which is not timed. Printed per point:
+transitions, the layer groups actually used (a fine net over the memory budget falls back to
+fewer, see ``sgdnet.variants.budget``), build + compile seconds, the whole ``predict`` in
+seconds (build, compile, simulation, summaries) and the process's peak RSS at the end of the
+prediction (measured first; build + compile are timed afterwards, with the compile cache
+emptied).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+CLUSTER = "examples/clusters/p4d-8xa100-4x100g.yaml"
+CASES = {"hierarchical": ("allreduce", {"algorithm": "hierarchical"}, {}),
+         "sync-ps-16": ("sync-ps", {}, {"ps_shards": 16})}
+
+
+def one(gpus: int, case: str, granularity: str, steps: int) -> dict:
+    import resource
+    import warnings
+
+    from sgdnet import Cluster, predict
+    from sgdnet.net.compiled import _CACHE, compile_net
+    from sgdnet.variants import get
+
+    variant, opts, ckw = CASES[case]
+    small = Cluster.from_file(CLUSTER, workers=8, **ckw)
+    predict(variant, "resnet18", small, granularity=granularity, steps=2, replications=1,
+            parallel=False, **opts)  # loads the JIT cache
+    cl = Cluster.from_file(CLUSTER, workers=gpus, **ckw)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t = time.perf_counter()
+        p = predict(variant, "resnet50", cl, granularity=granularity, steps=steps,
+                    replications=1, parallel=False, **opts)
+        total = time.perf_counter() - t
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the prediction's peak
+        rate = float(p.samples_per_s.mean)
+        del p
+        _CACHE.clear()  # time build + compile afresh
+        t = time.perf_counter()
+        net = get(variant).build("resnet50", cl, granularity, **opts)
+        compile_net(net)
+        built = time.perf_counter() - t
+        size, fb = len(net.transitions), net.meta.get("layer_fallback")
+    return {"gpus": gpus, "case": case, "granularity": granularity,
+            "transitions": size,
+            "layer_groups": fb["layer_groups"] if fb else None,
+            "build_compile_s": built, "predict_s": total,
+            "samples_per_s": rate, "max_rss_mb": rss,
+            "warnings": len(caught)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpus", type=int, nargs="+", default=[8, 64, 128, 256, 512, 1024])
+    ap.add_argument("--cases", nargs="+", default=list(CASES))
+    ap.add_argument("--granularity", nargs="+", default=["coarse", "fine"])
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--one", nargs=3, metavar=("GPUS", "CASE", "GRANULARITY"))
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(one(int(args.one[0]), args.one[1], args.one[2], args.steps)))
+        return
+    print("| GPUs | case | granularity | transitions | layer groups | build+compile (s) | "
+          "predict (s) | max RSS (MB) | samples/s |")
+    print("|---:|---|---|---:|---:|---:|---:|---:|---:|")
+    for case in args.cases:
+        for gran in args.granularity:
+            for n in args.gpus:
+                cmd = [sys.executable, __file__, "--one", str(n), case, gran,
+                       "--steps", str(args.steps)]
+                try:
+                    out = subprocess.run(cmd, capture_output=True, text=True,
+                                         timeout=args.timeout)
+                except subprocess.TimeoutExpired:
+                    print(f"| {n} | {case} | {gran} | | | > {args.timeout:.0f} | | |", flush=True)
+                    continue
+                if out.returncode:
+                    print(f"| {n} | {case} | {gran} | failed: "
+                          f"{out.stderr.strip().splitlines()[-1:]} |", flush=True)
+                    continue
+                r = json.loads(out.stdout.strip().splitlines()[-1])
+                groups = (r["layer_groups"] or "all") if gran == "fine" else "-"
+                print(f"| {n} | {case} | {gran} | {r['transitions']:,} | {groups} | "
+                      f"{r['build_compile_s']:.1f} | "
+                      f"{r['predict_s']:.1f} | {r['max_rss_mb']:.0f} | "
+                      f"{r['samples_per_s']:,.0f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
