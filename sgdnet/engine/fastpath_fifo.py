@@ -78,6 +78,8 @@ class FifoPlan:
     fixed: np.ndarray  # (T,) 1 if the duration is one fixed value
     dfix: np.ndarray  # (T,) that value
     res_of: np.ndarray  # (T,) resource held, -1 none
+    out_t: np.ndarray  # transition of each output arc
+    in_t: np.ndarray  # transition of each input arc
     max_off: int
 
 
@@ -231,6 +233,8 @@ def _analyse(cn: CompiledNet) -> tuple[FifoPlan | None, list[str]]:
     plan = FifoPlan(useq=np.array(useq, i64), ustart=np.array(ustart, i64), ures=np.array(ures, i64),
                     ip=np.array(ip, i64), iprod=np.array(iprod, i64), ioff=np.array(ioff, i64),
                     fixed=fixed.astype(i64), dfix=dfix, res_of=res_of,
+                    out_t=np.repeat(np.arange(T), np.diff(cn.out_ptr)),
+                    in_t=np.repeat(np.arange(T), np.diff(cn.in_ptr)),
                     max_off=max(ioff) if ioff else 0)
     return plan, []
 
@@ -397,42 +401,93 @@ def _chunk(cn: CompiledNet, plan: FifoPlan, seeds: list[int], steps: int, warmup
     A, X, C = A[:k * T * L].reshape(shape), X[:k * T * L].reshape(shape), C[:k * T * L].reshape(shape)
     raws = []
     for l in range(L):
-        raws.append(_replication(cn, plan, A[:, :, l], X[:, :, l], C[:, :, l], st, steps, warmup, samples))
+        raws.append(_replication(cn, plan, A, X, C, l, st, steps, warmup, samples))
         if raws[-1].events > max_events:
             return None
     return raws
 
 
-def _upto(A, X, C, rank, b) -> np.ndarray:
-    """Per transition, its completions processed up to and including the one with key ``b`` =
-    (completion, start, request, rank, round): completions of one instant go in start order,
-    starts of one instant in scan-key order (request, rank)."""
-    cb, xb, ab, rb, kb = b
-    kk = np.arange(C.shape[0])[:, None]
-    le = (C < cb) | ((C == cb) & ((X < xb) | ((X == xb) & ((A < ab) | ((A == ab) & (
-        (rank < rb) | ((rank == rb) & (kk <= kb))))))))
-    return le.sum(axis=0).astype(np.int64)
+@njit(cache=True, nogil=True)
+def _upto(A, X, C, l, rank, cb, xb, ab, rb, kb, out):  # pragma: no cover - compiled
+    """Per transition, its completions in lane ``l`` processed up to and including the one with
+    key ``(cb, xb, ab, rb, kb)`` = (completion, start, request, rank, round): completions of one
+    instant go in start order, starts of one instant in scan-key order (request, rank). A
+    transition's completions are nondecreasing in the round: a binary search, then the ties."""
+    K = C.shape[0]
+    for t in range(C.shape[1]):
+        lo, hi = 0, K
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if C[mid, t, l] < cb:
+                lo = mid + 1
+            else:
+                hi = mid
+        k = lo
+        while k < K and C[k, t, l] == cb:
+            x, a = X[k, t, l], A[k, t, l]
+            if x > xb or (x == xb and (a > ab or (a == ab and (rank[t] > rb or (rank[t] == rb and k > kb))))):
+                break
+            k += 1
+        out[t] = k
 
 
-def _replication(cn, plan, A, X, C, st, steps, warmup, samples) -> RawReplication:
-    """One lane's record from its (rounds, T) histories."""
+@njit(cache=True, nogil=True)
+def _tally(A, X, C, l, t0, t1, n0, n1, res_of, busy, wsum, wn, ssum, sn, sprod, scons):  # pragma: no cover
+    """One lane's counters over the window ``(t0, t1]``: busy time of each resource (every
+    firing started before ``t1``, clipped to the window), waits of the starts in ``[t0, t1)``,
+    sojourns of the completions counted (rounds ``n0[t]..n1[t]-1``), and per transition the sums
+    that make the marking integrals: ``sprod`` over its processed completions, ``scons`` over its
+    starts before ``t1``, of ``t1 - max(time, t0)``."""
+    K, T = C.shape[0], C.shape[1]
+    for k in range(K):
+        for t in range(T):
+            c, x = C[k, t, l], X[k, t, l]
+            if k < n1[t]:
+                sprod[t] += t1 - (c if c > t0 else t0)
+            if x < t1:
+                scons[t] += t1 - (x if x > t0 else t0)
+            r = res_of[t]
+            if r < 0:
+                continue
+            a = A[k, t, l]
+            if x < t1:
+                hi = c if c < t1 else t1
+                lo = x if x > t0 else t0
+                if hi > lo:
+                    busy[r] += hi - lo
+                if x >= t0:
+                    wsum[r] += x - a
+                    wn[r] += 1
+            if n0[t] <= k < n1[t]:
+                ssum[r] += c - a
+                sn[r] += 1
+
+
+def _replication(cn, plan, A, X, C, l, st, steps, warmup, samples) -> RawReplication:
+    """Lane ``l``'s record from the (rounds, T, lanes) histories."""
     T, R = cn.n_transitions, cn.n_resources
     K = C.shape[0]
     need = warmup + steps
-    rank = cn.rank.astype(np.int64)[None, :]
-    sc, sx, sa = C[:, st].ravel(), X[:, st].ravel(), A[:, st].ravel()
+    rank = cn.rank.astype(np.int64)
+    sc, sx, sa = C[:, st, l].ravel(), X[:, st, l].ravel(), A[:, st, l].ravel()
     sk = np.repeat(np.arange(K), st.size)
-    sr = np.tile(rank[0, st], K)
-    order = np.lexsort((sk, sr, sa, sx, sc))
+    sr = np.tile(rank[st], K)
+    # only step completions up to the closing one matter: those below the need-th smallest time
+    # and its ties
+    cut = np.partition(sc, need - 1)[need - 1]
+    keep = np.nonzero(sc <= cut)[0]
+    order = keep[np.lexsort((sk[keep], sr[keep], sa[keep], sx[keep], sc[keep]))]
 
-    def key(j: int) -> tuple:
+    def upto(j: int) -> np.ndarray:
         i = int(order[j])
-        return (sc[i], sx[i], sa[i], int(sr[i]), int(sk[i]))
+        out = np.zeros(T, dtype=np.int64)
+        _upto(A, X, C, l, rank, sc[i], sx[i], sa[i], int(sr[i]), int(sk[i]), out)
+        return out
 
-    n1 = _upto(A, X, C, rank, key(need - 1))
+    n1 = upto(need - 1)
     t1 = float(sc[order[need - 1]])
     if warmup > 0:
-        n0, t0 = _upto(A, X, C, rank, key(warmup - 1)), float(sc[order[warmup - 1]])
+        n0, t0 = upto(warmup - 1), float(sc[order[warmup - 1]])
     else:
         n0, t0 = np.zeros(T, dtype=np.int64), 0.0
     if samples:
@@ -440,33 +495,14 @@ def _replication(cn, plan, A, X, C, st, steps, warmup, samples) -> RawReplicatio
         step_times, step_trans = sc[idx], st[idx % st.size]
     else:
         step_times, step_trans = np.zeros(0), np.zeros(0, dtype=np.int64)
-    kk = np.arange(K)[:, None]
-    counted = (kk >= n0[None, :]) & (kk < n1[None, :])  # completions in the window
-    started = X < t1
-    busy, wsum = np.zeros(R), np.zeros(R)
+    busy, wsum, ssum = np.zeros(R), np.zeros(R), np.zeros(R)
     wn, sn = np.zeros(R, dtype=np.int64), np.zeros(R, dtype=np.int64)
-    ssum = np.zeros(R)
-    users = np.nonzero(plan.res_of >= 0)[0]
-    if users.size:
-        ru = plan.res_of[users]
-        Cu, Xu, Au = C[:, users], X[:, users], A[:, users]
-        b = np.where(started[:, users], np.clip(np.minimum(Cu, t1) - np.maximum(Xu, t0), 0.0, None), 0.0)
-        np.add.at(busy, ru, b.sum(axis=0))
-        w = started[:, users] & (Xu >= t0)
-        np.add.at(wsum, ru, np.where(w, Xu - Au, 0.0).sum(axis=0))
-        np.add.at(wn, ru, w.sum(axis=0))
-        cu = counted[:, users]
-        np.add.at(ssum, ru, np.where(cu, Cu - Au, 0.0).sum(axis=0))
-        np.add.at(sn, ru, cu.sum(axis=0))
+    sprod, scons = np.zeros(T), np.zeros(T)
+    _tally(A, X, C, l, t0, t1, n0, n1, plan.res_of, busy, wsum, wn, ssum, sn, sprod, scons)
     # marking integrals: producers' completions add, consumers' starts take (at the grant)
-    done = kk < n1[None, :]
-    sprod = np.where(done, t1 - np.maximum(C, t0), 0.0).sum(axis=0)
-    scons = np.where(started, t1 - np.maximum(X, t0), 0.0).sum(axis=0)
     tok = cn.m0.astype(float) * (t1 - t0)
-    out_t = np.repeat(np.arange(T), np.diff(cn.out_ptr))
-    in_t = np.repeat(np.arange(T), np.diff(cn.in_ptr))
-    np.add.at(tok, cn.out_place, cn.out_w * sprod[out_t])
-    np.add.at(tok, cn.in_place, -cn.in_w * scons[in_t])
+    np.add.at(tok, cn.out_place, cn.out_w * sprod[plan.out_t])
+    np.add.at(tok, cn.in_place, -cn.in_w * scons[plan.in_t])
     return RawReplication(
         t0=t0, t1=t1, step_times=step_times, step_trans=step_trans, firings=n1 - n0, busy=busy,
         wait_sum=wsum, wait_n=wn, gate_log=np.zeros((0, 2), dtype=np.int64), events=int(n1.sum()),
