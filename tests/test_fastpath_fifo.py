@@ -151,6 +151,18 @@ def test_refusals_fall_back_to_generic():
             simulate(net, steps=10, replications=1, seed=1, engine="fast")
 
 
+def test_builtin_variants_stay_on_the_generic_engine():
+    # tests/test_golden.py runs with trace=True (always the generic engine): this pins that the
+    # variants' untraced runs do not move to a fast path either (their random stream would change)
+    from sgdnet import Cluster, Layer, ModelProfile, variants
+
+    prof = ModelProfile("toy", [Layer("a", 0.01, 0.02, 4e6), Layer("b", 0.005, 0.015, 8e6)], batch_size=32)
+    for name in variants.names():
+        for g in ("fine", "coarse"):
+            net = variants.build(name, prof, Cluster(workers=2), granularity=g, discipline="fifo")
+            assert simulate(net, steps=5, warmup=1, replications=1, seed=1).engine == "generic", (name, g)
+
+
 @pytest.mark.skipif(not os.path.isdir(ANCHORS), reason="no speed anchors on this machine")
 def test_anchor_model_qualifies():
     sys.path.insert(0, ANCHORS)
