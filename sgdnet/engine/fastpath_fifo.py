@@ -258,8 +258,8 @@ def fifo_path_problems(cn: CompiledNet) -> list[str]:
 @njit(cache=True, nogil=True, error_model="numpy")
 def _rounds(A, X, C, T, L, k0, kmax, work, useq, ustart, ures, ip, iprod, ioff, rank, fixed, dfix,
             code, par, pool, S, ob, dlast, steps_idx, need, ptr, phase, lo_a):  # pragma: no cover
-    """Rounds ``k0..`` into the flat histories ``A`` (requests), ``X`` (starts), ``C``
-    (completions), index ``(k * T + t) * L + lane``; the stopping rule of
+    """Rounds ``k0..`` into the flat histories ``A`` (requests, kept for resource users only),
+    ``X`` (starts), ``C`` (completions), index ``(k * T + t) * L + lane``; the stopping rule of
     :func:`sgdnet.engine.fastpath._rounds`. ``ob[i, l]``: lane ``l``'s current order of the
     users ``useq[i]`` of a resource stage; ``dlast[r, l]`` its last completion. Returns the
     number of rounds made."""
@@ -283,7 +283,10 @@ def _rounds(A, X, C, T, L, k0, kmax, work, useq, ustart, ures, ip, iprod, ioff, 
                             v = C[(kk * T + iprod[q]) * L + l]
                             if v > a:
                                 a = v
-                    A[(row + t) * L + l] = a
+                    if r >= 0:
+                        A[(row + t) * L + l] = a
+                    else:  # a lone transition starts at its request (A is not kept for it)
+                        X[(row + t) * L + l] = a
                 if r >= 0:  # insertion sort of the users by (request, rank) from the last order
                     for i in range(ustart[j] + 1, ustart[j + 1]):
                         t = ob[i, l]
@@ -301,10 +304,14 @@ def _rounds(A, X, C, T, L, k0, kmax, work, useq, ustart, ures, ip, iprod, ioff, 
                         ob[m + 1, l] = t
                     dp = dlast[r, l]
                 for i in range(ustart[j], ustart[j + 1]):
-                    t = ob[i, l] if r >= 0 else useq[i]
-                    x = A[(row + t) * L + l]
-                    if r >= 0 and dp > x:
-                        x = dp
+                    if r >= 0:
+                        t = ob[i, l]
+                        x = A[(row + t) * L + l]
+                        if dp > x:
+                            x = dp
+                    else:
+                        t = useq[i]
+                        x = X[(row + t) * L + l]
                     c = code[t]
                     if fixed[t]:
                         d = dfix[t]
@@ -408,7 +415,7 @@ def _chunk(cn: CompiledNet, plan: FifoPlan, seeds: list[int], steps: int, warmup
 
 
 @njit(cache=True, nogil=True)
-def _upto(A, X, C, l, rank, cb, xb, ab, rb, kb, out):  # pragma: no cover - compiled
+def _upto(A, X, C, l, rank, res_of, cb, xb, ab, rb, kb, out):  # pragma: no cover - compiled
     """Per transition, its completions in lane ``l`` processed up to and including the one with
     key ``(cb, xb, ab, rb, kb)`` = (completion, start, request, rank, round): completions of one
     instant go in start order, starts of one instant in scan-key order (request, rank). A
@@ -424,7 +431,8 @@ def _upto(A, X, C, l, rank, cb, xb, ab, rb, kb, out):  # pragma: no cover - comp
                 hi = mid
         k = lo
         while k < K and C[k, t, l] == cb:
-            x, a = X[k, t, l], A[k, t, l]
+            x = X[k, t, l]
+            a = A[k, t, l] if res_of[t] >= 0 else x
             if x > xb or (x == xb and (a > ab or (a == ab and (rank[t] > rb or (rank[t] == rb and k > kb))))):
                 break
             k += 1
@@ -469,7 +477,8 @@ def _replication(cn, plan, A, X, C, l, st, steps, warmup, samples) -> RawReplica
     K = C.shape[0]
     need = warmup + steps
     rank = cn.rank.astype(np.int64)
-    sc, sx, sa = C[:, st, l].ravel(), X[:, st, l].ravel(), A[:, st, l].ravel()
+    sc, sx = C[:, st, l].ravel(), X[:, st, l].ravel()
+    sa = np.where(plan.res_of[st] >= 0, A[:, st, l], X[:, st, l]).ravel()  # requests
     sk = np.repeat(np.arange(K), st.size)
     sr = np.tile(rank[st], K)
     # only step completions up to the closing one matter: those below the need-th smallest time
@@ -481,7 +490,7 @@ def _replication(cn, plan, A, X, C, l, st, steps, warmup, samples) -> RawReplica
     def upto(j: int) -> np.ndarray:
         i = int(order[j])
         out = np.zeros(T, dtype=np.int64)
-        _upto(A, X, C, l, rank, sc[i], sx[i], sa[i], int(sr[i]), int(sk[i]), out)
+        _upto(A, X, C, l, rank, plan.res_of, sc[i], sx[i], sa[i], int(sr[i]), int(sk[i]), out)
         return out
 
     n1 = upto(need - 1)
