@@ -160,8 +160,14 @@ def _analyse(cn: CompiledNet) -> tuple[FifoPlan | None, list[str]]:
         for c in succ1[t]:
             b |= B0[c]
         B1[t] = b
+    pout: list[list[tuple[int, int]]] = [[] for _ in range(T)]  # place arcs (c, offset) from t
+    for u, c, m, p in arcs:
+        if p >= 0 and m <= 1:
+            pout[u].append((c, m))
+    placed = [False] * T  # t is on a circuit of offset 1 through places (not only servers=1)
     for t in range(T):  # a nonempty circuit of offset 1 through t
-        if not (any(B1[c] >> t & 1 for c in succ0[t]) or any(B0[c] >> t & 1 for c in succ1[t])):
+        placed[t] = any((B1[c] if m == 0 else B0[c]) >> t & 1 for c, m in pout[t])
+        if not (placed[t] or cn.servers[t] == 1):
             return None, [f"transition {names[t]!r} is on no circuit carrying exactly one round "
                           "(its firings could overlap or overtake one another)"]
     for p in range(P):
@@ -218,7 +224,7 @@ def _analyse(cn: CompiledNet) -> tuple[FifoPlan | None, list[str]]:
             for u in prods[p]:
                 iprod.append(u)
                 ioff.append(int(cn.m0[p]) // len(prods[p]))
-        if cn.servers[t] == 1:
+        if cn.servers[t] == 1 and not placed[t]:  # else the circuit already orders t's firings
             iprod.append(t)
             ioff.append(1)
         ip.append(len(iprod))
