@@ -99,6 +99,20 @@ def test_deterministic_ps_nets_same_run_as_generic(seed):
     same_run(f, simulate(net, engine="generic", **kw))
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_short_history_same_run(seed, monkeypatch):
+    # a history of a few rounds: the leading rounds are tallied and dropped over and over, before
+    # and after the warm-up ends; the record must not change
+    import sgdnet.engine.fastpath_fifo as ff
+
+    net = ps_net(50 + seed)
+    T = compile_net(net).n_transitions
+    monkeypatch.setattr(ff, "MAX_HISTORY_BYTES", 8 * T * 3)
+    kw = dict(steps=60 + seed, warmup=[0, 5, 40][seed % 3], replications=1, seed=1, parallel=False)
+    f = simulate(net, engine="fast", **kw)
+    same_run(f, simulate(net, engine="generic", **kw))
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_stochastic_ps_nets_same_law_as_generic(seed):
     net = ps_net(100 + seed, det=False)
