@@ -53,11 +53,14 @@ from numba import njit
 from ..dists import CODE_EXP, CODE_LOGN, deterministic_rows
 from ..net.compiled import DISC_CODES, CompiledNet
 from ..results import RawReplication
-from .fastpath import _STREAM_XOR, MAX_HISTORY_BYTES, _can_be_zero, _topo, _xo, _zig
+from .fastpath import _STREAM_XOR, _can_be_zero, _topo, _xo, _zig
 from .kernel import sample, seed_state
 
 __all__ = ["FifoPlan", "fifo_plan", "fifo_path_problems", "run_fifo"]
 
+#: bytes of each history array (requests, starts, completions) of one replication: when full,
+#: the rounds before the frontier are tallied and dropped (a small history stays in cache)
+MAX_HISTORY_BYTES = 8 << 20
 #: replications per kernel call: one, so that each history is contiguous (a lane's round reads
 #: and writes its own rows; interleaved lanes made 8 replications ~25% slower per completion)
 _LANES = 1
