@@ -270,10 +270,11 @@ def _try_fast(cn: CompiledNet, seeds: list, engine: str, *, steps: int, warmup: 
         if raws is None:
             why = ["the run needs more history memory or events than the fast path allows"]
     elif not trace and not histograms:  # the sort-then-queue recursion for shared FIFO links
-        from . import fastpath_fifo
+        from . import fastpath_fifo, fifo_record
 
         if not fastpath_fifo.CACHE_CHECKED:
             check_cache(fastpath_fifo)
+            check_cache(fifo_record)
             fastpath_fifo.CACHE_CHECKED = True
         why_fifo = fastpath_fifo.fifo_path_problems(cn)
         if not why_fifo:
