@@ -11,7 +11,7 @@ transitions closing worker steps). :func:`to_sgdnet` translates that *data* into
 cp -r /work/shared/anchors /tmp/anchors && cd /tmp/anchors    # the C library is built there
 PYTHONPATH=/path/to/worktree:/path/to/worktree/bench python bench.py --what table \
     --modes sync --N 4,16,64 --reps 5 --min-s 2 --out /tmp/anchors_bench.json \
-    --extra anchor_runner:run
+    --extra anchor_runner:run,anchor_runner:run_generic
 ```
 
 ``events`` is the number of transition completions sgdnet made (``Result.events``: the same unit
@@ -53,20 +53,28 @@ def to_sgdnet(anet, name: str = "anchor") -> sg.Net:
     return net
 
 
-def run(p, t_end: float, seed: int = 1) -> dict:
-    """Simulate about ``t_end`` seconds of the anchor model ``p`` (``model.Params``) once."""
+def run_generic(p, t_end: float, seed: int = 1) -> dict:
+    """:func:`run` on the generic engine (``engine="generic"``), to report both engines."""
+    return run(p, t_end, seed, engine="generic")
+
+
+def run(p, t_end: float, seed: int = 1, engine: str = "auto") -> dict:
+    """Simulate about ``t_end`` seconds of the anchor model ``p`` (``model.Params``) once
+    (``engine="auto"``: the FIFO fast path, which this model qualifies for)."""
     from model import build_ps_net  # the anchors' module (on sys.path when bench.py runs)
 
     key = (p.N, p.mode)
     if key not in _NETS:
         _NETS[key] = to_sgdnet(build_ps_net(p), f"anchor-{p.mode}-{p.N}")
-        sg.simulate(_NETS[key], steps=10 * p.N, warmup=0, replications=1, seed=0, parallel=False)
+        for e in ("auto", "generic"):
+            sg.simulate(_NETS[key], steps=10 * p.N, warmup=0, replications=1, seed=0,
+                        parallel=False, engine=e)
     net = _NETS[key]
     bound = p.throughput_bound()[0]  # per-worker steps/s, an upper bound
     steps = max(10, int(t_end * bound * p.N))
     t0 = time.perf_counter()
     r = sg.simulate(net, steps=steps, warmup=0, replications=1, seed=seed, parallel=False,
-                    samples=False)
+                    samples=False, engine=engine)
     wall = time.perf_counter() - t0
     return dict(events=int(r.events[0]), wall_s=wall, now=float(r.t1[0]),
                 per_worker_steps_per_s=float(r.throughput.mean) / p.N)

@@ -1,4 +1,4 @@
-"""The max-plus fast path (``sgdnet.engine.fastpath``) against the generic engine, per completion.
+"""The fast paths (max-plus ``sgdnet.engine.fastpath``, sort-then-queue ``sgdnet.engine.fastpath_fifo``) against the generic engine, per completion.
 
 Nets (N workers, L = 20 layers, layer table of ``bench_engine.bench_params``):
 
@@ -8,9 +8,13 @@ Nets (N workers, L = 20 layers, layer table of ``bench_engine.bench_params``):
   ``U(l)`` on the server CPU (also in fixed order), the pulls on the worker's downlink; a step is
   ``B(i,0)``. Every place has one producer and one consumer, so the fast path applies;
 - ``eg-ring``: a ring of 4N transitions (log-normal, CV 0.3) carrying N tokens;
+- ``fifo-ps``: the same sync-PS SGD on *shared* one-server FIFO links (worker uplinks, one
+  server downlink shared by all pushes, the server CPU, one server uplink shared by all
+  broadcasts, worker downlinks; a weight-N barrier per layer): the request order on the shared
+  links depends on the durations, so it is no event graph; the FIFO fast path
+  (``sgdnet.engine.fastpath_fifo``, sort-then-queue per round) runs it;
 - ``anchor``: the anchors' sync-PS model (``/work/shared/anchors``, via ``anchor_runner``) when that
-  folder exists, to print why the fast path does NOT apply to it (shared FIFO links whose request
-  order depends on the durations) and its generic-engine rate.
+  folder exists: the same structure, run by the FIFO fast path.
 
 For each net and N = 4, 16, 64 the two engines run in interleaved rounds in this process, each
 timed by this process's CPU time (one core: ``parallel=False``), and the script prints
@@ -83,6 +87,50 @@ def eg_sync(n: int, layers: int = 20):
     return net
 
 
+def fifo_ps(n: int, layers: int = 20):
+    """Sync-PS SGD on shared FIFO links (see the module docstring)."""
+    from bench_engine import bench_params
+
+    import sgdnet as sg
+
+    p = bench_params(n, layers)
+    L = layers
+    net = sg.Net(f"fifo-ps-{n}")
+
+    def ln(mean):
+        return sg.LogNormal(mean=mean, cv=p.cv)
+
+    for r in [f"up{i}" for i in range(n)] + [f"dn{i}" for i in range(n)] + ["sdown", "scpu", "sup"]:
+        net.resource(r)
+    for i in range(n):
+        for l in range(L):
+            for kind, tok in (("param", 1), ("ctlf", 1 if l == 0 else 0), ("ctlb", 0), ("grad", 0),
+                              ("atsrv", 0), ("sendq", 0), ("infl", 0)):
+                net.place(f"{kind}{i}_{l}", tokens=tok)
+    for l in range(L):
+        net.place(f"arr{l}")
+    for i in range(n):
+        for l in range(L):
+            nxt = f"ctlf{i}_{l + 1}" if l + 1 < L else f"ctlb{i}_{L - 1}"
+            net.transition(f"F{i}_{l}", ln(p.fwd[l]), inputs={f"param{i}_{l}": 1, f"ctlf{i}_{l}": 1},
+                           outputs={nxt: 1})
+            nxt = f"ctlb{i}_{l - 1}" if l > 0 else f"ctlf{i}_0"
+            net.transition(f"B{i}_{l}", ln(p.bwd[l]), inputs={f"ctlb{i}_{l}": 1},
+                           outputs={f"grad{i}_{l}": 1, nxt: 1}, tags={"step": l == 0, "worker": i})
+            net.transition(f"PU{i}_{l}", ln(p.push_up[l]), inputs={f"grad{i}_{l}": 1},
+                           outputs={f"atsrv{i}_{l}": 1}, resources=[f"up{i}"])
+            net.transition(f"PD{i}_{l}", ln(p.push_up[l] / 4), inputs={f"atsrv{i}_{l}": 1},
+                           outputs={f"arr{l}": 1}, resources=["sdown"])
+            net.transition(f"SU{i}_{l}", ln(p.pull_down[l] / 4), inputs={f"sendq{i}_{l}": 1},
+                           outputs={f"infl{i}_{l}": 1}, resources=["sup"])
+            net.transition(f"WD{i}_{l}", ln(p.pull_down[l]), inputs={f"infl{i}_{l}": 1},
+                           outputs={f"param{i}_{l}": 1}, resources=[f"dn{i}"])
+    for l in range(L):
+        net.transition(f"U{l}", ln(p.update[l]), inputs={f"arr{l}": n},
+                       outputs={f"sendq{i}_{l}": 1 for i in range(n)}, resources=["scpu"])
+    return net
+
+
 def eg_ring(n: int):
     import sgdnet as sg
 
@@ -120,13 +168,14 @@ def main() -> None:
     ap.add_argument("--N", type=int, nargs="*", default=[4, 16, 64])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--completions", type=float, default=2e6, help="per timed run (about)")
-    ap.add_argument("--nets", nargs="*", default=["eg-sync", "eg-ring", "anchor"])
+    ap.add_argument("--nets", nargs="*", default=["eg-sync", "eg-ring", "fifo-ps", "anchor"])
     a = ap.parse_args()
 
     from sgdnet.engine.fastpath import fast_path_problems
+    from sgdnet.engine.fastpath_fifo import fifo_path_problems
     from sgdnet.net.compiled import compile_net
 
-    builders = {"eg-sync": eg_sync, "eg-ring": eg_ring, "anchor": anchor}
+    builders = {"eg-sync": eg_sync, "eg-ring": eg_ring, "fifo-ps": fifo_ps, "anchor": anchor}
     print(f"{'net':>8} {'N':>3} {'reps':>4} {'generic compl/s':>16} {'fast compl/s':>13} "
           f"{'fast/generic':>12}  throughput generic | fast (steps/s, 95% CI half-width)")
     for name in a.nets:
@@ -136,7 +185,7 @@ def main() -> None:
                 print(f"{name:>8} {n:>3}  (no {ANCHORS})")
                 continue
             cn = compile_net(net)
-            why = fast_path_problems(cn)
+            why = fast_path_problems(cn) and fifo_path_problems(cn)  # empty: a fast path applies
             per_step = cn.n_transitions / max(1, len(cn.step_transitions))
             for reps in (1, 8):
                 steps = max(20, int(a.completions / reps / per_step))

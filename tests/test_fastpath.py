@@ -129,7 +129,7 @@ def test_fast_path_own_stream_reproducible_and_samples_flag_free():
 
 def fifo_net():
     net = Net("fifo")
-    net.resource("cpu")
+    net.resource("cpu", capacity=2)  # two servers: outside the FIFO-round class too
     a = net.place("a", tokens=2)
     b = net.place("b")
     net.transition("work", Exponential(1.0), inputs={a: 1}, outputs={b: 1}, resources=["cpu"])

@@ -262,12 +262,29 @@ def _try_fast(cn: CompiledNet, seeds: list, engine: str, *, steps: int, warmup: 
            else ["histograms were asked for (the fast path records none)"] if histograms
            else fast_path_problems(cn))
     raws = None
+    kind = "fast"
+    played = seeds[:1] if cn.deterministic else seeds
     if not why:
-        played = seeds[:1] if cn.deterministic else seeds
         raws = run_fast(cn, played, steps=steps, warmup=warmup, samples=samples, max_events=max_events,
                         parallel=parallel)
         if raws is None:
             why = ["the run needs more history memory or events than the fast path allows"]
+    elif not trace and not histograms:  # the sort-then-queue recursion for shared FIFO links
+        from . import fastpath_fifo, fifo_record
+
+        if not fastpath_fifo.CACHE_CHECKED:
+            check_cache(fastpath_fifo)
+            check_cache(fifo_record)
+            fastpath_fifo.CACHE_CHECKED = True
+        why_fifo = fastpath_fifo.fifo_path_problems(cn)
+        if not why_fifo:
+            raws = fastpath_fifo.run_fifo(cn, played, steps=steps, warmup=warmup, samples=samples,
+                                          max_events=max_events)
+            kind = "fast-fifo"
+            if raws is None:
+                why = ["the run needs more history memory or events than the fast path allows"]
+        else:
+            why = [f"not an event graph ({why[0]}) and not in the FIFO-round class ({why_fifo[0]})"]
     if raws is None:
         if engine == "fast":
             raise SimulationError(f"engine='fast' cannot run net {cn.name!r}: " + "; ".join(why)
@@ -277,7 +294,7 @@ def _try_fast(cn: CompiledNet, seeds: list, engine: str, *, steps: int, warmup: 
         raws = raws * len(seeds)
     res = Result(cn, raws, seeds, steps=steps, warmup=warmup, trace=False, samples=samples,
                  deterministic=cn.deterministic)
-    res.engine = "fast"
+    res.engine = kind
     return res
 
 
