@@ -25,16 +25,18 @@ module imports nothing heavy (numpy and the results' record type).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..results import HIST_BINS, RawReplication
 
+if TYPE_CHECKING:
+    from ..net.compiled import CompiledNet
+
 __all__ = ["SIGNATURE", "NET_ARGS", "RUN_ARGS", "OUTPUTS", "CONTROL_ARGS", "SWITCH_ARGS",
-           "STAT_OUTPUTS", "HIST_OUTPUTS", "RunOutput", "allocate", "net_args", "run_args", "call_args",
-           "status", "unpack",
-           "gate_log_capacity", "lead_bins"]
+           "STAT_OUTPUTS", "HIST_OUTPUTS", "RunOutput", "allocate", "net_args", "run_args",
+           "call_args", "unpack", "gate_log_capacity", "lead_bins"]
 
 # ------------------------------------------------------------------ status codes (o_i[OI_STATUS])
 ST_OK, ST_DEADLOCK, ST_BUDGET, ST_ZENO, ST_GROW, ST_HALTED = 0, 1, 2, 3, 4, 5
@@ -117,14 +119,14 @@ SIGNATURE = (tuple(p for p, _ in NET_ARGS) + tuple(p for p, _ in RUN_ARGS)
              + tuple(p for p, *_ in STAT_OUTPUTS) + tuple(p for p, *_ in HIST_OUTPUTS))
 
 
-def gate_log_capacity(cn, steps: int, warmup: int, samples: bool) -> int:
+def gate_log_capacity(cn: CompiledNet, steps: int, warmup: int, samples: bool) -> int:
     """Room for logged DSSP controller decisions per replication (histograms are always kept)."""
     if not samples or not any(k == "dynamic_lag" for k in cn.gate_kinds):
         return 0
     return 2 * (steps + warmup) + 1024
 
 
-def lead_bins(cn) -> int:
+def lead_bins(cn: CompiledNet) -> int:
     """Bins of the per-gate lead histograms: leads ``0..B-2`` exactly, the last bin ``>= B-1``
     (at least twice any bound the gates declare)."""
     if not len(cn.gate_names):
@@ -149,7 +151,7 @@ class RunOutput:
                 for p, a, *_ in _ALL_OUTPUTS}
 
 
-def allocate(cn, seeds: list[int], *, steps: int, warmup: int, samples: bool, trace_limit: int,
+def allocate(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, samples: bool, trace_limit: int,
              histograms: bool) -> RunOutput:
     """Zeroed output arrays for one kernel call per seed (shapes from the tables above)."""
     G = len(cn.gate_names)
@@ -159,11 +161,12 @@ def allocate(cn, seeds: list[int], *, steps: int, warmup: int, samples: bool, tr
             "RMAX": int(cn.g_rmax.max()) + 1 if G else 1, "LB": lead_bins(cn),
             "H": cn.n_resources if histograms else 0, "HB": HIST_BINS}
     R = len(seeds)
-    return RunOutput(seeds, histograms, **{a: np.zeros((R, *(d if isinstance(d, int) else dims[d] for d in shape)),
-                                                       dtype=dt) for _, a, dt, shape in _ALL_OUTPUTS})
+    arrays = {a: np.zeros((R, *(d if isinstance(d, int) else dims[d] for d in shape)), dtype=dt)
+              for _, a, dt, shape in _ALL_OUTPUTS}
+    return RunOutput(seeds, histograms, **arrays)
 
 
-def net_args(cn) -> dict[str, Any]:
+def net_args(cn: CompiledNet) -> dict[str, Any]:
     """Kernel parameter -> array of the compiled net (:data:`NET_ARGS` and :data:`SWITCH_ARGS`)."""
     return {p: getattr(cn, a) for p, a in NET_ARGS + SWITCH_ARGS}
 
@@ -179,11 +182,6 @@ def call_args(fixed: dict[str, Any], rows: dict[str, Any]) -> tuple:
     ``prog``) hold every parameter of :data:`SIGNATURE`."""
     vals = {**fixed, **rows}
     return tuple(vals[p] for p in SIGNATURE)
-
-
-def status(out: RunOutput, k: int) -> int:
-    """Replication ``k``'s status code (``ST_*``)."""
-    return int(out.i[k, OI_STATUS])
 
 
 def unpack(out: RunOutput, k: int, samples: bool) -> RawReplication:
