@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
-
 from .._check import bool_arg, int_arg, seed_arg, seeds_arg
 from ..errors import SimulationError
 from ..limits import check_limit
 from ..net.builder import Net
 from ..net.compiled import CompiledNet, compile_net
-from ..results import RawReplication, Result
+from ..results import Result
+from .abi import unpack
 from .diagnose import check_run_size, raise_on_failure, zeno_limit
 from .driver import derive_seeds, run
 
@@ -165,7 +164,6 @@ def simulate(
         if res is not None:
             return res
 
-    from . import kernel as K  # numba is imported on first use only
     from .jitcache import check_cache
 
     check_cache()  # once per process: a damaged cache file is deleted (one warning), not fatal
@@ -183,29 +181,7 @@ def simulate(
         if bar is not None:
             bar.close()
     raise_on_failure(cn, out, max_events, steps, warmup)
-    raws = []
-    for k in range(len(played)):
-        nrec = int(out.i[k, K.OI_NREC]) if samples else 0
-        ntr = int(out.i[k, K.OI_NTRACE])
-        ngl = min(int(out.i[k, K.OI_NGLOG]), out.glog.shape[1])
-        if samples:
-            glog = out.glog[k, :ngl].copy()
-        else:  # the multiset of decisions, from the histograms
-            g, r = np.nonzero(out.ghist[k])
-            cnt = out.ghist[k][g, r]
-            glog = np.stack([np.repeat(g, cnt), np.repeat(r, cnt)], axis=1) if cnt.size else np.zeros((0, 2), np.int64)
-        raws.append(RawReplication(
-            t0=float(out.f[k, K.OF_T0]), t1=float(out.f[k, K.OF_T1]),
-            step_times=out.step_t[k, :nrec].copy(), step_trans=out.step_tr[k, :nrec].copy(),
-            firings=out.firings[k].copy(), busy=out.busy[k].copy(), wait_sum=out.wait_sum[k].copy(),
-            wait_n=out.wait_n[k].copy(), trace_trans=out.tr_t[k, :ntr].copy(),
-            trace_start=out.tr_s[k, :ntr].copy(), trace_end=out.tr_e[k, :ntr].copy(),
-            gate_log=glog, events=int(out.i[k, K.OI_EVENTS]), gate_lead=out.glead[k].copy(),
-            token_time=out.token_time[k].copy(), sojourn_sum=out.sojourn_sum[k].copy(),
-            sojourn_n=out.sojourn_n[k].copy(),
-            wait_hist=out.wait_hist[k].copy() if histograms else None,
-            sojourn_hist=out.sojourn_hist[k].copy() if histograms else None,
-        ))
+    raws = [unpack(out, k, samples) for k in range(len(played))]
     if len(raws) < len(seeds):
         raws = raws * len(seeds)
     return Result(cn, raws, seeds, steps=steps, warmup=warmup, trace=trace, samples=samples,

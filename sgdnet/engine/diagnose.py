@@ -10,6 +10,7 @@ import numpy as np
 from ..errors import DeadlockError, SimulationError
 from ..limits import check_limit, limit
 from ..net.compiled import CompiledNet
+from . import abi as K
 
 __all__ = ["stuck_transitions", "raise_on_failure", "zeno_limit", "check_run_size"]
 
@@ -91,8 +92,6 @@ def _deadlock_hint(cn: CompiledNet, nonzero: dict, stuck: list) -> str:
 def raise_on_failure(cn: CompiledNet, out, max_events: int, steps: int, warmup: int) -> None:
     """Raise the report of the first replication of ``out`` (a driver ``RunOutput``) that did not
     end normally: :class:`DeadlockError` or :class:`SimulationError` (budget, stopped time)."""
-    from . import kernel as K
-
     for k in range(len(out.seeds)):
         st = int(out.i[k, K.OI_STATUS])
         if st == K.ST_OK:

@@ -19,11 +19,12 @@ import signal
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..net.compiled import CompiledNet
+from . import abi
+from .abi import RunOutput, gate_log_capacity, lead_bins  # noqa: F401  (re-exported)
 
 __all__ = ["derive_seeds", "RunOutput", "run", "n_threads", "set_max_threads"]
 
@@ -37,51 +38,6 @@ def derive_seeds(seed, n: int) -> list[int]:
     return [int(c.generate_state(1, dtype=np.uint64)[0]) for c in ss.spawn(n)]
 
 
-@dataclass
-class RunOutput:
-    """The raw output arrays of a batch of replications (first axis: replication)."""
-
-    seeds: list[int]
-    f: np.ndarray  # (R, 3) t0, t1, now
-    i: np.ndarray  # (R, 6) status, events, nsteps, n_trace, n_glog, n_rec
-    step_t: np.ndarray
-    step_tr: np.ndarray
-    firings: np.ndarray
-    busy: np.ndarray
-    wait_sum: np.ndarray
-    wait_n: np.ndarray
-    tr_t: np.ndarray
-    tr_s: np.ndarray
-    tr_e: np.ndarray
-    glog: np.ndarray
-    ghist: np.ndarray
-    marking: np.ndarray
-    gcount: np.ndarray
-    greleased: np.ndarray
-    glead: np.ndarray  # (R, G, B) gate member completions by lead (last bin: that or more)
-    token_time: np.ndarray  # (R, P) time integral of each place's marking over the window
-    sojourn_sum: np.ndarray  # (R, NR)
-    sojourn_n: np.ndarray  # (R, NR)
-    wait_hist: np.ndarray  # (R, NR, HIST_BINS), or (R, 0, HIST_BINS) without histograms
-    sojourn_hist: np.ndarray
-
-
-def gate_log_capacity(cn: CompiledNet, steps: int, warmup: int, samples: bool) -> int:
-    """Room for logged DSSP controller decisions per replication (histograms are always kept)."""
-    if not samples or not any(k == "dynamic_lag" for k in cn.gate_kinds):
-        return 0
-    return 2 * (steps + warmup) + 1024
-
-
-def lead_bins(cn: CompiledNet) -> int:
-    """Bins of the per-gate lead histograms: leads ``0..B-2`` exactly, the last bin ``>= B-1``
-    (at least twice any bound the gates declare)."""
-    if not len(cn.gate_names):
-        return 1
-    bound = int(max(cn.g_s.max(), (cn.g_slow + cn.g_rmax).max(), cn.g_cap.max()))
-    return max(64, 2 * bound + 2)
-
-
 def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_events: int,
         zeno_limit: int, samples: bool, trace_limit: int, parallel: bool,
         progress: Callable[[int], None] | None = None, histograms: bool = False) -> RunOutput:
@@ -92,71 +48,38 @@ def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_event
     expected to take less than ~20 ms does not call it. ``histograms``: keep the wait and sojourn
     histograms of every resource (``HIST_BINS`` counters each).
     """
-    from ..results import HIST_BINS
-    from .kernel import (  # numba is imported on first use only
-        GROW_HOLDERS,
-        GROW_REQUESTS,
-        GROW_SLOTS,
-        N_OF,
-        N_OI,
-        OI_GROW,
-        OI_STATUS,
-        ST_GROW,
-        ST_HALTED,
-        run_replication,
-    )
+    from .kernel import run_replication  # numba is imported on first use only
+
     R = len(seeds)
-    T, P, NR, NM = cn.n_transitions, cn.n_places, cn.n_resources, cn.n_members
-    G = len(cn.gate_names)
-    S = steps if samples else 0
-    L = trace_limit
-    GL = gate_log_capacity(cn, steps, warmup, samples)
-    rmax = int(cn.g_rmax.max()) + 1 if G else 1
-    LB = lead_bins(cn)
-    out = RunOutput(
-        seeds=list(seeds),
-        f=np.zeros((R, N_OF)), i=np.zeros((R, N_OI), dtype=np.int64),
-        step_t=np.zeros((R, S)), step_tr=np.zeros((R, S), dtype=np.int64),
-        firings=np.zeros((R, T), dtype=np.int64), busy=np.zeros((R, NR)),
-        wait_sum=np.zeros((R, NR)), wait_n=np.zeros((R, NR), dtype=np.int64),
-        tr_t=np.zeros((R, L), dtype=np.int64), tr_s=np.zeros((R, L)), tr_e=np.zeros((R, L)),
-        glog=np.zeros((R, GL, 2), dtype=np.int64), ghist=np.zeros((R, G, rmax), dtype=np.int64),
-        marking=np.zeros((R, P), dtype=np.int64), gcount=np.zeros((R, NM), dtype=np.int64),
-        greleased=np.zeros((R, NM), dtype=np.int64), glead=np.zeros((R, G, LB), dtype=np.int64),
-        token_time=np.zeros((R, P)), sojourn_sum=np.zeros((R, NR)), sojourn_n=np.zeros((R, NR), dtype=np.int64),
-        wait_hist=np.zeros((R, NR if histograms else 0, HIST_BINS), dtype=np.int64),
-        sojourn_hist=np.zeros((R, NR if histograms else 0, HIST_BINS), dtype=np.int64),
-    )
-    sw = cn.switch_args()
+    out = abi.allocate(cn, seeds, steps=steps, warmup=warmup, samples=samples, trace_limit=trace_limit,
+                       histograms=histograms)
     caps = _initial_caps(cn)
-    args = cn.kernel_args()
     halt = np.zeros(1, dtype=np.int64)
     prog = np.zeros(R, dtype=np.int64)
-    scalars = (np.int64(steps), np.int64(warmup), np.int64(max_events), np.int64(zeno_limit), bool(samples),
-               np.int64(trace_limit))
+    fixed = {**abi.net_args(cn), "halt": halt}
+    run_kw = dict(steps=steps, warmup=warmup, max_events=max_events, zeno_limit=zeno_limit, samples=samples,
+                  trace_limit=trace_limit)
 
     def one(k: int) -> None:
-        rows = (out.f[k], out.i[k], out.step_t[k], out.step_tr[k], out.firings[k], out.busy[k],
-                out.wait_sum[k], out.wait_n[k], out.tr_t[k], out.tr_s[k], out.tr_e[k], out.glog[k],
-                out.ghist[k], out.marking[k], out.gcount[k], out.greleased[k], out.glead[k])
-        stats = (out.token_time[k], out.sojourn_sum[k], out.sojourn_n[k])
-        hists = (out.wait_hist[k], out.sojourn_hist[k]) if histograms else (None, None)
+        rows = out.rows(k)
+        arrays = [a for a in rows.values() if a is not None]
+        o_i = rows["o_i"]
         c = dict(caps)
         while True:
-            run_replication(*args, np.uint64(seeds[k] & (2**64 - 1)), *scalars,
-                            np.int64(c["slots"]), np.int64(c["requests"]), np.int64(c["holders"]), *rows,
-                            halt, prog[k:k + 1], *sw, *stats, *hists)
-            if rows[1][OI_STATUS] == ST_HALTED:
+            fixed_k = {**fixed, **abi.run_args(seed=seeds[k] & (2**64 - 1), cap_slots=c["slots"],
+                                               cap_requests=c["requests"], cap_holders=c["holders"], **run_kw)}
+            run_replication(*abi.call_args(fixed_k, {**rows, "prog": prog[k:k + 1]}))
+            if o_i[abi.OI_STATUS] == abi.ST_HALTED:
                 return
-            if rows[1][OI_STATUS] != ST_GROW:
+            if o_i[abi.OI_STATUS] != abi.ST_GROW:
                 break
-            g = int(rows[1][OI_GROW])
-            for bit, key in ((GROW_SLOTS, "slots"), (GROW_REQUESTS, "requests"), (GROW_HOLDERS, "holders")):
+            g = int(o_i[abi.OI_GROW])
+            for bit, key in ((abi.GROW_SLOTS, "slots"), (abi.GROW_REQUESTS, "requests"),
+                             (abi.GROW_HOLDERS, "holders")):
                 if g & bit:
                     c[key] *= 4
-            for a in rows + stats + hists:
-                if a is not None:
-                    a[...] = 0
+            for a in arrays:
+                a[...] = 0
         _learn_caps(cn, c)
 
     nthreads = min(R, n_threads()) if parallel else 1

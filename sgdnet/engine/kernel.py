@@ -70,6 +70,27 @@ import numpy as np
 from numba import njit
 
 from ..results import HIST_BINS, HIST_KEY0, HIST_LO, HIST_SUB_BITS
+from .abi import (  # the interface's slots and codes (sgdnet.engine.abi), folded as constants
+    GROW_HOLDERS,
+    GROW_REQUESTS,
+    GROW_SLOTS,
+    OF_NOW,
+    OF_T0,
+    OF_T1,
+    OI_EVENTS,
+    OI_GROW,
+    OI_NGLOG,
+    OI_NREC,
+    OI_NSTEPS,
+    OI_NTRACE,
+    OI_STATUS,
+    ST_BUDGET,
+    ST_DEADLOCK,
+    ST_GROW,
+    ST_HALTED,
+    ST_OK,
+    ST_ZENO,
+)
 
 # ------------------------------------------------------------------ random numbers
 # xoshiro256** seeded by splitmix64; the state is a uint64[4] array owned by one replication.
@@ -200,10 +221,8 @@ def sample(s, code, par, row, pool):
     return sample_base(s, code, par[row, 0], par[row, 1], pool)
 
 
-ST_OK, ST_DEADLOCK, ST_BUDGET, ST_ZENO, ST_GROW, ST_HALTED = 0, 1, 2, 3, 4, 5
 HALT_POLL = 4096  # completions between two reads of the halt flag
 WORK_PER_EVENT = 16  # holders re-rated (ps) or flows re-allocated that count as one completion
-GROW_SLOTS, GROW_REQUESTS, GROW_HOLDERS = 1, 2, 4
 NONE, IN_IH = -1, -2
 # columns of the per-transition tables built once per replication (one row per transition keeps
 # what an event touches in one or two cache lines and the hot loop's live arrays few)
@@ -222,12 +241,6 @@ F_SW = 8192  # a random switch (weighted, and the net has at least two weighted 
 # a transition with more input arcs than this is a join: its degree test starts at a watched arc
 JOIN_ARCS = 4
 
-# o_f fields
-OF_T0, OF_T1, OF_NOW = 0, 1, 2
-N_OF = 3
-# o_i fields
-OI_STATUS, OI_EVENTS, OI_NSTEPS, OI_NTRACE, OI_NGLOG, OI_NREC, OI_GROW = 0, 1, 2, 3, 4, 5, 6
-N_OI = 7
 HIST_SUB_BITS_SHIFT = 52 - HIST_SUB_BITS  # float64 bits -> (biased exponent, leading mantissa bits)
 
 
@@ -740,7 +753,7 @@ def run_replication(
 ):
     """Play one replication; write the outputs into the ``o_*`` arrays (see the module doc).
 
-    Random switches (``sw_*``, see :data:`sgdnet.net.compiled.SWITCH_FIELDS`) come after the
+    Random switches (``sw_*``, see :data:`sgdnet.engine.abi.SWITCH_ARGS`) come after the
     control arrays, then the place and queue statistics of the counting window: ``o_ptok`` (P,)
     the time integral of each place's marking, ``o_ssum``/``o_sn`` (R,) the sojourn (completion -
     request time) sums and counts per resource held, at completions, and ``o_hw``/``o_hs``

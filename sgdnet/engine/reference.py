@@ -451,11 +451,14 @@ class _Replication:
         """Recompute the rate (and projected end) of every ps firing after a holder change."""
         M, now = self.M, self.now
         flows = []
+        rate_of: dict[int, float] = {}  # the rate depends on the transition only: once each
         for f in self.psf:
             if M.links[f.t]:
                 flows.append(f)
                 continue
-            rate = min(min(1.0, M.cap[r] / self.used[r]) for r in M.ps_res[f.t])
+            rate = rate_of.get(f.t)
+            if rate is None:
+                rate = rate_of[f.t] = min(min(1.0, M.cap[r] / self.used[r]) for r in M.ps_res[f.t])
             if rate != f.rate:
                 f.rate = rate
                 f.end = now + f.work / rate

@@ -29,7 +29,7 @@ Layout (structure of arrays; ``T`` transitions, ``P`` places, ``R`` resources, `
   (-1: none);
 - modulators: ``mod_kind`` (0 iid, 1 markov), ``mod_par`` (M, 3) = (slow_factor, mean_fast,
   mean_slow); ``rs_ptr/rs_mod`` transition -> iid modulators it resamples when it starts;
-- random switches (:data:`SWITCH_FIELDS`, passed after the kernel's other arguments):
+- random switches (passed after the kernel's outputs, :data:`sgdnet.engine.abi.SWITCH_ARGS`):
   ``sw_w`` (T,) weight (0.0: not weighted), ``sw_prio`` (T,) the priority (weighted transitions
   tie on it), ``sw_res`` the queued resources held by some weighted transition (the queues where
   a competing weighted candidate may wait).
@@ -55,7 +55,7 @@ from ..dists import Distribution, Empirical, Straggler, deterministic_rows, flat
 from ..errors import NetError
 from .builder import Net
 
-__all__ = ["CompiledNet", "compile_net", "INF_SERVERS", "DISC_CODES", "SWITCH_FIELDS"]
+__all__ = ["CompiledNet", "compile_net", "INF_SERVERS", "DISC_CODES"]
 
 INF_SERVERS = 1 << 62
 DISC_CODES = {"fifo": 0, "priority": 1, "ps": 2, "flow": 3}
@@ -65,23 +65,6 @@ _MOD_CODES = {"iid": 0, "markov": 1}
 
 _I = np.int64
 _F = np.float64
-
-# The order of the arrays handed to the kernel (see CompiledNet.kernel_args).
-KERNEL_FIELDS = (
-    "m0", "dep_ptr", "dep_trans",
-    "in_ptr", "in_place", "in_w", "out_ptr", "out_place", "out_w", "inh_ptr", "inh_place", "inh_thr",
-    "r_cap", "r_disc", "r_ps", "r_users", "rq_base",
-    "qres_ptr", "qres_idx", "psres_ptr", "psres_idx",
-    "r_bw", "re_ptr", "re_val", "fl_cap",
-    "servers", "prio_class", "rank", "is_step", "mod_of", "guard",
-    "d_code", "d_par", "d_pool",
-    "g_kind", "g_s", "g_slow", "g_rmax", "g_ptr", "mem_gate", "mem_counter",
-    "cnt_ptr", "cnt_mem", "gg_ptr", "gg_trans", "mg_ptr", "mg_trans", "g_cap",
-    "mod_kind", "mod_par", "rs_ptr", "rs_mod",
-)
-# Random switches: arrays the kernel takes after its outputs (see CompiledNet.switch_args).
-SWITCH_FIELDS = ("sw_w", "sw_prio", "sw_res")
-
 
 def _csr(lists: list[list]) -> tuple[np.ndarray, np.ndarray]:
     n = len(lists)
@@ -319,10 +302,13 @@ class CompiledNet:
             (m.kind == "iid" and bool(fixed[nT + mi])) or (m.kind == "markov" and m.slow_factor == 1.0)
             for mi, m in enumerate(Ms))
 
-        for f in KERNEL_FIELDS + SWITCH_FIELDS:
-            a = np.ascontiguousarray(getattr(self, f))
-            a.setflags(write=False)
-            setattr(self, f, a)
+        # every array contiguous and read-only (the kernel takes them in the order of
+        # sgdnet.engine.abi.NET_ARGS)
+        for f, a in list(vars(self).items()):
+            if isinstance(a, np.ndarray):
+                a = np.ascontiguousarray(a)
+                a.setflags(write=False)
+                setattr(self, f, a)
 
     # ----------------------------------------------------------------- sizes
     @property
@@ -340,14 +326,6 @@ class CompiledNet:
     @property
     def n_members(self) -> int:
         return int(self.mem_gate.size)
-
-    def kernel_args(self) -> tuple:
-        """The arrays in the order the kernel takes them."""
-        return tuple(getattr(self, f) for f in KERNEL_FIELDS)
-
-    def switch_args(self) -> tuple:
-        """The random-switch arrays, passed after the kernel's outputs (:data:`SWITCH_FIELDS`)."""
-        return tuple(getattr(self, f) for f in SWITCH_FIELDS)
 
     def __repr__(self) -> str:
         return (f"CompiledNet({self.name!r}: {self.n_places} places, {self.n_transitions} transitions, "
