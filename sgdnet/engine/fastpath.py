@@ -350,37 +350,50 @@ def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, fixed, dfix, code
             S[l, 0], S[l, 1], S[l, 2], S[l, 3] = s0, s1, s2, s3
         done_work += T * L
         k += 1
-        alldone = True
-        for l in range(L):
-            if phase[l] == 0:
-                lo = np.inf
-                for i in range(ns):
-                    v = C[((k - 1) * T + steps_idx[i]) * L + l]
-                    if v < lo:
-                        lo = v
-                below = 0
-                for i in range(ns):
-                    q = ptr[i, l]
-                    while q < k and C[(q * T + steps_idx[i]) * L + l] < lo:
-                        q += 1
-                    ptr[i, l] = q
-                    below += q
-                if below >= need:
-                    phase[l] = 1
-                    lo_a[l] = lo
-            if phase[l] == 1:
-                m = np.inf
-                for t in range(T):
-                    v = C[((k - 1) * T + t) * L + l]
-                    if v < m:
-                        m = v
-                if m >= lo_a[l]:
-                    phase[l] = 2
-            if phase[l] != 2:
-                alldone = False
+        alldone = _lanes_done(C, k, T, L, ns, steps_idx, ptr, need, phase, lo_a)
         if alldone:
             break
     return k
+
+
+@njit(cache=True)
+def _lanes_done(C, k, T, L, ns, steps_idx, ptr, need, phase, lo_a):  # pragma: no cover - compiled
+    """Advance each lane's stopping rule after round ``k - 1`` and say whether every lane is done.
+
+    A lane's phase goes 0 -> 1 when at least ``need`` step completions lie below the earliest
+    step completion of the last round (``lo_a`` keeps that time), and 1 -> 2 when every
+    transition's last completion is at or after it: no later round can complete earlier, so the
+    window is final. Shared by both fast paths (:mod:`.fastpath_fifo` too).
+    """
+    alldone = True
+    for l in range(L):
+        if phase[l] == 0:
+            lo = np.inf
+            for i in range(ns):
+                v = C[((k - 1) * T + steps_idx[i]) * L + l]
+                if v < lo:
+                    lo = v
+            below = 0
+            for i in range(ns):
+                q = ptr[i, l]
+                while q < k and C[(q * T + steps_idx[i]) * L + l] < lo:
+                    q += 1
+                ptr[i, l] = q
+                below += q
+            if below >= need:
+                phase[l] = 1
+                lo_a[l] = lo
+        if phase[l] == 1:
+            m = np.inf
+            for t in range(T):
+                v = C[((k - 1) * T + t) * L + l]
+                if v < m:
+                    m = v
+            if m >= lo_a[l]:
+                phase[l] = 2
+        if phase[l] != 2:
+            alldone = False
+    return alldone
 
 
 @njit(cache=True)

@@ -54,7 +54,7 @@ from numba import njit
 from ..dists import CODE_EXP, CODE_LOGN, deterministic_rows
 from ..net.compiled import DISC_CODES, CompiledNet
 from ..results import RawReplication
-from .fastpath import _STREAM_XOR, _can_be_zero, _topo, _xo, _zig
+from .fastpath import _STREAM_XOR, _can_be_zero, _lanes_done, _topo, _xo, _zig
 from .fifo_record import Acc, replication
 from .kernel import sample, seed_state
 
@@ -355,34 +355,7 @@ def _rounds(A, X, C, T, L, k0, kmax, work, useq, ustart, ures, ip, iprod, ioff, 
             S[l, 0], S[l, 1], S[l, 2], S[l, 3] = s0, s1, s2, s3
         done_work += T * L
         k += 1
-        alldone = True
-        for l in range(L):
-            if phase[l] == 0:
-                lo = np.inf
-                for i in range(ns):
-                    v = C[((k - 1) * T + steps_idx[i]) * L + l]
-                    if v < lo:
-                        lo = v
-                below = 0
-                for i in range(ns):
-                    q = ptr[i, l]
-                    while q < k and C[(q * T + steps_idx[i]) * L + l] < lo:
-                        q += 1
-                    ptr[i, l] = q
-                    below += q
-                if below >= need:
-                    phase[l] = 1
-                    lo_a[l] = lo
-            if phase[l] == 1:
-                m = np.inf
-                for t in range(T):
-                    v = C[((k - 1) * T + t) * L + l]
-                    if v < m:
-                        m = v
-                if m >= lo_a[l]:
-                    phase[l] = 2
-            if phase[l] != 2:
-                alldone = False
+        alldone = _lanes_done(C, k, T, L, ns, steps_idx, ptr, need, phase, lo_a)
         if alldone:
             break
     return k
