@@ -163,7 +163,7 @@ def _analyse(cn: CompiledNet) -> tuple[FastPlan | None, list[str]]:
     for t in range(T):
         for k in range(cn.out_ptr[t], cn.out_ptr[t + 1]):
             prod[cn.out_place[k]] = t
-    fixed = deterministic_rows(cn.d_code, cn.d_par, cn.d_pool)[:T]
+    fixed, dfix = fixed_durations(cn)
     for t in range(T):
         if cn.servers[t] != 1 and not fixed[t]:
             why.append(f"transition {names[t]!r} has servers={'inf' if cn.servers[t] == INF_SERVERS else int(cn.servers[t])}"
@@ -191,12 +191,6 @@ def _analyse(cn: CompiledNet) -> tuple[FastPlan | None, list[str]]:
         return None, why
     itok = cn.m0[cn.in_place].astype(np.int64)
     serv = np.where(cn.servers == INF_SERVERS, 0, cn.servers).astype(np.int64)
-    dfix = np.zeros(T)
-    s = np.zeros(4, dtype=np.uint64)
-    s[0] = 1
-    for t in range(T):
-        if fixed[t]:
-            dfix[t] = sample(s, int(cn.d_code[t]), cn.d_par, t, cn.d_pool)
     aptr, aprod, atok = [0], [], []
     for t in order:
         for k in range(cn.in_ptr[t], cn.in_ptr[t + 1]):
@@ -211,8 +205,21 @@ def _analyse(cn: CompiledNet) -> tuple[FastPlan | None, list[str]]:
                     iprod=prod[cn.in_place].astype(np.int64), itok=itok, serv=serv,
                     aptr=np.array(aptr, dtype=np.int64), aprod=np.array(aprod, dtype=np.int64),
                     atok=np.array(atok, dtype=np.int64),
-                    fixed=fixed.astype(np.int64), dfix=dfix, max_tokens=mt)
+                    fixed=fixed, dfix=dfix, max_tokens=mt)
     return plan, []
+
+
+def fixed_durations(cn: CompiledNet) -> tuple[np.ndarray, np.ndarray]:
+    """Per transition of ``cn``: 1 where its duration is one fixed value (int64, as the
+    recursions of both fast paths read it), and that value (0 elsewhere)."""
+    T = cn.n_transitions
+    fixed = deterministic_rows(cn.d_code, cn.d_par, cn.d_pool)[:T].astype(np.int64)
+    dfix = np.zeros(T)
+    s = np.zeros(4, dtype=np.uint64)
+    s[0] = 1
+    for t in np.flatnonzero(fixed):
+        dfix[t] = sample(s, int(cn.d_code[t]), cn.d_par, int(t), cn.d_pool)
+    return fixed, dfix
 
 
 def fast_plan(cn: CompiledNet) -> FastPlan | None:

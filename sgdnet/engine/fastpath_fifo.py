@@ -51,10 +51,10 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from ..dists import CODE_EXP, CODE_LOGN, deterministic_rows
+from ..dists import CODE_EXP, CODE_LOGN
 from ..net.compiled import DISC_CODES, CompiledNet
 from ..results import RawReplication
-from .fastpath import _STREAM_XOR, _can_be_zero, _lanes_done, _topo, _xo, _zig
+from .fastpath import _STREAM_XOR, _can_be_zero, _lanes_done, _topo, _xo, _zig, fixed_durations
 from .fifo_record import Acc, replication
 from .kernel import sample, seed_state
 
@@ -235,17 +235,11 @@ def _analyse(cn: CompiledNet) -> tuple[FifoPlan | None, list[str]]:
             iprod.append(t)
             ioff.append(1)
         ip.append(len(iprod))
-    fixed = deterministic_rows(cn.d_code, cn.d_par, cn.d_pool)[:T]
-    dfix = np.zeros(T)
-    s = np.zeros(4, dtype=np.uint64)
-    s[0] = 1
-    for t in range(T):
-        if fixed[t]:
-            dfix[t] = sample(s, int(cn.d_code[t]), cn.d_par, t, cn.d_pool)
+    fixed, dfix = fixed_durations(cn)
     i64 = np.int64
     plan = FifoPlan(useq=np.array(useq, i64), ustart=np.array(ustart, i64), ures=np.array(ures, i64),
                     ip=np.array(ip, i64), iprod=np.array(iprod, i64), ioff=np.array(ioff, i64),
-                    fixed=fixed.astype(i64), dfix=dfix, res_of=res_of,
+                    fixed=fixed, dfix=dfix, res_of=res_of,
                     out_t=np.repeat(np.arange(T), np.diff(cn.out_ptr)),
                     in_t=np.repeat(np.arange(T), np.diff(cn.in_ptr)),
                     max_off=max(ioff) if ioff else 0)
