@@ -418,18 +418,25 @@ def _start(C, t, k, l, ip, iprod, itok, serv):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def first_not_before(C, t, l, B):  # pragma: no cover - compiled
+    """The first round whose completion of ``t`` in lane ``l`` is at or after ``B`` (``C[k, t,
+    l]`` is nondecreasing in ``k``: a binary search); both fast paths' records use it."""
+    lo, hi = 0, C.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if C[mid, t, l] < B:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
 def _upto(C, l, B, lt, eq):  # pragma: no cover - compiled
-    """Per transition, the completions in lane ``l`` before ``B`` (``lt``) and at ``B`` (``eq``):
-    a binary search on each nondecreasing sequence."""
+    """Per transition, the completions in lane ``l`` before ``B`` (``lt``) and at ``B`` (``eq``)."""
     K = C.shape[0]
     for t in range(C.shape[1]):
-        lo, hi = 0, K
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if C[mid, t, l] < B:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = first_not_before(C, t, l, B)
         lt[t] = lo
         k = lo
         while k < K and C[k, t, l] == B:

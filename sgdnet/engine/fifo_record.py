@@ -18,6 +18,7 @@ import numpy as np
 from numba import njit
 
 from ..results import RawReplication
+from .fastpath import first_not_before
 
 __all__ = ["Acc", "replication"]
 
@@ -124,14 +125,7 @@ def _upto(A, X, C, l, rank, res_of, cb, xb, ab, rb, kb, kbase, out):  # pragma: 
     transition's completions are nondecreasing in the round: a binary search, then the ties."""
     K = C.shape[0]
     for t in range(C.shape[1]):
-        lo, hi = 0, K
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if C[mid, t, l] < cb:
-                lo = mid + 1
-            else:
-                hi = mid
-        k = lo
+        k = first_not_before(C, t, l, cb)
         while k < K and C[k, t, l] == cb:
             x = X[k, t, l]
             a = A[k, t, l] if res_of[t] >= 0 else x
