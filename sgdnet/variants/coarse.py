@@ -53,6 +53,7 @@ from .compute import apply_straggler
 from .durations import duration
 from .fabric import Fabric
 from .layers import compute_cv, group_layers
+from .options import BALANCE, COMPRESSION
 from .parameter_server import _chunks
 
 __all__ = ["COARSE_PLUS", "SUPPORTED", "Heuristics", "overlap_fraction", "tail_fraction",
@@ -398,13 +399,11 @@ def build(variant: str, model: ModelProfile, cluster: Cluster, *,
     if heuristics_ is not None and not isinstance(heuristics_, Heuristics):
         raise VariantError(f"heuristics={heuristics_!r} is not a sgdnet.CoarseHeuristics; give "
                            "CoarseHeuristics(overlap, tail, pull_lag, messages) or leave it out")
-    unsupported = {k: opts[k] for k, v in (("balance", "none"), ("compression", None))
-                   if k in opts and opts[k] != v}
-    if unsupported:  # the heuristics are derived for the plain scheme (docs/coarse.md)
-        k, v = next(iter(unsupported.items()))
-        raise VariantError(f"granularity={COARSE_PLUS!r} does not model {k}={v!r} (its heuristics are "
-                           f"derived for {k}={dict(balance='none', compression=None)[k]!r}); use "
-                           "granularity='fine' (or 'coarse')")
+    for o in (BALANCE, COMPRESSION):  # the heuristics are derived for the plain scheme
+        if opts.get(o.name, o.default) != o.default:
+            raise VariantError(f"granularity={COARSE_PLUS!r} does not model {o.name}="
+                               f"{opts[o.name]!r} (its heuristics are derived for {o.name}="
+                               f"{o.default!r}); use granularity='fine' (or 'coarse')")
     h = heuristics_ if heuristics_ is not None else heuristics(variant, model, cluster, **opts)
     if variant == "allreduce":
         return _build_allreduce(model, cluster, h, **opts)
