@@ -998,9 +998,12 @@ def run_replication(
 
     while True:
         # -------------------------------------------- A: re-evaluate dirty transitions
-        while dn > 0:
-            dn -= 1
-            t = dl[dn]
+        # in the order they were marked (a transition's outputs' consumers in arc order, usually
+        # rank order): candidates then mostly arrive in key order, each heap push one comparison
+        di = 0
+        while di < dn:
+            t = dl[di]
+            di += 1
             isd[t] = False
             f = TS[t, TS_FL]
             d = TS[t, TS_SERV] - TD[t, TD_ACT]
@@ -1131,6 +1134,7 @@ def run_replication(
                                            qn[wt], t, TD)
                     else:
                         qn[wt] = _c_remove(qh, rq_base[wt], qn[wt], t, TD, TS, TF)
+        dn = 0
         if status == ST_GROW:
             break
 
