@@ -9,6 +9,11 @@ trajectories::
     git show HEAD~1:sgdnet/engine/kernel.py > /tmp/kernel_old.py
     PYTHONPATH=. python bench/bench_kernel_ab.py --old /tmp/kernel_old.py --workers 4 16 64
     PYTHONPATH=. python bench/bench_kernel_ab.py --old /tmp/kernel_old.py --network flows
+    PYTHONPATH=. python bench/bench_kernel_ab.py --old /tmp/kernel_old.py --model anchor
+
+``--model anchor`` runs the speed anchors' sync-PS net (``/work/shared/anchors``, translated by
+``anchor_runner.to_sgdnet``) instead of the bench model. ``--old-hist-none`` passes ``None`` as
+the old kernel's two histogram arrays (kernels before histograms became a runtime switch).
 """
 
 from __future__ import annotations
@@ -30,6 +35,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--network", choices=("fifo", "flows"), default="fifo",
                     help="the bench model's links: FIFO resources or max-min fair flows")
+    ap.add_argument("--model", choices=("bench", "anchor"), default="bench")
+    ap.add_argument("--anchors", default="/work/shared/anchors", help="the anchors' directory")
+    ap.add_argument("--old-hist-none", action="store_true",
+                    help="the old kernel takes None for histograms not kept")
     a = ap.parse_args()
 
     from bench_engine import build_bench_net
@@ -37,23 +46,37 @@ def main() -> None:
     import sgdnet
     from sgdnet.engine import kernel as K
 
-    spec = importlib.util.spec_from_file_location("kernel_old", a.old)
+    # a module of the engine package, so that its relative imports (..results, .abi) resolve
+    spec = importlib.util.spec_from_file_location("sgdnet.engine.kernel_old", a.old)
     old = importlib.util.module_from_spec(spec)
-    sys.modules["kernel_old"] = old  # numba resolves a cached function's module by name
+    sys.modules["sgdnet.engine.kernel_old"] = old  # numba resolves a cached function's module by name
     spec.loader.exec_module(old)
-    kernels = {"old": old.run_replication, "new": K.run_replication}
+    old_run = old.run_replication
+    if a.old_hist_none:
+        def old_run(*args):
+            return old.run_replication(*args[:-2], None, None)
+    kernels = {"old": old_run, "new": K.run_replication}
+
+    def build(n):
+        if a.model == "bench":
+            return build_bench_net(n, network=a.network)
+        sys.path.insert(0, a.anchors)
+        from anchor_runner import to_sgdnet
+        from model import Params, build_ps_net
+        return to_sgdnet(build_ps_net(Params(N=n, L=20, mode="sync")))
 
     def once(which, net, steps):
         K.run_replication = kernels[which]
         t = time.process_time()
-        r = sgdnet.simulate(net, steps=steps, warmup=0, replications=1, seed=7, parallel=False)
+        r = sgdnet.simulate(net, steps=steps, warmup=0, replications=1, seed=7, parallel=False,
+                            engine="generic")
         dt = time.process_time() - t
         K.run_replication = kernels["new"]
         return r, dt
 
     print(f"{'N':>4} {'old compl/s':>12} {'new compl/s':>12} {'new/old':>8}  identical")
     for n in a.workers:
-        net = build_bench_net(n, network=a.network)
+        net = build(n)
         per_step = len(net.transitions)  # completions per step, about (each fires once a step)
         steps = max(10, int(a.completions / per_step))
         for w in ("old", "new"):

@@ -11,7 +11,8 @@ status codes, and :func:`unpack` (the output arrays of one replication -> its
    kernels) and ``prog`` (int64[1] per replication: step completions so far);
 5. the random-switch arrays of the net (:data:`SWITCH_ARGS`);
 6. the statistics outputs (:data:`STAT_OUTPUTS`), then the optional histograms
-   (:data:`HIST_OUTPUTS`, ``None`` unless ``histograms=True``: a kernel specialization of its own).
+   (:data:`HIST_OUTPUTS`, arrays with no rows unless ``histograms=True``: the kernel tests that at
+   run time, so one compiled specialization serves both).
 
 Adding a kernel argument or output means adding a row here and using it in the kernel body; the
 driver allocates, orders and resets from these tables and :func:`unpack` reads them back
@@ -105,13 +106,12 @@ STAT_OUTPUTS = (
     ("o_ssum", "sojourn_sum", np.float64, ("NR",)),
     ("o_sn", "sojourn_n", np.int64, ("NR",)),
 )
-#: the last outputs, passed as None (and allocated with H = 0 rows) unless histograms are asked for
+#: the last outputs, allocated with H = 0 rows (and reported as None) unless histograms are asked for
 HIST_OUTPUTS = (
     ("o_hw", "wait_hist", np.int64, ("H", "HB")),
     ("o_hs", "sojourn_hist", np.int64, ("H", "HB")),
 )
 _ALL_OUTPUTS = OUTPUTS + STAT_OUTPUTS + HIST_OUTPUTS
-_OPTIONAL = {p for p, *_ in HIST_OUTPUTS}
 
 #: every kernel parameter, in order
 SIGNATURE = (tuple(p for p, _ in NET_ARGS) + tuple(p for p, _ in RUN_ARGS)
@@ -146,9 +146,8 @@ class RunOutput:
             setattr(self, name, a)
 
     def rows(self, k: int) -> dict[str, Any]:
-        """Kernel parameter -> replication ``k``'s output array (None: a histogram not kept)."""
-        return {p: (getattr(self, a)[k] if self.histograms or p not in _OPTIONAL else None)
-                for p, a, *_ in _ALL_OUTPUTS}
+        """Kernel parameter -> replication ``k``'s output array (a histogram not kept has no rows)."""
+        return {p: getattr(self, a)[k] for p, a, *_ in _ALL_OUTPUTS}
 
 
 def allocate(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, samples: bool, trace_limit: int,

@@ -52,8 +52,8 @@ Design (see DESIGN.md "The engine" and the normative firing semantics of the tea
   instant heap and the queues of resources with a free server that weighted transitions hold)
   and draws one by weight; a net with fewer than two weighted transitions never gets there.
 - **Statistics**: the marking integral (one update per marking change), sojourns (a slot keeps
-  its request time) and, only in the specialization compiled with histogram arrays (None
-  otherwise), log-linear wait and sojourn histograms.
+  its request time) and, when the histogram arrays have rows, log-linear wait and sojourn
+  histograms.
 - **Helpers** are compiled with ``_nrt=False``: array arguments then carry no reference-count
   traffic, which otherwise dominated the event loop.
 
@@ -95,6 +95,9 @@ from .abi import (  # the interface's slots and codes (sgdnet.engine.abi), folde
 # ------------------------------------------------------------------ random numbers
 # xoshiro256** seeded by splitmix64; the state is a uint64[4] array owned by one replication.
 _U = np.uint64
+# integer arguments of helpers as int64 values, not literals: numba compiles a helper once per
+# distinct argument types, and a literal 0 is a type of its own (Literal[int](0))
+_I0, _I1, _IM1, _K7, _K45 = (np.int64(k) for k in (0, 1, -1, 7, 45))
 _INV53 = 1.0 / 9007199254740992.0
 TWO_PI = 2.0 * math.pi
 
@@ -121,14 +124,14 @@ def seed_state(seed):
 @njit(cache=True, _nrt=False, error_model="numpy", inline="always")
 def _xo_step(s0, s1, s2, s3):
     """One xoshiro256** step on a state held in registers: (output, new s0..s3)."""
-    res = _rotl(s1 * _U(5), 7) * _U(9)
+    res = _rotl(s1 * _U(5), _K7) * _U(9)
     t = s1 << _U(17)
     s2 ^= s0
     s3 ^= s1
     s1 ^= s2
     s0 ^= s3
     s2 ^= t
-    return res, s0, s1, s2, _rotl(s3, 45)
+    return res, s0, s1, s2, _rotl(s3, _K45)
 
 
 @njit(cache=True, _nrt=False, error_model="numpy")
@@ -307,7 +310,7 @@ def _c_pop(h, base, n, TD, TS, TF):
     n -= 1
     if n > 0:
         h[base] = h[base + n]
-        _c_down(h, base, n, 0, TD, TS, TF)
+        _c_down(h, base, n, _I0, TD, TS, TF)
     return n
 
 
@@ -504,7 +507,7 @@ def _promote(r, ih, ih_n, qh, qn, qhd, r_disc, rq_base, TD, TS, TF, used, r_cap)
         else:
             t = qh[base]
             qn[r] = _c_pop(qh, base, qn[r], TD, TS, TF)
-        ih_n = _c_push(ih, 0, ih_n, t, TD, TS, TF)
+        ih_n = _c_push(ih, _I0, ih_n, t, TD, TS, TF)
         TD[t, TD_WHERE] = IN_IH
         TD[t, TD_FROM] = r
     return ih_n
@@ -595,7 +598,7 @@ def _g_remove(gh, rp, gn, s, s_gpos, s_vf, s_seq):
 @njit(cache=True, _nrt=False, error_model="numpy")
 def _e_remove(eh, ekt, eks, pos, n, s):
     """Take slot ``s`` out of the completion heap; return the new size."""
-    _e_place(eh, ekt, eks, pos, pos[s], n, s, -np.inf, -1)
+    _e_place(eh, ekt, eks, pos, pos[s], n, s, -np.inf, _IM1)
     return _e_pop(eh, ekt, eks, pos, n)
 
 
@@ -688,7 +691,7 @@ def _sw_pick(t, ih, ih_n, qh, qn, qhd, r_disc, rq_base, TS, TF, sw_w, sw_prio, s
     candidate competing with it, drawn with probability proportional to weight. One uniform is drawn
     only when there are two or more to choose from; they are ordered by rank first."""
     cand[0] = t
-    nc = _sw_heap(ih, 0, ih_n, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap, cand, 1, stk)
+    nc = _sw_heap(ih, _I0, ih_n, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap, cand, _I1, stk)
     for j in range(sw_res.size):
         r = sw_res[j]
         if qn[r] > 0 and used[r] < r_cap[r]:
@@ -757,8 +760,9 @@ def run_replication(
     control arrays, then the place and queue statistics of the counting window: ``o_ptok`` (P,)
     the time integral of each place's marking, ``o_ssum``/``o_sn`` (R,) the sojourn (completion -
     request time) sums and counts per resource held, at completions, and ``o_hw``/``o_hs``
-    (R, HIST_BINS) the wait and sojourn histograms, or None: a specialization of its own, whose
-    event loop has no histogram code at all (the branches are pruned when compiling).
+    (R, HIST_BINS) the wait and sojourn histograms, or (0, HIST_BINS) arrays when they are not
+    kept: a runtime switch, so one compiled specialization serves both (a None there compiled a
+    second one, another ~30 s on a cold cache, for no measurable speed).
 
     ``halt`` is an int64[1] another thread may set non-zero to stop the replication early (read
     every ``HALT_POLL`` completions, sooner when completions are expensive (re-rating many ps
@@ -774,6 +778,7 @@ def run_replication(
     nM = mod_kind.size
     nMem = mem_gate.size
     rng = seed_state(seed)
+    hist = o_hw.shape[0] > 0  # histograms kept (else o_hw and o_hs have no rows)
 
     # ---------------------------------------------------------------- state
     m = m0.copy()
@@ -789,7 +794,7 @@ def run_replication(
         rq_used += c
     rq_pool = np.zeros(max(rq_used, cap_requests), dtype=np.float64)
     ih = np.zeros(max(nT, 1), dtype=np.int64)
-    ih_n = 0
+    ih_n = _I0  # an int64 from the start: a literal 0 would compile the heap helpers twice
     qh = np.zeros(max(rq_base[nR], 1), dtype=np.int64)
     qn = np.zeros(nR, dtype=np.int64)
     qhd = np.zeros(nR, dtype=np.int64)  # fifo resources: ring head of the sorted queue
@@ -815,7 +820,7 @@ def run_replication(
     eh_pos = np.zeros(scap, dtype=np.int64)
     ekt = np.zeros(scap, dtype=np.float64)
     eks = np.zeros(scap, dtype=np.int64)
-    eh_n = 0
+    eh_n = _I0
     hole = False  # eh[0] is a completion already applied, left for the next start to replace
     seq = 0
     # processor sharing
@@ -993,9 +998,12 @@ def run_replication(
 
     while True:
         # -------------------------------------------- A: re-evaluate dirty transitions
-        while dn > 0:
-            dn -= 1
-            t = dl[dn]
+        # in the order they were marked (a transition's outputs' consumers in arc order, usually
+        # rank order): candidates then mostly arrive in key order, each heap push one comparison
+        di = 0
+        while di < dn:
+            t = dl[di]
+            di += 1
             isd[t] = False
             f = TS[t, TS_FL]
             d = TS[t, TS_SERV] - TD[t, TD_ACT]
@@ -1109,13 +1117,13 @@ def run_replication(
                             TD[t, TD_CPOS] = 0
                             ih_n = 1
                         else:
-                            ih_n = _c_push(ih, 0, ih_n, t, TD, TS, TF)
+                            ih_n = _c_push(ih, _I0, ih_n, t, TD, TS, TF)
                         TD[t, TD_WHERE] = IN_IH
             elif TD[t, TD_WHERE] != NONE:
                 wt = TD[t, TD_WHERE]
                 TD[t, TD_WHERE] = NONE
                 if wt == IN_IH:
-                    ih_n = _c_remove(ih, 0, ih_n, t, TD, TS, TF)
+                    ih_n = _c_remove(ih, _I0, ih_n, t, TD, TS, TF)
                     src = TD[t, TD_FROM]
                     if src >= 0:
                         TD[t, TD_FROM] = NONE
@@ -1126,6 +1134,7 @@ def run_replication(
                                            qn[wt], t, TD)
                     else:
                         qn[wt] = _c_remove(qh, rq_base[wt], qn[wt], t, TD, TS, TF)
+        dn = 0
         if status == ST_GROW:
             break
 
@@ -1135,7 +1144,7 @@ def run_replication(
             if ih_n == 1:
                 ih_n = 0
             else:
-                ih_n = _c_pop(ih, 0, ih_n, TD, TS, TF)
+                ih_n = _c_pop(ih, _I0, ih_n, TD, TS, TF)
             TD[t, TD_WHERE] = NONE
             src = TD[t, TD_FROM]
             TD[t, TD_FROM] = NONE
@@ -1160,12 +1169,12 @@ def run_replication(
                                  qres_idx, used, r_cap, sw_cand, sw_stk, rng)
                     if c != t:
                         # start c instead: t stays a candidate (with the promotion it carries)
-                        ih_n = _c_push(ih, 0, ih_n, t, TD, TS, TF)
+                        ih_n = _c_push(ih, _I0, ih_n, t, TD, TS, TF)
                         TD[t, TD_WHERE] = IN_IH
                         TD[t, TD_FROM] = src
                         wc = TD[c, TD_WHERE]
                         if wc == IN_IH:
-                            ih_n = _c_remove(ih, 0, ih_n, c, TD, TS, TF)
+                            ih_n = _c_remove(ih, _I0, ih_n, c, TD, TS, TF)
                             src = TD[c, TD_FROM]
                         elif r_disc[wc] == 0:
                             qn[wc] = _d_remove(qh, rq_base[wc], rq_base[wc + 1] - rq_base[wc], qhd[wc],
@@ -1214,7 +1223,7 @@ def run_replication(
                         TD[t, TD_CPOS] = 0
                         ih_n = 1
                     else:
-                        ih_n = _c_push(ih, 0, ih_n, t, TD, TS, TF)
+                        ih_n = _c_push(ih, _I0, ih_n, t, TD, TS, TF)
                     TD[t, TD_WHERE] = IN_IH
                 if f & F_QRES:
                     for k in range(TS[t, TS_Q0], TS[t, TS_Q1]):
@@ -1222,7 +1231,7 @@ def run_replication(
                         if counting:
                             o_wsum[r] += now - rt
                             o_wn[r] += 1
-                            if o_hw is not None:
+                            if hist:
                                 _hadd(o_hw, r, now - rt, hb_f, hb_i)
                         used[r] += 1
                 if f & F_GUARD:
@@ -1344,7 +1353,7 @@ def run_replication(
                                 blast[r] = now
                             o_wsum[r] += now - rt
                             o_wn[r] += 1
-                            if o_hw is not None:
+                            if hist:
                                 _hadd(o_hw, r, now - rt, hb_f, hb_i)
                         used[r] += 1
                         if ps_n[rp] == hcap:
@@ -1796,7 +1805,7 @@ def run_replication(
                     o_busy[r] += now - st0
                     o_ssum[r] += now - s_req[s]
                     o_sn[r] += 1
-                    if o_hs is not None:
+                    if hist:
                         _hadd(o_hs, r, now - s_req[s], hb_f, hb_i)
                 used[r] -= 1
                 if qn[r] > 0:
@@ -1807,7 +1816,7 @@ def run_replication(
                     r = psres_idx[k]
                     o_ssum[r] += now - s_req[s]
                     o_sn[r] += 1
-                    if o_hs is not None:
+                    if hist:
                         _hadd(o_hs, r, now - s_req[s], hb_f, hb_i)
             if f & F_FLOW:
                 if counting:
