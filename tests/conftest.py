@@ -146,3 +146,44 @@ def exotic_net() -> Net:
     net.modulator("iidm", Gamma(1.0, 0.3), resample_on=[t1])
     net.meta.update({"variant": "exotic", "workers": 2, "shape": (2, 3), "inf": math.inf, "nested": {"k": [1, 2]}})
     return net
+
+
+# ------------------------------------------------------------------ the kernel's JIT, once
+#: sessions at least this large warm the kernel up front (a few selected tests do not)
+WARM_UP_MIN_TESTS = 200
+
+
+def _fifo_round_net() -> Net:
+    """:func:`ring` with a FIFO resource held by ``t0``: a net of the FIFO-round fast path."""
+    net = ring([1.0, 2.0], [1, 0], name="fifo-round")
+    net.resource("r")
+    net.transitions["t0"].resources = ("r",)
+    return net
+
+
+def pytest_collection_finish(session):
+    """Under pytest-xdist (``addopts`` in setup.cfg), the first two workers compile the engine's JIT
+    functions before their first test: ``gw0`` the kernel's plain specialization and the
+    event-graph fast path, ``gw1`` the kernel's specialization with histograms
+    (``simulate(histograms=True)``) and the FIFO-round fast path.
+
+    On an empty numba cache the kernel costs ~30-40 s of CPU per specialization, a fast path ~3 s;
+    left to the tests, both workers met each of them in their first tests and compiled it twice
+    at once. Compiled up front, half on each worker in parallel, each is compiled once and the
+    other worker loads it from the cache; with a warm cache this only loads them (well under a
+    second). Small selections and serial runs compile lazily, as before. What the tests check is
+    unchanged: the same functions, the same cache."""
+    worker = getattr(session.config, "workerinput", {}).get("workerid", "")
+    if not worker.startswith("gw") or len(session.items) < WARM_UP_MIN_TESTS:
+        return
+    index = int(worker[2:])
+    if index > 1:
+        return
+    from sgdnet.engine.api import simulate
+
+    kw = dict(steps=2, warmup=0, replications=1, seed=0, parallel=False)
+    try:
+        simulate(loop(), engine="generic", histograms=index == 1, **kw)
+        simulate(_fifo_round_net() if index else loop(), engine="fast", **kw)
+    except Exception:  # noqa: BLE001 - a broken engine is the tests' to report, not this hook's
+        pass

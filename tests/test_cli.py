@@ -279,6 +279,13 @@ grid:
 """
 
 
+def _default_sigint() -> None:
+    """In the child before exec: SIGINT back to its default, so that Python installs its Ctrl-C
+    handler even when the suite runs with SIGINT ignored (started in the background by a
+    non-interactive shell, as a benchmark harness does), as a terminal's study would have it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_study_interrupted_by_ctrl_c_resumes_only_the_missing_rows(tmp_path, capsys):
     """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) during a study on
     local worker processes: one line on stderr, exit 130, the finished rows stay in the table,
@@ -295,7 +302,7 @@ def test_study_interrupted_by_ctrl_c_resumes_only_the_missing_rows(tmp_path, cap
     proc = subprocess.Popen([sys.executable, "-m", "sgdnet.cli", "study", str(cfg), "--out",
                              str(out), "--jobs", "2", "--no-progress"], cwd=tmp_path, env=env,
                             start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
