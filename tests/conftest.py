@@ -163,16 +163,15 @@ def _fifo_round_net() -> Net:
 
 def pytest_collection_finish(session):
     """Under pytest-xdist (``addopts`` in setup.cfg), the first two workers compile the engine's JIT
-    functions before their first test: ``gw0`` the kernel's plain specialization and the
-    event-graph fast path, ``gw1`` the kernel's specialization with histograms
-    (``simulate(histograms=True)``) and the FIFO-round fast path.
+    functions before their first test: ``gw0`` the kernel (one specialization, histograms on or
+    off), ``gw1`` the two fast paths (event graph and FIFO round).
 
-    On an empty numba cache the kernel costs ~30-40 s of CPU per specialization, a fast path ~3 s;
-    left to the tests, both workers met each of them in their first tests and compiled it twice
-    at once. Compiled up front, half on each worker in parallel, each is compiled once and the
-    other worker loads it from the cache; with a warm cache this only loads them (well under a
-    second). Small selections and serial runs compile lazily, as before. What the tests check is
-    unchanged: the same functions, the same cache."""
+    On an empty numba cache the kernel costs ~35 s of CPU, a fast path ~3 s; left to the tests,
+    both workers met each of them in their first tests and compiled it twice at once. Compiled up
+    front, split over the two workers, the fast paths are compiled once and the kernel at most
+    twice (when ``gw1`` reaches a kernel test before ``gw0`` stored it); with a warm cache this
+    only loads them (well under a second). Small selections and serial runs compile lazily, as
+    before. What the tests check is unchanged: the same functions, the same cache."""
     worker = getattr(session.config, "workerinput", {}).get("workerid", "")
     if not worker.startswith("gw") or len(session.items) < WARM_UP_MIN_TESTS:
         return
@@ -183,7 +182,10 @@ def pytest_collection_finish(session):
 
     kw = dict(steps=2, warmup=0, replications=1, seed=0, parallel=False)
     try:
-        simulate(loop(), engine="generic", histograms=index == 1, **kw)
-        simulate(_fifo_round_net() if index else loop(), engine="fast", **kw)
+        if index == 0:
+            simulate(loop(), engine="generic", **kw)
+        else:
+            simulate(loop(), engine="fast", **kw)
+            simulate(_fifo_round_net(), engine="fast", **kw)
     except Exception:  # noqa: BLE001 - a broken engine is the tests' to report, not this hook's
         pass
