@@ -25,6 +25,10 @@ import time
 
 CLUSTER = "examples/clusters/p4d-8xa100-4x100g.yaml"
 CASES = {"hierarchical": ("allreduce", {"algorithm": "hierarchical"}, {}),
+         "hierarchical-looped": ("allreduce", {"algorithm": "hierarchical",
+                                               "ring_form": "looped"}, {}),
+         "hierarchical-pipelined": ("allreduce", {"algorithm": "hierarchical",
+                                                  "ring_form": "pipelined"}, {}),
          "sync-ps-16": ("sync-ps", {}, {"ps_shards": 16})}
 
 
@@ -67,7 +71,8 @@ def one(gpus: int, case: str, granularity: str, steps: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpus", type=int, nargs="+", default=[8, 64, 128, 256, 512, 1024])
-    ap.add_argument("--cases", nargs="+", default=list(CASES))
+    ap.add_argument("--cases", nargs="+", default=["hierarchical", "sync-ps-16"],
+                    choices=list(CASES))
     ap.add_argument("--granularity", nargs="+", default=["coarse", "fine"])
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--timeout", type=float, default=900)

@@ -199,8 +199,9 @@ def allreduce(
 #: Rings with more rounds than this are built looped by ``ring_form="auto"`` (see :func:`_ring`).
 LOOP_ROUNDS = 16
 
-#: How a ring's rounds are built: unrolled stages, a looped sub-net, or chosen by size.
-RING_FORMS = ("auto", "unrolled", "looped")
+#: How a ring's rounds are built: unrolled stages, a looped sub-net, one pipelined flow per
+#: ring edge, or chosen by size.
+RING_FORMS = ("auto", "unrolled", "looped", "pipelined")
 
 
 def ring_is_looped(form: str, rounds: int) -> bool:
@@ -231,6 +232,10 @@ def _ring(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk: floa
         for i in members:
             net.transition(f"{prefix}.w{i}.fin", 0.0, inputs={ready[i]: 1},
                            outputs={done[i]: 1}, tags={"worker": i, **sync})
+        return
+    if form == "pipelined":
+        _ring_pipe(net, fabric, prefix, members, chunk, rounds, reducing, ready, done, ctag,
+                   sync, lane)
         return
     if ring_is_looped(form, rounds):
         _ring_loop(net, fabric, prefix, members, chunk, rounds, reducing, ready, done, ctag,
@@ -308,6 +313,41 @@ def _ring_loop(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk:
                            inhibitors={left: 1} if R > 1 else None,
                            outputs={dst[i]: 1}, tags={"worker": i, **sync})
         src = dst
+
+
+def _ring_pipe(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk: float,
+               rounds: int, reducing: int, ready: dict, done: dict, ctag: dict, sync: dict,
+               lane: int = 0) -> None:
+    """The ring of :func:`_ring` at flow level, as NCCL streams it: every ring edge carries
+    its ``rounds`` chunks back to back, so it is one flow of ``rounds * chunk`` bytes per
+    member (``2(m-1)/m * S`` for an all-reduce of ``S``) followed by the ``rounds`` latencies
+    (:meth:`.Fabric.transfer` with ``hops=rounds``).
+
+    ``{prefix}.go`` (zero time) waits for every member's ``ready`` (a ring makes progress at
+    its slowest member's pace), then member ``i``'s ``{prefix}.w{i}.send`` (tagged
+    ``rounds=R``, ``form="pipelined"``) flows to its successor; ``{prefix}.w{i}.fin`` takes
+    its own send's ``sent`` and its predecessor's arrival. Alone on its links, deterministic
+    and homogeneous, the ring takes ``R (alpha + chunk / B)``, the stepwise ring's time to
+    the last rounding; flows sharing a NIC or a spine share it max-min fairly as the
+    stepwise rounds do, but for the whole phase at once (a member's rounds no longer wait
+    for the slowest edge of each round). ``O(m)`` transitions and ``O(m)`` events per ring,
+    whatever the rounds; the net stays an event graph.
+    """
+    m = len(members)
+    go = {i: net.place(f"{prefix}.w{i}.go", worker=i).name for i in members}
+    arr = {i: net.place(f"{prefix}.w{i}.in", worker=i).name for i in members}
+    sent = {i: net.place(f"{prefix}.w{i}.sent", worker=i).name for i in members}
+    net.transition(f"{prefix}.go", 0.0, inputs={ready[i]: 1 for i in members},
+                   outputs={go[i]: 1 for i in members}, tags=dict(sync))
+    for x, i in enumerate(members):
+        j = members[(x + 1) % m]
+        fabric.transfer(f"{prefix}.w{i}.send", rounds * chunk, ("worker", i), ("worker", j),
+                        inputs=[go[i]], outputs=[arr[j]], link_outputs=[sent[i]],
+                        tags={"worker": i, **ctag, "rounds": rounds, "form": "pipelined"},
+                        reduce=reducing / rounds, lane=lane, hops=rounds)
+    for i in members:
+        net.transition(f"{prefix}.w{i}.fin", 0.0, inputs={sent[i]: 1, arr[i]: 1},
+                       outputs={done[i]: 1}, tags={"worker": i, **sync})
 
 
 def channel_order(cluster: Cluster, k: int) -> list[int]:

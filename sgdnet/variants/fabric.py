@@ -269,9 +269,10 @@ class Fabric:
         link_outputs: Iterable[str] = (),
         tags: Mapping[str, Any] | None = None,
         priority: int = 0,
-        reduce: bool = False,
+        reduce: bool | float = False,
         lane: int = 0,
         share: str | None = None,
+        hops: int = 1,
     ) -> list[str]:
         """Add a transfer of ``nbytes`` from ``src`` to ``dst``; returns its transition names.
 
@@ -290,6 +291,10 @@ class Fabric:
         connections into / out of one host, whose uneven TCP sharing adds
         ``cluster.share_cv_in`` / ``share_cv_out`` to the noise of its bytes
         (:meth:`flow_cv`).
+        ``hops > 1``: the message is ``hops`` pieces streamed back to back through a pipeline
+        of ``hops`` store-and-forward steps (a pipelined ring's one flow per edge): the data
+        arrives ``hops`` latencies after its last byte left; ``reduce`` may then be the
+        fraction of the bytes the receiver reduces.
         """
         if src == dst:
             raise VariantError(f"transfer {name!r}: source and destination are the same host {src}")
@@ -306,12 +311,12 @@ class Fabric:
                            tags={**tg, "stage": "send"})
             names.append(f"{name}.send")
             ins = [sent.name]
-        recv_s = (c.recv_s_per_byte + (c.reduce_s_per_byte if reduce else 0.0)) * nbytes
+        recv_s = (c.recv_s_per_byte + c.reduce_s_per_byte * float(reduce)) * nbytes
         arrived = outputs
         if self.flows and recv_s > 0:
             arrived = [net.place(f"{name}:arrived").name]
         ltags = {**tg, "stage": "link", "bytes": nbytes}
-        lat = self.latency(src, dst)
+        lat = self.latency(src, dst) * hops
         cv = self.flow_cv(share)
         if lat > 0:
             wire = net.place(f"{name}.wire")
