@@ -7,8 +7,9 @@ Fine-grained net
     ``overlap=True`` a bucket's all-reduce starts as soon as every worker finished the backward
     of the bucket's last layer, so communication overlaps the rest of the backward pass; with
     ``overlap=False`` every bucket waits for the whole backward. Rings of more than
-    ``LOOP_ROUNDS`` rounds are built as looped sub-nets with a round counter (``ring_form``),
-    so the net grows as O(workers x buckets), not O(workers^2 x buckets). All-reduces run one at a time,
+    ``LOOP_ROUNDS`` rounds are streamed, one flow of ``2(m-1)/m`` of the message per ring
+    edge (``ring_form="pipelined"``, as NCCL pipelines a ring), so the net and the events of
+    a step grow as O(workers x buckets), not O(workers^2 x buckets). All-reduces run one at a time,
     in bucket order (one collective stream, as NCCL runs the collectives of one communicator);
     the order is enforced with a ring of sequence places, so the net stays a timed event graph.
     Each all-reduce is :func:`.collectives.allreduce`: ring (``2(n-1)`` dependent rounds of
@@ -23,7 +24,8 @@ Coarse-grained net
     Compute phase (profile totals), then one all-reduce of the whole model with the closed-form
     time (:func:`sgdnet.workload.ring_allreduce_time` or ``tree_allreduce_time``) holding each
     worker's NICs, then the update; no overlap (TPDS 2022). ``"hierarchical"`` has no single
-    closed form on a shared topology, so its coarse net runs the collective step by step.
+    closed form on a shared topology, so its coarse net runs its three phases as pipelined
+    rings (one flow per ring edge, so shared NICs and spines still congest).
 
 Options of issue #16
     ``balance="batch"``: proportional sampling (worker ``i``'s batch ``B n s_i / sum(s)``,
@@ -91,10 +93,13 @@ OPTIONS = (
     BALANCE,
     COMPRESSION,
     COMM_GRANULARITY,
-    Option("ring_form", "auto", "'auto', 'unrolled' or 'looped': how fine rings are built: one "
-           "transfer per member and round (the net stays an event graph, 2n(n-1) transfers), or "
-           "a looped sub-net with a round counter (O(n) transitions, same timing); 'auto' loops "
-           f"rings of more than {LOOP_ROUNDS} rounds", check_choice(*RING_FORMS)),
+    Option("ring_form", "auto", "'auto', 'unrolled', 'looped' or 'pipelined': how rings are "
+           "built: one transfer per member and round (the net stays an event graph, 2n(n-1) "
+           "transfers), a looped sub-net with a round counter (O(n) transitions, same timing, "
+           "O(n^2) events), or one streamed flow per ring edge as NCCL pipelines a ring (O(n) "
+           "transitions and events; the closed form on equal edges); 'auto' pipelines rings of "
+           f"more than {LOOP_ROUNDS} rounds and every ring of a coarse net",
+           check_choice(*RING_FORMS)),
     DISCIPLINE,
     MAX_LAYERS,
 )
