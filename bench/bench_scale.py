@@ -29,6 +29,8 @@ CASES = {"hierarchical": ("allreduce", {"algorithm": "hierarchical"}, {}),
                                                "ring_form": "looped"}, {}),
          "hierarchical-pipelined": ("allreduce", {"algorithm": "hierarchical",
                                                   "ring_form": "pipelined"}, {}),
+         "hierarchical-fused": ("allreduce", {"algorithm": "hierarchical",
+                                              "fuse_layers": True}, {}),
          "sync-ps-16": ("sync-ps", {}, {"ps_shards": 16})}
 
 

@@ -131,9 +131,9 @@ def allreduce(
         are built: one transfer per member and round (``m * rounds`` transfers; the net stays
         an event graph), a looped sub-net with a round counter (``O(m)`` transitions, same
         timing, ``O(m * rounds)`` events; :func:`_ring_loop`), or one streamed flow per ring
-        edge (``O(m)`` transitions and events; :func:`_ring_pipe`); ``"auto"``: pipelined for
-        rings of more than ``LOOP_ROUNDS`` rounds (and every ring of a coarse net), unrolled
-        below.
+        edge (``O(m)`` transitions and events; :func:`_ring_pipe`); ``"auto"``: every ring
+        of the collective pipelined when its longest ring has more than ``LOOP_ROUNDS``
+        rounds (and every ring of a coarse net), else unrolled.
 
     Returns
     -------
@@ -160,9 +160,13 @@ def allreduce(
                            f"algorithm='ring' all-reduce; with algorithm={algorithm!r}"
                            f"{' (coarse)' if coarse else ''} pass channels=1")
     resolve_ring_form(ring_form, 0)  # checks the value
-    if coarse and ring_form == "auto":
-        ring_form = "pipelined"  # a coarse net's rings are flows of their closed-form bytes
     n = cluster.workers
+    if ring_form == "auto":  # one form for all the collective's rings, set by its longest
+        g = cluster.topology.gpus_per_node if algorithm == "hierarchical" else n
+        longest = (max(g - 1, 2 * (n // g - 1)) if algorithm == "hierarchical"
+                   else n - 1 if algorithm == "allgather" else 2 * (n - 1))
+        # a coarse net's rings are flows of their closed-form bytes whatever their length
+        ring_form = "pipelined" if coarse else resolve_ring_form("auto", longest)
     extra = dict(tags or {})
     begin_in = {p: 1 for i in range(n) for p in inputs.get(i, ())}
     end_out = {p: 1 for i in range(n) for p in outputs.get(i, ())}
