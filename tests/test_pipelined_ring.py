@@ -161,9 +161,11 @@ TOY = ModelProfile("toy3", [Layer("a", 0.004, 0.008, 8e6), Layer("b", 0.006, 0.0
 def test_kernel_matches_the_reference_engine_on_a_pipelined_net():
     """Deterministic, so both engines play the same run: same throughput, same firings."""
     cl = Cluster(workers=5, bandwidth=1.25e9, latency=50e-6)
-    for disc in ("fifo", "flows"):
-        net = variants.build("allreduce", TOY, cl, bucket_bytes=0, ring_form="pipelined",
-                             discipline=disc)
+    hier = Cluster(workers=8, latency=50e-6, topology=_topo(nics_per_node=2, intra_latency=5e-6))
+    for disc, c, alg in (("fifo", cl, "ring"), ("flows", cl, "ring"),
+                         ("flows", hier, "hierarchical")):  # weighted arcs between phases
+        net = variants.build("allreduce", TOY, c, bucket_bytes=0, ring_form="pipelined",
+                             discipline=disc, algorithm=alg)
         kw = dict(steps=60, warmup=10, replications=1, seed=0)
         k, r = simulate(net, parallel=False, **kw), simulate_reference(net, **kw)
         assert k.throughput.mean == pytest.approx(r.throughput.mean, rel=1e-12)

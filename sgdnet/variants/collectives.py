@@ -340,7 +340,7 @@ def _ring_loop(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk:
 
 def _ring_pipe(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk: float,
                rounds: int, reducing: int, ready: dict, done: dict, ctag: dict, sync: dict,
-               lane: int = 0) -> None:
+               lane: int = 0, ready_tokens: int = 1, join: bool = True) -> None:
     """The ring of :func:`_ring` at flow level, as NCCL streams it: every ring edge carries
     its ``rounds`` chunks back to back, so it is one flow of ``rounds * chunk`` bytes per
     member (``2(m-1)/m * S`` for an all-reduce of ``S``) followed by the ring's latency term
@@ -351,7 +351,9 @@ def _ring_pipe(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk:
     ``{prefix}.go`` (zero time) waits for every member's ``ready`` (a ring makes progress at
     its slowest member's pace), then member ``i``'s ``{prefix}.w{i}.send`` (tagged
     ``rounds=R``, ``form="pipelined"``) flows to its successor; ``{prefix}.w{i}.fin`` takes
-    its own send's ``sent`` and its predecessor's arrival. Alone on its links, deterministic
+    its own send's ``sent`` and its predecessor's arrival; with ``join=False`` there is no
+    ``fin``: both tokens go to ``done[i]`` (a following pipelined ring then takes
+    ``ready_tokens=2`` of them). Alone on its links, deterministic
     and homogeneous, the ring takes ``R (alpha + chunk / B)``, the stepwise ring's time to
     the last rounding; flows sharing a NIC or a spine share it max-min fairly as the
     stepwise rounds do, but for the whole phase at once (a member's rounds no longer wait
@@ -364,9 +366,12 @@ def _ring_pipe(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk:
     succ = {i: members[(x + 1) % m] for x, i in enumerate(members)}
     lat = rounds * sum(fabric.latency(("worker", i), ("worker", succ[i])) for i in members) / m
     go = {i: net.place(f"{prefix}.w{i}.go", worker=i).name for i in members}
-    arr = {i: net.place(f"{prefix}.w{i}.in", worker=i).name for i in members}
-    sent = {i: net.place(f"{prefix}.w{i}.sent", worker=i).name for i in members}
-    net.transition(f"{prefix}.go", 0.0, inputs={ready[i]: 1 for i in members},
+    if join:
+        arr = {i: net.place(f"{prefix}.w{i}.in", worker=i).name for i in members}
+        sent = {i: net.place(f"{prefix}.w{i}.sent", worker=i).name for i in members}
+    else:  # done[i] collects both tokens: its own send left, its predecessor's data arrived
+        arr = sent = done
+    net.transition(f"{prefix}.go", 0.0, inputs={ready[i]: ready_tokens for i in members},
                    outputs={go[i]: 1 for i in members}, tags=dict(sync))
     for i in members:
         j = succ[i]
@@ -374,9 +379,10 @@ def _ring_pipe(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk:
                         inputs=[go[i]], outputs=[arr[j]], link_outputs=[sent[i]],
                         tags={"worker": i, **ctag, "rounds": rounds, "form": "pipelined"},
                         reduce=reducing / rounds, lane=lane, latency=lat, messages=rounds)
-    for i in members:
-        net.transition(f"{prefix}.w{i}.fin", 0.0, inputs={sent[i]: 1, arr[i]: 1},
-                       outputs={done[i]: 1}, tags={"worker": i, **sync})
+    if join:
+        for i in members:
+            net.transition(f"{prefix}.w{i}.fin", 0.0, inputs={sent[i]: 1, arr[i]: 1},
+                           outputs={done[i]: 1}, tags={"worker": i, **sync})
 
 
 def channel_order(cluster: Cluster, k: int) -> list[int]:
@@ -434,6 +440,10 @@ def _hierarchical(net: Net, fabric: Fabric, cluster: Cluster, name: str, nbytes:
     ``S/(gN)``; GPUs sharing a NIC share its links), then an all-gather ring inside each node
     (``g-1`` rounds of ``S/g``). A GPU starts a phase when its own previous phase is done.
 
+    With pipelined rings (:func:`_ring_pipe`) and ``chunks=1`` the phases hand over without
+    ``fin`` transitions: a GPU's place between two phases collects two tokens (its own send
+    left, its predecessor's data arrived) and the next ring's barrier takes both.
+
     ``chunks > 1`` pipelines the phases as NCCL does: the message is cut into ``chunks``
     pieces that go through the three phases in order, a GPU starting phase ``p`` of piece
     ``c`` once it finished phase ``p-1`` of piece ``c`` and phase ``p`` of piece ``c-1``; so
@@ -451,11 +461,18 @@ def _hierarchical(net: Net, fabric: Fabric, cluster: Cluster, name: str, nbytes:
     if chunks == 1:
         rs = {i: net.place(f"{name}.w{i}.rs", worker=i).name for i in range(n)}
         ar = {i: net.place(f"{name}.w{i}.ar", worker=i).name for i in range(n)}
-        for (ph, groups, key, size, rounds, red, label), src, dst in zip(
-                phases, (ready, rs, ar), (rs, ar, done)):
+        # three pipelined rings in a row: a phase's two end tokens feed the next one's barrier
+        piped = form == "pipelined" and g > 1 and N > 1
+        for x, ((ph, groups, key, size, rounds, red, label), src, dst) in enumerate(zip(
+                phases, (ready, rs, ar), (rs, ar, done))):
             for k, members in enumerate(groups):
-                _ring(net, fabric, f"{name}.{ph}.{key}{k}", members, size, rounds, red, src, dst,
-                      {**ctag, "phase": label}, sync, form=form)
+                pre, tg = f"{name}.{ph}.{key}{k}", {**ctag, "phase": label}
+                if piped:
+                    _ring_pipe(net, fabric, pre, members, size, rounds, red, src, dst, tg,
+                               sync, ready_tokens=2 if x else 1, join=x == 2)
+                else:
+                    _ring(net, fabric, pre, members, size, rounds, red, src, dst, tg, sync,
+                          form=form)
         return
     wt = {"kind": "sync", **sync}
     # piece c of GPU i: ready -> go(rs) -> ring -> fork -> go(ar) -> ... -> fork(ag) -> join
