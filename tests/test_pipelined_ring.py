@@ -16,46 +16,22 @@ Closed forms checked (deterministic):
 from __future__ import annotations
 
 import pytest
+from test_looped_ring import GB, TOY, S, _net, _topo
 
-from sgdnet import Cluster, Layer, ModelProfile, Net, Topology, simulate, variants
+from sgdnet import Cluster, Topology, simulate, variants
 from sgdnet.engine.reference import simulate_reference
-from sgdnet.variants.collectives import LOOP_ROUNDS, allreduce, resolve_ring_form
-from sgdnet.variants.fabric import Fabric
-
-GB = 1e9
-S = 512e6
+from sgdnet.variants.collectives import LOOP_ROUNDS, resolve_ring_form
 
 
-def _net(cl: Cluster, algorithm: str, form: str, discipline: str = "flows", nbytes=S,
-         **kw) -> tuple[Net, str]:
-    net = Net("ar")
-    fab = Fabric(net, cl, discipline)
-    n = cl.workers
-    ins = {i: [net.place(f"in{i}", 1).name] for i in range(n)}
-    outs = {i: [net.place(f"out{i}").name] for i in range(n)}
-    _, end = allreduce(net, fab, cl, "ar", nbytes, inputs=ins, outputs=outs, coarse=False,
-                       stream=None, algorithm=algorithm, ring_form=form, **kw)
-    clk = net.place("clock", tokens=1)
-    net.transition("tick", 1e4, inputs={clk: 1}, outputs={clk: 1}, tags={"step": True})
-    return net, end
-
-
-def _run(cl: Cluster, algorithm: str, form: str, discipline: str = "flows", nbytes=S, **kw):
-    net, end = _net(cl, algorithm, form, discipline, nbytes, **kw)
+def _run(cl: Cluster, algorithm: str, form: str, discipline: str = "flows", **kw):
+    net, end = _net(cl, algorithm, form, discipline, **kw)
     res = simulate(net, steps=1, warmup=0, replications=1, seed=0, trace=True)
     return net, end, res
 
 
-def _end(cl: Cluster, algorithm: str, form: str, discipline: str = "flows", nbytes=S,
-         **kw) -> float:
-    _, end, res = _run(cl, algorithm, form, discipline, nbytes, **kw)
+def _end(cl: Cluster, algorithm: str, form: str, discipline: str = "flows", **kw) -> float:
+    _, end, res = _run(cl, algorithm, form, discipline, **kw)
     return {e["name"]: e["end"] for e in res.trace_events(0)}[end]
-
-
-def _topo(**kw) -> Topology:
-    base = dict(gpus_per_node=4, intra_bandwidth=100 * GB, intra_latency=0.0, nics_per_node=1,
-                nic_bandwidth=10 * GB)
-    return Topology(**{**base, **kw})
 
 
 @pytest.mark.parametrize("discipline", ["flows", "fifo"])
@@ -151,11 +127,6 @@ def test_auto_unrolls_short_rings_and_pipelines_long_ones():
     net = variants.build("allreduce", "resnet18", cl, "coarse", algorithm="hierarchical")
     forms = {t.tags.get("form") for t in net.transitions.values() if t.tags.get("rounds")}
     assert forms == {"pipelined"}
-
-
-TOY = ModelProfile("toy3", [Layer("a", 0.004, 0.008, 8e6), Layer("b", 0.006, 0.012, 20e6),
-                            Layer("c", 0.002, 0.004, 12e6)], batch_size=32, device="test",
-                   source="hand-made for tests")
 
 
 def test_kernel_matches_the_reference_engine_on_a_pipelined_net():
