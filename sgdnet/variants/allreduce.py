@@ -105,8 +105,9 @@ OPTIONS = (
     Option("fuse_layers", False, "True/False: merge the layers of each gradient bucket into one "
            "forward and one backward transition per worker (fine nets): a bucket's layers run "
            "back to back on the GPU between the same two events (its parameters arrive together, "
-           "its gradients are ready after its last backward), so on a cluster without compute "
-           "noise, GPU-side updates or per-byte CPU costs the times are those of the per-layer "
+           "its gradients are ready after its last backward), so without compute noise, GPU-side "
+           "work between layers (updates, compression, per-byte CPU costs) or Markov stragglers "
+           "the times are those of the per-layer "
            "net (tests/test_fuse_layers.py); with noise the merged layers keep the mean and "
            "variance of their sum. Per-layer trace entries are lost", check_bool),
 )
