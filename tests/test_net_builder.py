@@ -103,3 +103,29 @@ def test_infinite_servers_are_valid_and_copy_is_deep():
     c = net.copy("c")
     c.places["p0"].tokens = 5
     assert net.places["p0"].tokens == 1 and c.name == "c"
+
+
+def test_nets_too_big_to_hash_are_compiled_once_and_recompiled_after_an_edit(monkeypatch):
+    """Above HASH_MAX_ELEMENTS a net is not hashed: the net itself, unchanged, gets its
+    compiled form back; an edit compiles it again; an equal net built apart is compiled apart
+    (and simulates the same)."""
+    from conftest import ring
+
+    from sgdnet import simulate
+    from sgdnet.dists import Deterministic
+    from sgdnet.net import compiled as C
+
+    monkeypatch.setattr(C, "HASH_MAX_ELEMENTS", 3)
+    calls = []
+    real = C._structural_key
+    monkeypatch.setattr(C, "_structural_key", lambda net: calls.append(1) or real(net))
+    net = ring([1.0, 2.0], [1, 0], name="big")
+    a = C.compile_net(net)
+    assert C.compile_net(net) is a and a.key.startswith("unhashed:") and not calls
+    twin = ring([1.0, 2.0], [1, 0], name="big")
+    assert C.compile_net(twin) is not a
+    kw = dict(steps=10, warmup=0, replications=1, seed=0)
+    assert simulate(twin, **kw).throughput.mean == simulate(net, **kw).throughput.mean
+    net.transitions["t0"].duration = Deterministic(3.0)
+    b = C.compile_net(net)
+    assert b is not a and C.compile_net(net) is b and not calls

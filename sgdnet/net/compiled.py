@@ -35,7 +35,8 @@ Layout (structure of arrays; ``T`` transitions, ``P`` places, ``R`` resources, `
   a competing weighted candidate may wait).
 
 :func:`compile_net` caches by a structural key, so compiling the same (unchanged) Net twice
-returns the very same object.
+returns the very same object; a net of more than :data:`HASH_MAX_ELEMENTS` places and
+transitions is not hashed (an equal net built again is compiled again), only remembered.
 """
 
 from __future__ import annotations
@@ -346,7 +347,11 @@ def _unit():
 
 _CACHE: OrderedDict[str, CompiledNet] = OrderedDict()  # structural key -> compiled net
 _CACHE_SIZE = 64
-_BY_NET: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Net -> its last compiled form
+_BY_NET: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Net -> (stamp, compiled)
+#: Nets with more places and transitions than this are compiled without a structural key
+#: (hashing one costs about as much as compiling it: 0.74 s vs 0.86 s CPU for the fused fine
+#: hierarchical net of ResNet-50 on 1,024 GPUs); only the net itself, unchanged, reuses it.
+HASH_MAX_ELEMENTS = 100_000
 
 
 def compile_net(net: Net | CompiledNet) -> CompiledNet:
@@ -371,11 +376,18 @@ def compile_net(net: Net | CompiledNet) -> CompiledNet:
         return net
     if not isinstance(net, Net):
         raise NetError(f"compile_net needs a sgdnet.Net, got {type(net).__name__} {net!r:.80}")
+    stamp = net.edit_stamp()
+    cached = _BY_NET.get(net)
+    if cached is not None and cached[0] == stamp:  # this very net, unchanged since
+        return cached[1]
+    if len(net.transitions) + len(net.places) > HASH_MAX_ELEMENTS:
+        # too big to be worth hashing: hashing costs about as much as compiling again
+        with paused_gc():
+            cn = CompiledNet(net, f"unhashed:{id(net):x}:{stamp}")
+        _remember(net, stamp, cn)
+        return cn
     with paused_gc():
         key = structural_key(net)
-    cached = _BY_NET.get(net)
-    if cached is not None and cached.key == key:
-        return cached
     cn = _CACHE.get(key)
     if cn is None:
         with paused_gc():
@@ -385,8 +397,12 @@ def compile_net(net: Net | CompiledNet) -> CompiledNet:
             _CACHE.popitem(last=False)
     else:
         _CACHE.move_to_end(key)
+    _remember(net, stamp, cn)
+    return cn
+
+
+def _remember(net: Net, stamp, cn: CompiledNet) -> None:
     try:
-        _BY_NET[net] = cn
+        _BY_NET[net] = (stamp, cn)
     except TypeError:  # pragma: no cover - a Net subclass that cannot be weakly referenced
         pass
-    return cn

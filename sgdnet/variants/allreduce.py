@@ -7,8 +7,9 @@ Fine-grained net
     ``overlap=True`` a bucket's all-reduce starts as soon as every worker finished the backward
     of the bucket's last layer, so communication overlaps the rest of the backward pass; with
     ``overlap=False`` every bucket waits for the whole backward. Rings of more than
-    ``LOOP_ROUNDS`` rounds are built as looped sub-nets with a round counter (``ring_form``),
-    so the net grows as O(workers x buckets), not O(workers^2 x buckets). All-reduces run one at a time,
+    ``LOOP_ROUNDS`` rounds are streamed, one flow of ``2(m-1)/m`` of the message per ring
+    edge (``ring_form="pipelined"``, as NCCL pipelines a ring), so the net and the events of
+    a step grow as O(workers x buckets), not O(workers^2 x buckets). All-reduces run one at a time,
     in bucket order (one collective stream, as NCCL runs the collectives of one communicator);
     the order is enforced with a ring of sequence places, so the net stays a timed event graph.
     Each all-reduce is :func:`.collectives.allreduce`: ring (``2(n-1)`` dependent rounds of
@@ -23,7 +24,8 @@ Coarse-grained net
     Compute phase (profile totals), then one all-reduce of the whole model with the closed-form
     time (:func:`sgdnet.workload.ring_allreduce_time` or ``tree_allreduce_time``) holding each
     worker's NICs, then the update; no overlap (TPDS 2022). ``"hierarchical"`` has no single
-    closed form on a shared topology, so its coarse net runs the collective step by step.
+    closed form on a shared topology, so its coarse net runs its three phases as pipelined
+    rings (one flow per ring edge, so shared NICs and spines still congest).
 
 Options of issue #16
     ``balance="batch"``: proportional sampling (worker ``i``'s batch ``B n s_i / sum(s)``,
@@ -53,7 +55,7 @@ from .compression import compressed_allreduce, tensor_sizes
 from .compute import compute_chain, compute_phase, worker_profiles
 from .durations import duration
 from .fabric import Fabric
-from .layers import group_layers, message_profile
+from .layers import group_layers, merge_groups, message_profile
 from .options import (
     BALANCE,
     COMM_GRANULARITY,
@@ -68,7 +70,7 @@ from .options import (
 )
 from .registry import register
 
-__all__ = ["build_fine", "build_coarse", "without_resources", "OPTIONS"]
+__all__ = ["build_fine", "build_coarse", "without_resources", "fuse_buckets", "OPTIONS"]
 
 OPTIONS = (
     Option("algorithm", "ring", "'ring' (reduce-scatter + all-gather), 'tree' (binary tree "
@@ -91,13 +93,38 @@ OPTIONS = (
     BALANCE,
     COMPRESSION,
     COMM_GRANULARITY,
-    Option("ring_form", "auto", "'auto', 'unrolled' or 'looped': how fine rings are built: one "
-           "transfer per member and round (the net stays an event graph, 2n(n-1) transfers), or "
-           "a looped sub-net with a round counter (O(n) transitions, same timing); 'auto' loops "
-           f"rings of more than {LOOP_ROUNDS} rounds", check_choice(*RING_FORMS)),
+    Option("ring_form", "auto", "'auto', 'unrolled', 'looped' or 'pipelined': how rings are "
+           "built: one transfer per member and round (the net stays an event graph, 2n(n-1) "
+           "transfers), a looped sub-net with a round counter (O(n) transitions, same timing, "
+           "O(n^2) events), or one streamed flow per ring edge as NCCL pipelines a ring (O(n) "
+           "transitions and events; the closed form on equal edges); 'auto' pipelines rings of "
+           f"more than {LOOP_ROUNDS} rounds and every ring of a coarse net",
+           check_choice(*RING_FORMS)),
     DISCIPLINE,
     MAX_LAYERS,
+    Option("fuse_layers", False, "True/False: merge the layers of each gradient bucket into one "
+           "forward and one backward transition per worker (fine nets): a bucket's layers run "
+           "back to back on the GPU between the same two events (its parameters arrive together, "
+           "its gradients are ready after its last backward), so without compute noise, GPU-side "
+           "work between layers (updates, compression, per-byte CPU costs) or Markov stragglers "
+           "the times are those of the per-layer "
+           "net (tests/test_fuse_layers.py); with noise the merged layers keep the mean and "
+           "variance of their sum. Per-layer trace entries are lost", check_bool),
 )
+
+
+def fuse_buckets(prof: ModelProfile, buckets: list[list[int]], default_cv: float
+                 ) -> tuple[ModelProfile, list[list[int]]]:
+    """``prof`` with each bucket merged into one layer (:func:`.layers.merge_groups`) and the
+    buckets of the merged profile (one layer each, in the same ready order)."""
+    fwd = sorted((sorted(b) for b in buckets), key=lambda g: g[0])
+    for g in fwd:
+        if g[-1] - g[0] != len(g) - 1:
+            raise VariantError(f"fuse_layers=True merges a bucket's consecutive layers, but a "
+                               f"bucket holds layers {g}; pass fuse_layers=False")
+    merged = merge_groups(prof, fwd, default_cv, "one layer per gradient bucket")
+    first = {g[0]: k for k, g in enumerate(fwd)}
+    return merged, [[first[min(b)]] for b in buckets]
 
 
 def _update(net: Net, fab: Fabric, cluster: Cluster, i: int, name: str, nbytes: float,
@@ -112,7 +139,8 @@ def _update(net: Net, fab: Fabric, cluster: Cluster, i: int, name: str, nbytes: 
 def build_coarse(model: ModelProfile, cluster: Cluster, *, algorithm: str, discipline: str,
                  chunks: int = 1, channels: int = 1, bucket_bytes=None, overlap=None,
                  max_layers=None, balance: str = "none", compression=None,
-                 comm_granularity: str = "layer", ring_form: str = "auto") -> Net:
+                 comm_granularity: str = "layer", ring_form: str = "auto",
+                 fuse_layers: bool = False) -> Net:
     """Coarse-grained all-reduce SGD: compute phase, all-reduce of the model, update."""
     n = cluster.workers
     net = Net(f"allreduce-{algorithm}-coarse")
@@ -148,16 +176,19 @@ def build_coarse(model: ModelProfile, cluster: Cluster, *, algorithm: str, disci
 def build_fine(model: ModelProfile, cluster: Cluster, *, algorithm: str, bucket_bytes,
                overlap: bool, discipline: str, max_layers, chunks: int = 1,
                channels: int = 1, balance: str = "none", compression=None,
-               comm_granularity: str = "layer", ring_form: str = "auto") -> Net:
+               comm_granularity: str = "layer", ring_form: str = "auto",
+               fuse_layers: bool = False) -> Net:
     """Fine-grained all-reduce SGD: per-layer compute, bucketed all-reduces, per-bucket update."""
     n = cluster.workers
     net = Net(f"allreduce-{algorithm}-fine")
     fab = Fabric(net, cluster, discipline)
     prof, thr = message_profile(model, comm_granularity, bucket_bytes)
     prof = group_layers(prof, max_layers, cluster.compute_cv)
+    buckets = prof.buckets(thr)
+    if fuse_layers:
+        prof, buckets = fuse_buckets(prof, buckets, cluster.compute_cv)
     profs, bs = worker_profiles(prof, cluster, balance)
     L = prof.n_layers
-    buckets = prof.buckets(thr)
     sizes = [math.fsum(prof.layers[la].grad_bytes for la in b) for b in buckets]
     B = len(buckets)
     param = {(i, l): net.place(f"w{i}.l{l}.param", 1, worker=i, layer=l).name

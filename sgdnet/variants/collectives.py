@@ -8,7 +8,9 @@ All-reduce
     runs collectives of one communicator on one stream), and ends with a barrier
     ``{name}.end`` that gives the stream token back and produces every worker's outputs.
 
-    * fine (``coarse=False``): ring all-reduce, step by step: ``2(n-1)`` rounds; in round ``r``
+    * fine (``coarse=False``): ring all-reduce, step by step (``ring_form``: rings of more than
+      ``LOOP_ROUNDS`` rounds are streamed, one flow per ring edge, :func:`_ring_pipe`):
+      ``2(n-1)`` rounds; in round ``r``
       worker ``i`` sends ``nbytes / n`` to worker ``i+1 mod n`` with :meth:`.Fabric.transfer`
       (uplink of ``i`` and downlink of ``i+1``, then latency); worker ``i``'s round ``r+1`` send
       waits for its round ``r`` send to leave the link and for the chunk of round ``r`` from
@@ -38,7 +40,8 @@ All-reduce
     * ``algorithm="hierarchical"`` (needs a cluster topology of ``N`` nodes of ``g`` GPUs):
       an intra-node reduce-scatter ring, ``g`` concurrent inter-node ring all-reduces of
       ``S/g`` (one per local rank, each GPU through its own NIC, so GPUs sharing a NIC share
-      it), an intra-node all-gather ring; coarse nets run it step by step too. Deterministic,
+      it), an intra-node all-gather ring; coarse nets run it with pipelined rings (one flow
+      per ring edge, :func:`_ring_pipe`), whatever the rounds. Deterministic,
       alone on the links: ``2 (g-1)(alpha_i + S/(g B_i)) + 2(N-1)(alpha + S/(g N B_share))``
       with ``B_share = B_nic * nics / g``; ``chunks=k`` pipelines the phases in ``k`` pieces.
 
@@ -71,7 +74,8 @@ from .fabric import Fabric
 #: exchange of top-k sparse gradients, :mod:`.compression`).
 ALGORITHMS = ("ring", "tree", "dbtree", "hierarchical", "allgather")
 
-__all__ = ["ALGORITHMS", "double_binary_tree", "nccl_btree", "LOOP_ROUNDS", "RING_FORMS", "ring_is_looped", "channel_order", "collective_stream", "allreduce", "ps_cluster",
+__all__ = ["ALGORITHMS", "double_binary_tree", "nccl_btree", "LOOP_ROUNDS", "RING_FORMS", "ring_is_looped",
+           "resolve_ring_form", "channel_order", "collective_stream", "allreduce", "ps_cluster",
            "PSExchange", "ps_average"]
 
 
@@ -122,11 +126,14 @@ def allreduce(
         ``"ring"`` only: concurrent rings of ``nbytes / channels`` each, as NCCL's channels;
         on a topology ring ``k`` enters and leaves every node through NIC ``k mod nics``
         (:func:`channel_order`), so ``channels = nics_per_node`` uses every NIC.
-    ring_form : {"auto", "unrolled", "looped"}
-        How the rings of fine ``"ring"`` and ``"hierarchical"`` all-reduces are built: one
-        transfer per member and round (``m * rounds`` transfers; the net stays an event graph),
-        or a looped sub-net with a round counter (``O(m)`` transitions, same timing; see
-        :func:`_ring_loop`); ``"auto"``: looped for rings of more than ``LOOP_ROUNDS`` rounds.
+    ring_form : {"auto", "unrolled", "looped", "pipelined"}
+        How the rings of ``"ring"`` (fine), ``"hierarchical"`` and ``"allgather"`` all-reduces
+        are built: one transfer per member and round (``m * rounds`` transfers; the net stays
+        an event graph), a looped sub-net with a round counter (``O(m)`` transitions, same
+        timing, ``O(m * rounds)`` events; :func:`_ring_loop`), or one streamed flow per ring
+        edge (``O(m)`` transitions and events; :func:`_ring_pipe`); ``"auto"``: every ring
+        of the collective pipelined when its longest ring has more than ``LOOP_ROUNDS``
+        rounds (and every ring of a coarse net), else unrolled.
 
     Returns
     -------
@@ -152,8 +159,14 @@ def allreduce(
         raise VariantError(f"channels={channels} runs concurrent rings of a fine "
                            f"algorithm='ring' all-reduce; with algorithm={algorithm!r}"
                            f"{' (coarse)' if coarse else ''} pass channels=1")
-    ring_is_looped(ring_form, 0)  # checks the value
+    resolve_ring_form(ring_form, 0)  # checks the value
     n = cluster.workers
+    if ring_form == "auto":  # one form for all the collective's rings, set by its longest
+        g = cluster.topology.gpus_per_node if algorithm == "hierarchical" else n
+        longest = (max(g - 1, 2 * (n // g - 1)) if algorithm == "hierarchical"
+                   else n - 1 if algorithm == "allgather" else 2 * (n - 1))
+        # a coarse net's rings are flows of their closed-form bytes whatever their length
+        ring_form = "pipelined" if coarse else resolve_ring_form("auto", longest)
     extra = dict(tags or {})
     begin_in = {p: 1 for i in range(n) for p in inputs.get(i, ())}
     end_out = {p: 1 for i in range(n) for p in outputs.get(i, ())}
@@ -199,15 +212,24 @@ def allreduce(
 #: Rings with more rounds than this are built looped by ``ring_form="auto"`` (see :func:`_ring`).
 LOOP_ROUNDS = 16
 
-#: How a ring's rounds are built: unrolled stages, a looped sub-net, or chosen by size.
-RING_FORMS = ("auto", "unrolled", "looped")
+#: How a ring's rounds are built: unrolled stages, a looped sub-net, one pipelined flow per
+#: ring edge, or chosen by size.
+RING_FORMS = ("auto", "unrolled", "looped", "pipelined")
+
+
+def resolve_ring_form(form: str, rounds: int) -> str:
+    """How a ring of ``rounds`` rounds is built under ``form`` (see :func:`_ring`):
+    ``"auto"`` is ``"unrolled"`` up to ``LOOP_ROUNDS`` rounds, ``"pipelined"`` above."""
+    if form not in RING_FORMS:
+        raise VariantError(f"ring_form={form!r}: use one of {list(RING_FORMS)}")
+    if form != "auto":
+        return form
+    return "unrolled" if rounds <= LOOP_ROUNDS else "pipelined"
 
 
 def ring_is_looped(form: str, rounds: int) -> bool:
     """Whether a ring of ``rounds`` rounds is built looped under ``form`` (see :func:`_ring`)."""
-    if form not in RING_FORMS:
-        raise VariantError(f"ring_form={form!r}: use one of {list(RING_FORMS)}")
-    return form == "looped" or (form == "auto" and rounds > LOOP_ROUNDS)
+    return resolve_ring_form(form, rounds) == "looped"
 
 
 def _ring(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk: float,
@@ -223,8 +245,9 @@ def _ring(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk: floa
     ``form="unrolled"``: one transfer per member and round, ``{prefix}.w{i}.r{r}`` (tagged
     ``round=r``), finish ``{prefix}.w{i}.fin``; ``m * rounds`` transfers, and the net stays a
     timed event graph (what :func:`sgdnet.analysis.cycle_time` needs). ``form="looped"``:
-    :func:`_ring_loop`, ``O(m)`` transitions whatever the rounds. ``"auto"``: looped when
-    ``rounds > LOOP_ROUNDS``.
+    :func:`_ring_loop`, ``O(m)`` transitions whatever the rounds, ``O(m * rounds)`` events.
+    ``form="pipelined"``: :func:`_ring_pipe`, one flow per member, ``O(m)`` transitions and
+    events. ``"auto"``: unrolled up to ``LOOP_ROUNDS`` rounds, pipelined above.
     """
     m = len(members)
     if rounds == 0 or m == 1:
@@ -232,7 +255,12 @@ def _ring(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk: floa
             net.transition(f"{prefix}.w{i}.fin", 0.0, inputs={ready[i]: 1},
                            outputs={done[i]: 1}, tags={"worker": i, **sync})
         return
-    if ring_is_looped(form, rounds):
+    form = resolve_ring_form(form, rounds)
+    if form == "pipelined":
+        _ring_pipe(net, fabric, prefix, members, chunk, rounds, reducing, ready, done, ctag,
+                   sync, lane)
+        return
+    if form == "looped":
         _ring_loop(net, fabric, prefix, members, chunk, rounds, reducing, ready, done, ctag,
                    sync, lane)
         return
@@ -310,6 +338,53 @@ def _ring_loop(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk:
         src = dst
 
 
+def _ring_pipe(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk: float,
+               rounds: int, reducing: int, ready: dict, done: dict, ctag: dict, sync: dict,
+               lane: int = 0, ready_tokens: int = 1, join: bool = True) -> None:
+    """The ring of :func:`_ring` at flow level, as NCCL streams it: every ring edge carries
+    its ``rounds`` chunks back to back, so it is one flow of ``rounds * chunk`` bytes per
+    member (``2(m-1)/m * S`` for an all-reduce of ``S``) followed by the ring's latency term
+    ``rounds * mean(alpha_e)`` (:meth:`.Fabric.transfer` with ``latency=``): a chunk's
+    chain of dependencies walks the ring edge after edge, so it pays every edge's latency in
+    turn (``2(m-1) alpha`` on a ring of equal edges, NCCL's latency term).
+
+    ``{prefix}.go`` (zero time) waits for every member's ``ready`` (a ring makes progress at
+    its slowest member's pace), then member ``i``'s ``{prefix}.w{i}.send`` (tagged
+    ``rounds=R``, ``form="pipelined"``) flows to its successor; ``{prefix}.w{i}.fin`` takes
+    its own send's ``sent`` and its predecessor's arrival; with ``join=False`` there is no
+    ``fin``: both tokens go to ``done[i]`` (a following pipelined ring then takes
+    ``ready_tokens=2`` of them). Alone on its links, deterministic
+    and homogeneous, the ring takes ``R (alpha + chunk / B)``, the stepwise ring's time to
+    the last rounding; flows sharing a NIC or a spine share it max-min fairly as the
+    stepwise rounds do, but for the whole phase at once (a member's rounds no longer wait
+    for the slowest edge of each round). On a ring of unequal edges (NVLink inside a node, a
+    NIC between nodes) the stepwise ring lets the fast edges hide the slow edge's latency
+    (it never idles), the pipelined one charges the mean latency per round. ``O(m)`` transitions and ``O(m)`` events per ring,
+    whatever the rounds; the net stays an event graph.
+    """
+    m = len(members)
+    succ = {i: members[(x + 1) % m] for x, i in enumerate(members)}
+    lat = rounds * sum(fabric.latency(("worker", i), ("worker", succ[i])) for i in members) / m
+    go = {i: net.place(f"{prefix}.w{i}.go", worker=i).name for i in members}
+    if join:
+        arr = {i: net.place(f"{prefix}.w{i}.in", worker=i).name for i in members}
+        sent = {i: net.place(f"{prefix}.w{i}.sent", worker=i).name for i in members}
+    else:  # done[i] collects both tokens: its own send left, its predecessor's data arrived
+        arr = sent = done
+    net.transition(f"{prefix}.go", 0.0, inputs={ready[i]: ready_tokens for i in members},
+                   outputs={go[i]: 1 for i in members}, tags=dict(sync))
+    for i in members:
+        j = succ[i]
+        fabric.transfer(f"{prefix}.w{i}.send", rounds * chunk, ("worker", i), ("worker", j),
+                        inputs=[go[i]], outputs=[arr[j]], link_outputs=[sent[i]],
+                        tags={"worker": i, **ctag, "rounds": rounds, "form": "pipelined"},
+                        reduce=reducing / rounds, lane=lane, latency=lat, messages=rounds)
+    if join:
+        for i in members:
+            net.transition(f"{prefix}.w{i}.fin", 0.0, inputs={sent[i]: 1, arr[i]: 1},
+                           outputs={done[i]: 1}, tags={"worker": i, **sync})
+
+
 def channel_order(cluster: Cluster, k: int) -> list[int]:
     """Ring order of channel ``k``: node by node; inside a node the ring enters at the first
     GPU of NIC ``j = k mod nics`` and leaves at the last GPU of that NIC (or, with one GPU
@@ -365,6 +440,10 @@ def _hierarchical(net: Net, fabric: Fabric, cluster: Cluster, name: str, nbytes:
     ``S/(gN)``; GPUs sharing a NIC share its links), then an all-gather ring inside each node
     (``g-1`` rounds of ``S/g``). A GPU starts a phase when its own previous phase is done.
 
+    With pipelined rings (:func:`_ring_pipe`) and ``chunks=1`` the phases hand over without
+    ``fin`` transitions: a GPU's place between two phases collects two tokens (its own send
+    left, its predecessor's data arrived) and the next ring's barrier takes both.
+
     ``chunks > 1`` pipelines the phases as NCCL does: the message is cut into ``chunks``
     pieces that go through the three phases in order, a GPU starting phase ``p`` of piece
     ``c`` once it finished phase ``p-1`` of piece ``c`` and phase ``p`` of piece ``c-1``; so
@@ -382,11 +461,18 @@ def _hierarchical(net: Net, fabric: Fabric, cluster: Cluster, name: str, nbytes:
     if chunks == 1:
         rs = {i: net.place(f"{name}.w{i}.rs", worker=i).name for i in range(n)}
         ar = {i: net.place(f"{name}.w{i}.ar", worker=i).name for i in range(n)}
-        for (ph, groups, key, size, rounds, red, label), src, dst in zip(
-                phases, (ready, rs, ar), (rs, ar, done)):
+        # three pipelined rings in a row: a phase's two end tokens feed the next one's barrier
+        piped = form == "pipelined" and g > 1 and N > 1
+        for x, ((ph, groups, key, size, rounds, red, label), src, dst) in enumerate(zip(
+                phases, (ready, rs, ar), (rs, ar, done))):
             for k, members in enumerate(groups):
-                _ring(net, fabric, f"{name}.{ph}.{key}{k}", members, size, rounds, red, src, dst,
-                      {**ctag, "phase": label}, sync, form=form)
+                pre, tg = f"{name}.{ph}.{key}{k}", {**ctag, "phase": label}
+                if piped:
+                    _ring_pipe(net, fabric, pre, members, size, rounds, red, src, dst, tg,
+                               sync, ready_tokens=2 if x else 1, join=x == 2)
+                else:
+                    _ring(net, fabric, pre, members, size, rounds, red, src, dst, tg, sync,
+                          form=form)
         return
     wt = {"kind": "sync", **sync}
     # piece c of GPU i: ready -> go(rs) -> ring -> fork -> go(ar) -> ... -> fork(ag) -> join

@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import VariantError
 from ..net import Net
@@ -180,12 +181,29 @@ def compute_phase(
     """
     i = worker
     sp = cluster.speed(i)
+    total, cv = _totals(model, cluster.compute_cv)
     t = net.transition(
-        f"w{i}.compute", duration(model.compute_s / sp, compute_cv(model, cluster.compute_cv)),
+        f"w{i}.compute", duration(total / sp, cv),
         inputs={p: 1 for p in inputs}, outputs={p: 1 for p in outputs},
         resources=[fabric.gpu(i)], tags={"worker": i, "kind": "compute", "step": True})
     apply_straggler(net, cluster, i, t.name, [t.name])
     return t.name
+
+
+_TOTALS: dict[tuple[int, float], tuple[Any, float, float]] = {}
+
+
+def _totals(model: ModelProfile, default_cv: float) -> tuple[float, float]:
+    """``model.compute_s`` and :func:`compute_cv`, computed once per profile (every worker of a
+    coarse net asks for the same; a profile's layers are a frozen sequence, checked by
+    identity)."""
+    got = _TOTALS.get((id(model), default_cv))
+    if got is None or got[0] is not model.layers:
+        if len(_TOTALS) > 64:
+            _TOTALS.clear()
+        got = (model.layers, model.compute_s, compute_cv(model, default_cv))
+        _TOTALS[id(model), default_cv] = got
+    return got[1], got[2]
 
 
 def apply_straggler(net: Net, cluster: Cluster, worker: int, start: str,

@@ -269,9 +269,11 @@ class Fabric:
         link_outputs: Iterable[str] = (),
         tags: Mapping[str, Any] | None = None,
         priority: int = 0,
-        reduce: bool = False,
+        reduce: bool | float = False,
         lane: int = 0,
         share: str | None = None,
+        latency: float | None = None,
+        messages: int = 1,
     ) -> list[str]:
         """Add a transfer of ``nbytes`` from ``src`` to ``dst``; returns its transition names.
 
@@ -290,29 +292,36 @@ class Fabric:
         connections into / out of one host, whose uneven TCP sharing adds
         ``cluster.share_cv_in`` / ``share_cv_out`` to the noise of its bytes
         (:meth:`flow_cv`).
+        ``latency``: the seconds from the last byte leaving to the data's arrival, instead of
+        :meth:`latency` ``(src, dst)`` (a pipelined ring's one flow per edge stands for
+        ``R`` chunks streamed back to back and pays the ring's ``R`` latencies); ``reduce``
+        may be the fraction of the bytes the receiver reduces, and ``messages``: the number
+        of independent messages the transfer stands for (their noise adds up: the CV of the
+        bytes and of the CPU work is divided by ``sqrt(messages)``).
         """
         if src == dst:
             raise VariantError(f"transfer {name!r}: source and destination are the same host {src}")
         net, c = self.net, self.cluster
+        ccv = c.comm_cv if messages == 1 else c.comm_cv / math.sqrt(messages)
         tg = {"kind": "comm", "step": False, **(tags or {})}
         link_outputs, outputs = list(link_outputs), list(outputs)
         names: list[str] = []
         ins = list(inputs)
         if self.flows and c.send_s_per_byte > 0:
             sent = net.place(f"{name}:sent")
-            net.transition(f"{name}.send", duration(nbytes * c.send_s_per_byte, c.comm_cv),
+            net.transition(f"{name}.send", duration(nbytes * c.send_s_per_byte, ccv),
                            inputs={p: 1 for p in ins}, outputs={sent: 1},
                            resources=[self.host_compute(src)], priority=priority,
                            tags={**tg, "stage": "send"})
             names.append(f"{name}.send")
             ins = [sent.name]
-        recv_s = (c.recv_s_per_byte + (c.reduce_s_per_byte if reduce else 0.0)) * nbytes
+        recv_s = (c.recv_s_per_byte + c.reduce_s_per_byte * float(reduce)) * nbytes
         arrived = outputs
         if self.flows and recv_s > 0:
             arrived = [net.place(f"{name}:arrived").name]
         ltags = {**tg, "stage": "link", "bytes": nbytes}
-        lat = self.latency(src, dst)
-        cv = self.flow_cv(share)
+        lat = self.latency(src, dst) if latency is None else float(latency)
+        cv = self.flow_cv(share) if messages == 1 else self.flow_cv(share) / math.sqrt(messages)
         if lat > 0:
             wire = net.place(f"{name}.wire")
             self._link_stage(name, nbytes, src, dst, ins, [*link_outputs, wire.name], ltags,
@@ -326,7 +335,7 @@ class Fabric:
                              priority, lane, cv)
             names.append(name)
         if arrived is not outputs:
-            net.transition(f"{name}.recv", duration(recv_s, c.comm_cv),
+            net.transition(f"{name}.recv", duration(recv_s, ccv),
                            inputs={p: 1 for p in arrived}, outputs={p: 1 for p in outputs},
                            resources=[self.host_compute(dst)], priority=priority,
                            tags={**tg, "stage": "recv"})
