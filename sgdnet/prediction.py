@@ -248,6 +248,22 @@ def predict(variant: str, model: str | ModelProfile, cluster: Cluster | Mapping[
     >>> p.samples_per_s.mean > 0
     True
     """
+    return predict_net(variant, model, cluster, None, granularity=granularity, steps=steps,
+                       warmup=warmup, replications=replications, seed=seed, parallel=parallel,
+                       trace=trace, samples=samples, progress=progress, **options)
+
+
+def predict_net(variant: str, model: str | ModelProfile, cluster: Cluster | Mapping[str, Any],
+                net: Any = None, *, granularity: str = "fine", steps: int = 200,
+                warmup: int | None = None, replications: int = 8,
+                seed: int | np.random.Generator | None = None, parallel: bool = True,
+                trace: bool = False, samples: bool = True, progress: bool = False,
+                **options: Any) -> Prediction:
+    """:func:`predict`, reusing ``net`` when the caller already built it (the CLI builds the
+    first net before the JIT to report bad options early), else building it.
+
+    ``net`` must be ``sgdnet.variants.build(variant, model, cluster, granularity, **options)``.
+    """
     from .engine import simulate
 
     spec = get(variant)
@@ -257,7 +273,8 @@ def predict(variant: str, model: str | ModelProfile, cluster: Cluster | Mapping[
     replications = _count(replications, "replications", 1)
     if warmup is not None:
         warmup = _count(warmup, "warmup", 0)
-    net = spec.build(prof, clu, granularity, **options)
+    if net is None:
+        net = spec.build(prof, clu, granularity, **options)
     opts = net.meta.get("options", {})
     if warmup is None:
         warmup = spec.default_warmup(clu, opts)
