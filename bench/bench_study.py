@@ -78,6 +78,23 @@ def same_rows(a: StudyResult, b: StudyResult) -> bool:
     return key(a) == key(b)
 
 
+def cpu_rate(study: Study, every: int) -> None:
+    """Configurations per CPU-second of ``study`` (every ``every``-th row), serial, one thread."""
+    from sgdnet.engine import driver
+
+    driver.set_max_threads(1)
+    sub = Study(configs=study.configs()[::every], seed=study.seed)
+    warm_study(study, 4).run("serial", progress=False)  # JIT / cache load
+    print(f"{len(sub)} configurations of {study!r}; load average {os.getloadavg()[0]:.2f}",
+          flush=True)
+    c, t = time.process_time(), time.perf_counter()
+    res = sub.run("serial", progress=False)
+    cpu, wall = time.process_time() - c, time.perf_counter() - t
+    assert not res.failed, res.failed[0]["error"]
+    print(f"{len(sub) / cpu:.2f} configs per CPU-second ({len(sub)} in {cpu:.1f} s CPU, "
+          f"{wall:.1f} s wall)", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", type=Path, default=ROOT / "examples" / "study.yaml",
@@ -89,7 +106,14 @@ def main() -> None:
     ap.add_argument("--replications", type=int, default=None, help="override the replications")
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per setting (best kept)")
     ap.add_argument("--no-dask", action="store_true", help="skip the Dask LocalCluster runs")
+    ap.add_argument("--cpu", action="store_true",
+                    help="only configurations per CPU-second: the study serially in this process, "
+                         "replications serially too, timed with time.process_time()")
+    ap.add_argument("--every", type=int, default=1,
+                    help="with --cpu: run every N-th configuration only (a quicker estimate)")
     args = ap.parse_args()
+    if args.cpu:
+        return cpu_rate(make_study(args), args.every)
     study = make_study(args)
     warm = warm_study(study, 20)
     n = len(study)

@@ -1,0 +1,89 @@
+"""Ctrl-C, progress and threads of the fast paths (sgdnet.engine.fastrun).
+
+- a FIFO-path run of ~1e9 steps is interrupted 0.3 s in: KeyboardInterrupt is raised, every
+  kernel call has returned (nothing left running), and far fewer rounds were made than the run
+  needs (it stopped early instead of running on);
+- both paths report step completions to ``progress`` (non-decreasing, ending at the total),
+  and ``parallel=`` and ``progress`` do not change a result.
+"""
+
+import signal
+import threading
+
+import numpy as np
+import pytest
+from test_fastpath import random_eg
+from test_fastpath_fifo import ps_net
+
+from sgdnet import simulate
+from sgdnet.engine import fastpath, fastpath_fifo
+from sgdnet.net.compiled import compile_net
+
+
+@pytest.fixture(scope="module")
+def fifo():
+    cn = compile_net(ps_net(11, det=False))
+    assert not fastpath_fifo.fifo_path_problems(cn) and fastpath.fast_path_problems(cn)
+    return cn
+
+
+@pytest.fixture(scope="module")
+def eg():
+    cn = compile_net(random_eg(301, det=False))
+    assert not fastpath.fast_path_problems(cn)
+    return cn
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_ctrl_c_stops_a_fifo_path_run(fifo, monkeypatch, parallel):
+    simulate(fifo, steps=20, warmup=0, replications=2, seed=1, engine="fast")  # caches loaded
+    entered, rounds, late = [], [], []
+    real = fastpath_fifo._rounds
+    sent = threading.Event()
+
+    def spy(*args):
+        entered.append(1)
+        late.append(sent.is_set())
+        k = real(*args)
+        rounds.append(k)
+        return k
+
+    monkeypatch.setattr(fastpath_fifo, "_rounds", spy)
+    steps = 10**9  # ~minutes of rounds
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
+    def ctrl_c():
+        sent.set()
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    timer = threading.Timer(0.3, ctrl_c)
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            simulate(fifo, steps=steps, warmup=0, replications=2, seed=1, parallel=parallel,
+                     samples=False, max_events=10**12, engine="fast")
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, old)
+    assert entered and len(entered) == len(rounds)  # every kernel call returned
+    assert sum(late) <= 1  # at most one call began after Ctrl-C (a call starting as it came)
+    ns = len(fifo.step_transitions)
+    assert max(rounds) * ns < steps // 100  # stopped early (rounds are relative to compaction,
+    # so this bounds the last call's window only; the count of calls bounds the rest)
+    assert len(rounds) * fastpath_fifo.POLL_WORK < steps
+    monkeypatch.undo()  # the paths stay usable
+    assert simulate(fifo, steps=20, warmup=0, replications=2, seed=1, engine="fast").engine == "fast-fifo"
+
+
+@pytest.mark.parametrize("which", ["fast", "fifo"])
+def test_fast_paths_report_progress_and_ignore_threads(which, fifo, eg):
+    cn, run = (eg, fastpath.run_fast) if which == "fast" else (fifo, fastpath_fifo.run_fifo)
+    seeds = [11, 12, 13]
+    kw = dict(steps=20_000, warmup=100, samples=True, max_events=10**9)
+    calls = []
+    plain = run(cn, seeds, parallel=False, **kw)
+    threaded = run(cn, seeds, parallel=True, progress=calls.append, **kw)
+    assert calls and calls == sorted(calls) and calls[-1] == 3 * 20_100
+    for a, b in zip(plain, threaded):
+        assert (a.t0, a.t1, a.events) == (b.t0, b.t1, b.events)
+        np.testing.assert_array_equal(a.step_times, b.step_times)
+        np.testing.assert_array_equal(a.firings, b.firings)
