@@ -78,21 +78,33 @@ def same_rows(a: StudyResult, b: StudyResult) -> bool:
     return key(a) == key(b)
 
 
-def cpu_rate(study: Study, every: int) -> None:
-    """Configurations per CPU-second of ``study`` (every ``every``-th row), serial, one thread."""
+def cpu_rate(study: Study, every: int, rounds: int) -> None:
+    """Configurations per CPU-second of ``study`` (every ``every``-th worker count, all the
+    other axes), serial, one thread: rows through plain ``sgdnet.predict`` ("before") and
+    through the study's default runner (re-rating a net when only the bandwidth differs,
+    ``sgdnet.study.rerate``; "after"), alternating, ``rounds`` times; the tables must be equal."""
     from sgdnet.engine import driver
+    from sgdnet.prediction import predict
+    from sgdnet.study import rerate
 
     driver.set_max_threads(1)
-    sub = Study(configs=study.configs()[::every], seed=study.seed)
+    keep = set(sorted({c.get("cluster.workers", 1) for c in study.configs()})[::every])
+    cfgs = [c for c in study.configs() if c.get("cluster.workers", 1) in keep]
     warm_study(study, 4).run("serial", progress=False)  # JIT / cache load
-    print(f"{len(sub)} configurations of {study!r}; load average {os.getloadavg()[0]:.2f}",
-          flush=True)
-    c, t = time.process_time(), time.perf_counter()
-    res = sub.run("serial", progress=False)
-    cpu, wall = time.process_time() - c, time.perf_counter() - t
-    assert not res.failed, res.failed[0]["error"]
-    print(f"{len(sub) / cpu:.2f} configs per CPU-second ({len(sub)} in {cpu:.1f} s CPU, "
-          f"{wall:.1f} s wall)", flush=True)
+    print(f"{len(cfgs)} configurations of {study!r} (workers {sorted(keep)}); load average "
+          f"{os.getloadavg()[0]:.2f}", flush=True)
+    tables: dict[str, StudyResult] = {}
+    for r in range(rounds):
+        for label, runner in (("predict", predict), ("rerate", rerate.predict)):
+            rerate._TEMPLATES.clear()
+            sub = Study(configs=cfgs, seed=study.seed, runner=runner)
+            c, t = time.process_time(), time.perf_counter()
+            tables[label] = sub.run("serial", progress=False)
+            cpu, wall = time.process_time() - c, time.perf_counter() - t
+            assert not tables[label].failed, tables[label].failed[0]["error"]
+            print(f"round {r + 1} {label:<8} {len(cfgs) / cpu:6.2f} configs per CPU-second "
+                  f"({len(cfgs)} in {cpu:.1f} s CPU, {wall:.1f} s wall)", flush=True)
+    print(f"tables identical: {same_rows(tables['predict'], tables['rerate'])}")
 
 
 def main() -> None:
@@ -110,10 +122,11 @@ def main() -> None:
                     help="only configurations per CPU-second: the study serially in this process, "
                          "replications serially too, timed with time.process_time()")
     ap.add_argument("--every", type=int, default=1,
-                    help="with --cpu: run every N-th configuration only (a quicker estimate)")
+                    help="with --cpu: every N-th worker count only (a quicker estimate)")
+    ap.add_argument("--rounds", type=int, default=1, help="with --cpu: before/after rounds")
     args = ap.parse_args()
     if args.cpu:
-        return cpu_rate(make_study(args), args.every)
+        return cpu_rate(make_study(args), args.every, args.rounds)
     study = make_study(args)
     warm = warm_study(study, 20)
     n = len(study)

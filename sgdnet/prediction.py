@@ -258,11 +258,12 @@ def predict_net(variant: str, model: str | ModelProfile, cluster: Cluster | Mapp
                 warmup: int | None = None, replications: int = 8,
                 seed: int | np.random.Generator | None = None, parallel: bool = True,
                 trace: bool = False, samples: bool = True, progress: bool = False,
-                **options: Any) -> Prediction:
+                meta: Mapping[str, Any] | None = None, **options: Any) -> Prediction:
     """:func:`predict`, reusing ``net`` when the caller already built it (the CLI builds the
     first net before the JIT to report bad options early), else building it.
 
-    ``net`` must be ``sgdnet.variants.build(variant, model, cluster, granularity, **options)``.
+    ``net`` must be ``sgdnet.variants.build(variant, model, cluster, granularity, **options)``,
+    or its compiled form (then ``meta`` is that net's ``meta``; :mod:`sgdnet.study.rerate`).
     """
     from .engine import simulate
 
@@ -275,15 +276,17 @@ def predict_net(variant: str, model: str | ModelProfile, cluster: Cluster | Mapp
         warmup = _count(warmup, "warmup", 0)
     if net is None:
         net = spec.build(prof, clu, granularity, **options)
-    opts = net.meta.get("options", {})
+    if meta is None:
+        meta = net.meta
+    opts = meta.get("options", {})
     if warmup is None:
         warmup = spec.default_warmup(clu, opts)
     n = clu.workers
     res = simulate(net, steps=steps * n, warmup=warmup * n, replications=replications,
                    seed=seed, trace=trace, samples=samples, parallel=parallel, progress=progress)
-    used = net.meta.get("cluster", clu)
+    used = meta.get("cluster", clu)
     return Prediction(spec.name, prof, used if isinstance(used, Cluster) else clu, granularity,
-                      opts, steps, warmup, res, net.meta)
+                      opts, steps, warmup, res, meta)
 
 
 @dataclass(frozen=True)
