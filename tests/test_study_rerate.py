@@ -18,6 +18,7 @@ def _same_compiled(a, b):
         x, y = va[k], vb[k]
         if isinstance(x, np.ndarray):
             assert x.dtype == y.dtype and np.array_equal(x, y), k
+            assert x.flags.writeable == y.flags.writeable, k  # else another kernel signature
         else:
             assert x == y, k
 

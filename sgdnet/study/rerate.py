@@ -67,6 +67,7 @@ def rerated(cn: Any, old_bw: float, new_bw: float) -> Any | None:
     for attr in ("_fastpath", "_fastfifo"):  # plans cached for the template's rates
         out.__dict__.pop(attr, None)
     out.r_bw = np.where(flow, new_bw, cn.r_bw)
+    out.r_bw.flags.writeable = cn.r_bw.flags.writeable  # the kernel's signature (and cache entry)
     out.key = hashlib.sha1(f"{cn.key}|r_bw={new_bw!r}".encode()).hexdigest()
     return out
 
