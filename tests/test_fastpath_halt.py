@@ -37,25 +37,25 @@ def eg():
 @pytest.mark.parametrize("parallel", [False, True])
 def test_ctrl_c_stops_a_fifo_path_run(fifo, monkeypatch, parallel):
     simulate(fifo, steps=20, warmup=0, replications=2, seed=1, engine="fast")  # caches loaded
-    entered, rounds, late = [], [], []
-    real = fastpath_fifo._rounds
-    sent = threading.Event()
+    entered, rounds, late, halts = [], [], [], []
+    real, real_chunk = fastpath_fifo._rounds, fastpath_fifo._chunk
+
+    def chunk_spy(*args):
+        halts.append(args[7])  # the shared halt flag
+        return real_chunk(*args)
 
     def spy(*args):
         entered.append(1)
-        late.append(sent.is_set())
+        late.append(bool(halts[0][0]))  # the flag was already set when this call began
         k = real(*args)
         rounds.append(k)
         return k
 
     monkeypatch.setattr(fastpath_fifo, "_rounds", spy)
+    monkeypatch.setattr(fastpath_fifo, "_chunk", chunk_spy)
     steps = 10**9  # ~minutes of rounds
     old = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
-    def ctrl_c():
-        sent.set()
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-
-    timer = threading.Timer(0.3, ctrl_c)
+    timer = threading.Timer(0.3, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
     try:
         timer.start()
         with pytest.raises(KeyboardInterrupt):
@@ -65,7 +65,9 @@ def test_ctrl_c_stops_a_fifo_path_run(fifo, monkeypatch, parallel):
         timer.cancel()
         signal.signal(signal.SIGINT, old)
     assert entered and len(entered) == len(rounds)  # every kernel call returned
-    assert sum(late) <= 1  # at most one call began after Ctrl-C (a call starting as it came)
+    # a chunk reads the flag after every call: at most one call each can begin once it is set
+    # (one that was starting as it came)
+    assert halts and halts[0][0] == 1 and sum(late) <= len(halts)
     ns = len(fifo.step_transitions)
     assert max(rounds) * ns < steps // 100  # stopped early (rounds are relative to compaction,
     # so this bounds the last call's window only; the count of calls bounds the rest)
