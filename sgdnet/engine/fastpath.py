@@ -63,7 +63,7 @@ from ..dists import (
 )
 from ..net.compiled import INF_SERVERS, CompiledNet
 from ..results import RawReplication
-from .fastrun import POLL_WORK, run_chunks
+from .fastrun import POLL_WORK, run_lanes
 from .kernel import _xo_step, sample, seed_state
 
 __all__ = ["FastPlan", "fast_plan", "fast_path_problems", "run_fast", "MAX_HISTORY_BYTES"]
@@ -605,13 +605,9 @@ def run_fast(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, samp
     size = min(_LANES, -(-len(seeds) // nt))
     chunks = [seeds[a:a + size] for a in range(0, len(seeds), size)]
 
-    def one(i: int, halt: np.ndarray, prog: np.ndarray) -> list[RawReplication] | None:
-        return _chunk(cn, plan, chunks[i], steps, warmup, samples, max_events, halt, prog, i)
-
-    got = run_chunks(len(chunks), one, parallel=parallel, progress=progress)
-    if any(g is None for g in got):
-        return None
-    return [r for g in got for r in g]  # type: ignore[union-attr]
+    return run_lanes(chunks, lambda ch, halt, prog, i: _chunk(cn, plan, ch, steps, warmup, samples,
+                                                              max_events, halt, prog, i),
+                     parallel=parallel, progress=progress)
 
 
 #: The compiled functions this path calls from Python, loaded up front by ``simulate``

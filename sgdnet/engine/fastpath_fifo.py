@@ -57,7 +57,7 @@ from ..net.compiled import DISC_CODES, CompiledNet
 from ..results import RawReplication
 from . import fifo_record
 from .fastpath import _STREAM_XOR, _can_be_zero, _lanes_done, _topo, _xo, _zig, fixed_durations
-from .fastrun import POLL_WORK, run_chunks
+from .fastrun import POLL_WORK, run_lanes
 from .fifo_record import Acc, replication
 from .kernel import sample, seed_state
 
@@ -438,13 +438,9 @@ def run_fifo(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, samp
         return None
     chunks = [seeds[a:a + _LANES] for a in range(0, len(seeds), _LANES)]
 
-    def one(i: int, halt: np.ndarray, prog: np.ndarray) -> list[RawReplication] | None:
-        return _chunk(cn, plan, chunks[i], steps, warmup, samples, max_events, halt, prog, i)
-
-    got = run_chunks(len(chunks), one, parallel=parallel, progress=progress)
-    if any(g is None for g in got):
-        return None
-    return [r for g in got for r in g]  # type: ignore[union-attr]
+    return run_lanes(chunks, lambda ch, halt, prog, i: _chunk(cn, plan, ch, steps, warmup, samples,
+                                                              max_events, halt, prog, i),
+                     parallel=parallel, progress=progress)
 
 
 #: The compiled functions this path calls from Python, loaded up front by ``simulate``

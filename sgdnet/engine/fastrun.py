@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["POLL_WORK", "run_chunks"]
+__all__ = ["POLL_WORK", "run_chunks", "run_lanes"]
 
 #: completions per fast-path kernel call, i.e. how often ``halt`` is read and progress recorded
 #: (~5-20 ms of work; a call costs ~20 us of Python, so this adds < 0.5 %)
@@ -68,3 +68,15 @@ def run_chunks(n: int, one: Callable[[int, np.ndarray, np.ndarray], Any], *, par
         wait(futures)
         raise
     return out
+
+
+def run_lanes(chunks: list[list[int]], chunk: Callable[..., list | None], *, parallel: bool,
+              progress: Callable[[int], None] | None = None) -> list | None:
+    """A fast path's replications: ``chunk(seeds, halt, prog, i)`` for each chunk of seeds
+    (:func:`run_chunks`), flattened in seed order; None when any chunk gave None (the run does
+    not fit the path: the caller runs the generic engine)."""
+    got = run_chunks(len(chunks), lambda i, halt, prog: chunk(chunks[i], halt, prog, i),
+                     parallel=parallel, progress=progress)
+    if any(g is None for g in got):
+        return None
+    return [r for g in got for r in g]
