@@ -64,8 +64,10 @@ def rerated(cn: Any, old_bw: float, new_bw: float) -> Any | None:
     if not np.all(cn.r_bw[flow] == old_bw):
         return None
     out = copy.copy(cn)
-    for attr in ("_fastpath", "_fastfifo"):  # plans cached for the template's rates
-        out.__dict__.pop(attr, None)
+    for attr in ("_fastpath", "_fastfifo"):  # the fast paths' analyses, cached on the net:
+        got = out.__dict__.get(attr)  # a refusal holds at every rate (both refuse flow
+        if got is not None and got[0] is not None:  # resources); a plan is made afresh
+            del out.__dict__[attr]
     out.r_bw = np.where(flow, new_bw, cn.r_bw)
     out.r_bw.flags.writeable = cn.r_bw.flags.writeable  # the kernel's signature (and cache entry)
     out.key = hashlib.sha1(f"{cn.key}|r_bw={new_bw!r}".encode()).hexdigest()
