@@ -89,3 +89,11 @@ def test_fast_paths_report_progress_and_ignore_threads(which, fifo, eg):
         assert (a.t0, a.t1, a.events) == (b.t0, b.t1, b.events)
         np.testing.assert_array_equal(a.step_times, b.step_times)
         np.testing.assert_array_equal(a.firings, b.firings)
+
+
+def test_simulate_shows_the_fast_paths_progress(fifo, capsys):
+    with_bar = simulate(fifo, steps=5000, warmup=10, replications=2, seed=9, progress=True)
+    assert with_bar.engine == "fast-fifo" and f"simulate {fifo.name}" in capsys.readouterr().err
+    without = simulate(fifo, steps=5000, warmup=10, replications=2, seed=9)
+    assert capsys.readouterr().err == ""
+    np.testing.assert_array_equal(with_bar.throughput.samples, without.throughput.samples)
