@@ -78,6 +78,35 @@ def same_rows(a: StudyResult, b: StudyResult) -> bool:
     return key(a) == key(b)
 
 
+def cpu_rate(study: Study, every: int, rounds: int) -> None:
+    """Configurations per CPU-second of ``study`` (every ``every``-th worker count, all the
+    other axes), serial, one thread: rows through plain ``sgdnet.predict`` ("before") and
+    through the study's default runner (re-rating a net when only the bandwidth differs,
+    ``sgdnet.study.rerate``; "after"), alternating, ``rounds`` times; the tables must be equal."""
+    from sgdnet.engine import driver
+    from sgdnet.prediction import predict
+    from sgdnet.study import rerate
+
+    driver.set_max_threads(1)
+    keep = set(sorted({c.get("cluster.workers", 1) for c in study.configs()})[::every])
+    cfgs = [c for c in study.configs() if c.get("cluster.workers", 1) in keep]
+    warm_study(study, 4).run("serial", progress=False)  # JIT / cache load
+    print(f"{len(cfgs)} configurations of {study!r} (workers {sorted(keep)}); load average "
+          f"{os.getloadavg()[0]:.2f}", flush=True)
+    tables: dict[str, StudyResult] = {}
+    for r in range(rounds):
+        for label, runner in (("predict", predict), ("rerate", rerate.predict)):
+            rerate._TEMPLATES.clear()
+            sub = Study(configs=cfgs, seed=study.seed, runner=runner)
+            c, t = time.process_time(), time.perf_counter()
+            tables[label] = sub.run("serial", progress=False)
+            cpu, wall = time.process_time() - c, time.perf_counter() - t
+            assert not tables[label].failed, tables[label].failed[0]["error"]
+            print(f"round {r + 1} {label:<8} {len(cfgs) / cpu:6.2f} configs per CPU-second "
+                  f"({len(cfgs)} in {cpu:.1f} s CPU, {wall:.1f} s wall)", flush=True)
+    print(f"tables identical: {same_rows(tables['predict'], tables['rerate'])}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", type=Path, default=ROOT / "examples" / "study.yaml",
@@ -89,7 +118,15 @@ def main() -> None:
     ap.add_argument("--replications", type=int, default=None, help="override the replications")
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per setting (best kept)")
     ap.add_argument("--no-dask", action="store_true", help="skip the Dask LocalCluster runs")
+    ap.add_argument("--cpu", action="store_true",
+                    help="only configurations per CPU-second: the study serially in this process, "
+                         "replications serially too, timed with time.process_time()")
+    ap.add_argument("--every", type=int, default=1,
+                    help="with --cpu: every N-th worker count only (a quicker estimate)")
+    ap.add_argument("--rounds", type=int, default=1, help="with --cpu: before/after rounds")
     args = ap.parse_args()
+    if args.cpu:
+        return cpu_rate(make_study(args), args.every, args.rounds)
     study = make_study(args)
     warm = warm_study(study, 20)
     n = len(study)

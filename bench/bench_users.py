@@ -11,7 +11,8 @@ or the cache load. Run from the root of a checkout so that ``PYTHONPATH=.`` pick
     PYTHONPATH=. python bench/bench_users.py --workers 8 1024 --steps 20
 
 The warm CLI (``sgdnet predict --model resnet50 --variant sync-ps --workers 8 --bandwidth
-10Gbps``) is timed with ``bench/bench_users.py --cli N``: N fresh processes, median wall time.
+10Gbps``) is timed with ``bench/bench_users.py --cli N [--before DIR]``: N fresh processes
+(alternating with DIR's checkout), median wall and CPU (user + sys) time.
 """
 
 from __future__ import annotations
@@ -58,16 +59,31 @@ def phases(workers: int, steps: int, replications: int) -> dict:
     return out
 
 
-def cli(n: int) -> list[float]:
+def cli(n: int, root: str | None = None) -> tuple[list[float], list[float]]:
+    """Wall and CPU (user + sys of the child, from the OS's accounting) seconds of ``n`` warm
+    CLI predictions, run with ``PYTHONPATH=root`` (default: this process's sgdnet)."""
+    import resource
+
     cmd = [sys.executable, "-m", "sgdnet.cli", "predict", "--model", "resnet50", "--variant",
            "sync-ps", "--workers", "8", "--bandwidth", "10Gbps"]
-    subprocess.run(cmd, check=True, capture_output=True)  # warm the numba cache
-    walls = []
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: byte-code cached
+    if root is not None:
+        env["PYTHONPATH"] = root
+    subprocess.run(cmd, check=True, capture_output=True, env=env, cwd=root)  # warm the cache
+    walls, cpus = [], []
     for _ in range(n):
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True)
+        subprocess.run(cmd, check=True, capture_output=True, env=env, cwd=root)
         walls.append(time.perf_counter() - t)
-    return walls
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
+    return walls, cpus
+
+
+def _med(xs: list[float]) -> str:
+    return f"median {statistics.median(xs):.2f} s ({', '.join(f'{x:.2f}' for x in xs)})"
 
 
 def main() -> None:
@@ -76,12 +92,24 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20, help="steps per worker (default 20)")
     ap.add_argument("--replications", type=int, default=8)
     ap.add_argument("--cli", type=int, default=0, help="time N warm CLI runs instead")
+    ap.add_argument("--before", default=None,
+                    help="with --cli: another checkout (e.g. `git archive` of an older commit) "
+                         "whose CLI runs alternate with this one's")
     a = ap.parse_args()
     print(f"code: {os.path.dirname(__import__('sgdnet').__file__)}", flush=True)
     if a.cli:
-        w = cli(a.cli)
-        print(f"warm CLI predict, {a.cli} runs: median {statistics.median(w):.2f} s wall "
-              f"({', '.join(f'{x:.2f}' for x in w)})")
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__import__("sgdnet").__file__)))
+        roots = {"this": here, **({"before": a.before} if a.before else {})}
+        got: dict = {k: ([], []) for k in roots}
+        for _ in range(a.cli):  # the checkouts alternate, one run each per round
+            for k, root in roots.items():
+                w, c = cli(1, root)
+                got[k][0].extend(w)
+                got[k][1].extend(c)
+        print(f"load average {os.getloadavg()[0]:.2f}")
+        for k, (w, c) in got.items():
+            print(f"warm CLI predict ({k}: {roots[k]}), {a.cli} runs: wall {_med(w)}; "
+                  f"CPU {_med(c)}")
         return
     phases(2, 5, 2)  # JIT / cache load
     for n in a.workers:

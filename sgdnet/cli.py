@@ -480,7 +480,7 @@ def _load_model(args: argparse.Namespace) -> Any:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     """``sgdnet predict``: one row per worker count."""
-    from .prediction import predict, summarize
+    from .prediction import predict_net, summarize
     from .units import bandwidth as parse_bw
 
     if args.speeds is not None and len(args.workers) != 1:
@@ -500,12 +500,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
     preds = []
-    _build_net(args, args.variant, model, clusters[0])  # bad variant/options: error before JIT
+    net = _build_net(args, args.variant, model, clusters[0])  # bad variant/options: error before JIT
     compiling = _prepare_engine()
     for cluster in clusters:
-        pred = predict(args.variant, model, cluster, granularity=args.granularity,
-                       steps=args.steps, warmup=args.warmup, replications=args.replications,
-                       seed=args.seed, progress=show_progress, **options)
+        pred = predict_net(args.variant, model, cluster, net, granularity=args.granularity,
+                           steps=args.steps, warmup=args.warmup, replications=args.replications,
+                           seed=args.seed, progress=show_progress, **options)
+        net = None  # built for the first cluster only
         _compiled(compiling)
         compiling = None
         row = {"workers": cluster.workers, **summarize(pred)}

@@ -248,6 +248,23 @@ def predict(variant: str, model: str | ModelProfile, cluster: Cluster | Mapping[
     >>> p.samples_per_s.mean > 0
     True
     """
+    return predict_net(variant, model, cluster, None, granularity=granularity, steps=steps,
+                       warmup=warmup, replications=replications, seed=seed, parallel=parallel,
+                       trace=trace, samples=samples, progress=progress, **options)
+
+
+def predict_net(variant: str, model: str | ModelProfile, cluster: Cluster | Mapping[str, Any],
+                net: Any = None, *, granularity: str = "fine", steps: int = 200,
+                warmup: int | None = None, replications: int = 8,
+                seed: int | np.random.Generator | None = None, parallel: bool = True,
+                trace: bool = False, samples: bool = True, progress: bool = False,
+                meta: Mapping[str, Any] | None = None, **options: Any) -> Prediction:
+    """:func:`predict`, reusing ``net`` when the caller already built it (the CLI builds the
+    first net before the JIT to report bad options early), else building it.
+
+    ``net`` must be ``sgdnet.variants.build(variant, model, cluster, granularity, **options)``,
+    or its compiled form (then ``meta`` is that net's ``meta``; :mod:`sgdnet.study.rerate`).
+    """
     from .engine import simulate
 
     spec = get(variant)
@@ -257,16 +274,19 @@ def predict(variant: str, model: str | ModelProfile, cluster: Cluster | Mapping[
     replications = _count(replications, "replications", 1)
     if warmup is not None:
         warmup = _count(warmup, "warmup", 0)
-    net = spec.build(prof, clu, granularity, **options)
-    opts = net.meta.get("options", {})
+    if net is None:
+        net = spec.build(prof, clu, granularity, **options)
+    if meta is None:
+        meta = net.meta
+    opts = meta.get("options", {})
     if warmup is None:
         warmup = spec.default_warmup(clu, opts)
     n = clu.workers
     res = simulate(net, steps=steps * n, warmup=warmup * n, replications=replications,
                    seed=seed, trace=trace, samples=samples, parallel=parallel, progress=progress)
-    used = net.meta.get("cluster", clu)
+    used = meta.get("cluster", clu)
     return Prediction(spec.name, prof, used if isinstance(used, Cluster) else clu, granularity,
-                      opts, steps, warmup, res, net.meta)
+                      opts, steps, warmup, res, meta)
 
 
 @dataclass(frozen=True)

@@ -192,6 +192,23 @@ def test_predict_json_matches_predict(capsys):
     assert doc["rows"][0]["speed_up"] == 1.0
 
 
+def test_predict_builds_each_net_once(capsys, monkeypatch):
+    # the first cluster's net is built before the JIT (bad options fail early) and reused by
+    # its prediction, not built a second time; the rows are predict's
+    from sgdnet.variants.registry import VariantSpec
+
+    built = []
+    real = VariantSpec.build
+    monkeypatch.setattr(VariantSpec, "build", lambda self, *a, **k: built.append(a[1].workers)
+                        or real(self, *a, **k))
+    code, out, _ = run(capsys, "predict", "--variant", "allreduce", "--workers", "2,4",
+                       "--json", "--seed", "3", *QUICK)
+    assert code == 0 and built == [2, 4]
+    pred = sgdnet.predict("allreduce", "resnet50", sgdnet.Cluster(workers=2), granularity="coarse",
+                          steps=40, warmup=5, replications=3, seed=3)
+    assert json.loads(out)["rows"][0]["steps_per_s_mean"] == pred.steps_per_s.mean
+
+
 def test_predict_plot_and_trace(tmp_path, capsys):
     png, trace = tmp_path / "curve.png", tmp_path / "trace.json"
     code, out, err = run(capsys, "predict", "--variant", "sync-ps", "--workers", "1,2", *QUICK,

@@ -427,7 +427,7 @@ def test_progress_reports_step_completions_up_to_the_total(loop):
 
 
 def test_simulate_progress_bar_on_stderr(loop, capsys):
-    # the generic kernel reports progress (loop is in the FIFO fast path's class, which does not)
+    # the generic kernel's reports (loop would take the FIFO fast path: tests/test_fastpath_halt.py)
     with_bar = simulate(loop, steps=100_000, warmup=10, replications=2, seed=9, progress=True,
                         engine="generic")
     assert "simulate loop" in capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 from .._check import bool_arg, int_arg, seed_arg, seeds_arg
 from ..errors import SimulationError
@@ -10,7 +11,7 @@ from ..limits import check_limit
 from ..net.builder import Net
 from ..net.compiled import CompiledNet, compile_net
 from ..results import Result
-from .abi import unpack
+from .abi import SIGNATURE, unpack
 from .diagnose import check_run_size, raise_on_failure, zeno_limit
 from .driver import derive_seeds, run
 
@@ -158,21 +159,25 @@ def simulate(
     max_events = int_arg("max_events", max_events, 1)
     if engine not in ENGINES:
         raise SimulationError(f"engine={engine!r} is unknown; use one of {list(ENGINES)}")
-    if engine != "generic":
-        res = _try_fast(cn, seeds, engine, steps=steps, warmup=warmup, samples=samples,
-                        max_events=max_events, trace=trace, parallel=parallel, histograms=histograms)
-        if res is not None:
-            return res
-
-    from .jitcache import check_cache
-
-    check_cache()  # once per process: a damaged cache file is deleted (one warning), not fatal
-
     # a net without randomness plays the same trajectory under every seed: run it once and let
     # every requested replication share that record (the Result is the one R runs would give)
     played = seeds[:1] if cn.deterministic else seeds
     bar = _ProgressBar(cn.name, len(played) * (warmup + steps)) if progress else None
     try:
+        if engine != "generic":
+            res = _try_fast(cn, seeds, engine, steps=steps, warmup=warmup, samples=samples,
+                            max_events=max_events, trace=trace, parallel=parallel,
+                            histograms=histograms, progress=bar)
+            if res is not None:
+                return res
+
+        from . import kernel
+        from .jitcache import check_cache, preload
+
+        check_cache()  # once per process: a damaged cache file is deleted (one warning), not fatal
+        hist = SIGNATURE.index("o_hs")  # None (typed "none") unless histograms are asked for
+        preload(kernel.run_replication,  # a cache hit without numba's registry refresh (~0.3 s)
+                want=lambda sig: (str(sig[hist]) != "none") == histograms)
         out = run(cn, played, steps=steps, warmup=warmup, max_events=max_events,
                   zeno_limit=min(zeno_limit(cn.n_transitions), max_events), samples=samples,
                   trace_limit=trace_limit if trace else 0, parallel=parallel, progress=bar,
@@ -223,17 +228,13 @@ def with_steps(net: Net | CompiledNet, step) -> Net:
 
 
 def _try_fast(cn: CompiledNet, seeds: list, engine: str, *, steps: int, warmup: int, samples: bool,
-              max_events: int, trace: bool, parallel: bool, histograms: bool = False) -> Result | None:
+              max_events: int, trace: bool, parallel: bool, histograms: bool = False,
+              progress: Callable[[int], None] | None = None) -> Result | None:
     """The fast path's Result, or None when the generic engine must run (``engine="fast"``:
-    a SimulationError instead)."""
-    from . import fastpath
-    from .fastpath import fast_path_problems, run_fast
-    from .jitcache import check_cache
+    a SimulationError instead). Only the compiled functions of the path that runs are checked
+    and loaded (a net outside both classes touches neither path's numba cache)."""
+    from .fastpath import fast_path_problems
 
-    if not fastpath.CACHE_CHECKED:  # damaged numba cache files: deleted with one warning, rebuilt
-        check_cache()
-        check_cache(fastpath)
-        fastpath.CACHE_CHECKED = True
     why = (["a trace was asked for (the fast path records none)"] if trace
            else ["histograms were asked for (the fast path records none)"] if histograms
            else fast_path_problems(cn))
@@ -241,21 +242,22 @@ def _try_fast(cn: CompiledNet, seeds: list, engine: str, *, steps: int, warmup: 
     kind = "fast"
     played = seeds[:1] if cn.deterministic else seeds
     if not why:
-        raws = run_fast(cn, played, steps=steps, warmup=warmup, samples=samples, max_events=max_events,
-                        parallel=parallel)
+        from . import fastpath
+
+        _ready(fastpath, (fastpath,))
+        raws = fastpath.run_fast(cn, played, steps=steps, warmup=warmup, samples=samples,
+                                 max_events=max_events, parallel=parallel, progress=progress)
         if raws is None:
             why = ["the run needs more history memory or events than the fast path allows"]
     elif not trace and not histograms:  # the sort-then-queue recursion for shared FIFO links
         from . import fastpath_fifo, fifo_record
 
-        if not fastpath_fifo.CACHE_CHECKED:
-            check_cache(fastpath_fifo)
-            check_cache(fifo_record)
-            fastpath_fifo.CACHE_CHECKED = True
         why_fifo = fastpath_fifo.fifo_path_problems(cn)
         if not why_fifo:
+            _ready(fastpath_fifo, (fastpath_fifo, fifo_record))
             raws = fastpath_fifo.run_fifo(cn, played, steps=steps, warmup=warmup, samples=samples,
-                                          max_events=max_events)
+                                          max_events=max_events, parallel=parallel,
+                                          progress=progress)
             kind = "fast-fifo"
             if raws is None:
                 why = ["the run needs more history memory or events than the fast path allows"]
@@ -272,6 +274,21 @@ def _try_fast(cn: CompiledNet, seeds: list, engine: str, *, steps: int, warmup: 
                  deterministic=cn.deterministic)
     res.engine = kind
     return res
+
+
+def _ready(path, modules) -> None:
+    """Before a fast path's first run in this process: its numba caches (and the kernel's, whose
+    sampler it calls) checked for damage (deleted with one warning, rebuilt), then the compiled
+    functions it calls from Python loaded (:func:`jitcache.preload`)."""
+    from .jitcache import check_cache, preload
+
+    if not path.CACHE_CHECKED:
+        check_cache()
+        for m in modules:
+            check_cache(m)
+        path.CACHE_CHECKED = True
+    for d in path.PRELOAD:
+        preload(d)
 
 
 class _ProgressBar:

@@ -45,6 +45,7 @@ engine. Resource counters (busy time, waits) are zero because there are no resou
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,6 +63,7 @@ from ..dists import (
 )
 from ..net.compiled import INF_SERVERS, CompiledNet
 from ..results import RawReplication
+from .fastrun import POLL_WORK, run_lanes
 from .kernel import _xo_step, sample, seed_state
 
 __all__ = ["FastPlan", "fast_plan", "fast_path_problems", "run_fast", "MAX_HISTORY_BYTES"]
@@ -73,7 +75,6 @@ _LANES = 8  # replications per chunk
 _STREAM_XOR = 0x6A09E667F3BCC909  # the fast path's own stream: seed XOR this constant
 #: set once sgdnet.engine.jitcache has checked this module's numba cache in this process
 CACHE_CHECKED = False
-_ROUND_WORK = 1 << 22  # completions per kernel call (Ctrl-C is seen between calls)
 _U = np.uint64
 _INV53 = 1.0 / 9007199254740992.0
 _TWO_PI = 2.0 * math.pi
@@ -446,7 +447,10 @@ def _upto(C, l, B, lt, eq):  # pragma: no cover - compiled
 
 # ------------------------------------------------------------------------------ driver
 def _chunk(cn: CompiledNet, plan: FastPlan, seeds: list[int], steps: int, warmup: int,
-           samples: bool, max_events: int, halt: list) -> list[RawReplication] | None:
+           samples: bool, max_events: int, halt: np.ndarray, prog: np.ndarray,
+           i: int) -> list[RawReplication] | None:
+    """Lanes ``seeds``; between kernel calls reads ``halt[0]`` (set: None at once) and keeps
+    ``prog[i]`` at the lanes' step completions so far (see :mod:`.fastrun`)."""
     T, L = cn.n_transitions, len(seeds)
     st = np.array(cn.step_transitions, dtype=np.int64)
     need = warmup + steps
@@ -462,12 +466,13 @@ def _chunk(cn: CompiledNet, plan: FastPlan, seeds: list[int], steps: int, warmup
     lo_a = np.zeros(L)
     k = 0
     while True:
-        k = _rounds(C, T, L, k, K, _ROUND_WORK, plan.order, plan.aptr, plan.aprod, plan.atok,
+        k = _rounds(C, T, L, k, K, POLL_WORK, plan.order, plan.aptr, plan.aprod, plan.atok,
                     plan.fixed, plan.dfix, cn.d_code, cn.d_par, cn.d_pool, S, st, np.int64(need),
                     ptr, phase, lo_a)
+        prog[i] = L * min(need, k * st.size)
         if (phase == 2).all():
             break
-        if halt:
+        if halt[0]:
             return None
         if k * T > max_events + T:
             return None  # the generic engine reports the exhausted budget
@@ -582,12 +587,15 @@ def _replication(cn, plan, C, l, st, steps, warmup, samples) -> RawReplication:
 
 
 def run_fast(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, samples: bool,
-             max_events: int, parallel: bool = False) -> list[RawReplication] | None:
+             max_events: int, parallel: bool = False,
+             progress: Callable[[int], None] | None = None) -> list[RawReplication] | None:
     """Replications of ``cn`` by the max-plus recursion, one :class:`RawReplication` per seed
     (the fields the generic engine fills, from the fast path's own random stream), or None when
     the fast path does not apply or would need more memory or events than allowed (then the
     caller runs the generic engine). ``parallel``: the lanes are split over the engine's threads
-    (the kernel releases the GIL); results do not depend on it (each lane owns its stream)."""
+    (the kernel releases the GIL); results do not depend on it (each lane owns its stream).
+    ``progress``: called with the step completions so far (see :func:`.fastrun.run_chunks`,
+    which also stops the run at Ctrl-C within one kernel call)."""
     plan = fast_plan(cn)
     if plan is None:
         return None
@@ -596,22 +604,12 @@ def run_fast(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, samp
     nt = min(n_threads(), len(seeds)) if parallel else 1
     size = min(_LANES, -(-len(seeds) // nt))
     chunks = [seeds[a:a + size] for a in range(0, len(seeds), size)]
-    halt: list[bool] = []
 
-    def one(ch: list[int]) -> list[RawReplication] | None:
-        return _chunk(cn, plan, ch, steps, warmup, samples, max_events, halt)
+    return run_lanes(chunks, lambda ch, halt, prog, i: _chunk(cn, plan, ch, steps, warmup, samples,
+                                                              max_events, halt, prog, i),
+                     parallel=parallel, progress=progress)
 
-    if nt == 1:
-        got = [one(ch) for ch in chunks]
-    else:
-        from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(nt) as ex:
-            try:
-                got = list(ex.map(one, chunks))
-            except BaseException:
-                halt.append(True)  # Ctrl-C: the other chunks stop at their next kernel return
-                raise
-    if any(g is None for g in got):
-        return None
-    return [r for g in got for r in g]  # type: ignore[union-attr]
+#: The compiled functions this path calls from Python, loaded up front by ``simulate``
+#: (:func:`sgdnet.engine.jitcache.preload`).
+PRELOAD = (seed_state, sample, _rounds, _start, _upto)

@@ -46,6 +46,7 @@ they have gates, inhibitors, modulators or flows), so their results do not chang
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,7 +55,9 @@ from numba import njit
 from ..dists import CODE_EXP, CODE_LOGN
 from ..net.compiled import DISC_CODES, CompiledNet
 from ..results import RawReplication
+from . import fifo_record
 from .fastpath import _STREAM_XOR, _can_be_zero, _lanes_done, _topo, _xo, _zig, fixed_durations
+from .fastrun import POLL_WORK, run_lanes
 from .fifo_record import Acc, replication
 from .kernel import sample, seed_state
 
@@ -68,7 +71,6 @@ MAX_HISTORY_BYTES = 8 << 20
 _LANES = 1
 #: set once sgdnet.engine.jitcache has checked this module's numba cache in this process
 CACHE_CHECKED = False
-_ROUND_WORK = 1 << 22
 _U = np.uint64
 
 
@@ -357,11 +359,13 @@ def _rounds(A, X, C, T, L, k0, kmax, work, useq, ustart, ures, ip, iprod, ioff, 
 
 # ------------------------------------------------------------------------------ driver
 def _chunk(cn: CompiledNet, plan: FifoPlan, seeds: list[int], steps: int, warmup: int,
-           samples: bool, max_events: int) -> list[RawReplication] | None:
+           samples: bool, max_events: int, halt: np.ndarray, prog: np.ndarray,
+           i: int) -> list[RawReplication] | None:
     """One replication (``seeds`` holds one seed). The history keeps the latest rounds only: when
     it is full, the leading rounds that lie wholly before the current frontier (the earliest
     latest step completion, so before the window's end) are tallied into running sums and
-    dropped, so memory does not grow with ``steps``."""
+    dropped, so memory does not grow with ``steps``. Between kernel calls it reads ``halt[0]``
+    (set: None at once) and keeps ``prog[i]`` at the step completions so far (:mod:`.fastrun`)."""
     T, L = cn.n_transitions, len(seeds)
     st = np.array(cn.step_transitions, dtype=np.int64)
     ns = st.size
@@ -381,12 +385,15 @@ def _chunk(cn: CompiledNet, plan: FifoPlan, seeds: list[int], steps: int, warmup
     acc = Acc(T, cn.n_resources, warmup)
     k = 0
     while True:
-        k = _rounds(A.reshape(-1), X.reshape(-1), C.reshape(-1), T, L, k, K, _ROUND_WORK, plan.useq,
+        k = _rounds(A.reshape(-1), X.reshape(-1), C.reshape(-1), T, L, k, K, POLL_WORK, plan.useq,
                     plan.ustart, plan.ures, plan.ip, plan.iprod, plan.ioff, rank, plan.fixed,
                     plan.dfix, cn.d_code, cn.d_par, cn.d_pool, S, ob, dlast, st,
                     np.int64(need - ns * acc.kbase), ptr, phase, lo_a, np.int64(acc.kbase))
+        prog[i] = L * min(need, (acc.kbase + k) * ns)
         if (phase == 2).all():
             break
+        if halt[0]:
+            return None
         if (acc.kbase + k) * T > max_events + T:
             return None
         if k == K:
@@ -418,17 +425,24 @@ def _chunk(cn: CompiledNet, plan: FifoPlan, seeds: list[int], steps: int, warmup
 
 
 def run_fifo(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, samples: bool,
-             max_events: int) -> list[RawReplication] | None:
+             max_events: int, parallel: bool = False,
+             progress: Callable[[int], None] | None = None) -> list[RawReplication] | None:
     """Replications of ``cn`` by the sort-then-queue recursion (one :class:`RawReplication` per
     seed, from the fast path's own random stream), or None when the net is outside the class or
-    the run would need more history memory or events than allowed."""
+    the run would need more history memory or events than allowed. ``parallel``: the
+    replications are spread over the engine's threads (the kernel releases the GIL); results do
+    not depend on it. ``progress``: called with the step completions so far (see
+    :func:`.fastrun.run_chunks`, which also stops the run at Ctrl-C within one kernel call)."""
     plan = fifo_plan(cn)
     if plan is None:
         return None
-    out: list[RawReplication] = []
-    for a in range(0, len(seeds), _LANES):
-        got = _chunk(cn, plan, seeds[a:a + _LANES], steps, warmup, samples, max_events)
-        if got is None:
-            return None
-        out += got
-    return out
+    chunks = [seeds[a:a + _LANES] for a in range(0, len(seeds), _LANES)]
+
+    return run_lanes(chunks, lambda ch, halt, prog, i: _chunk(cn, plan, ch, steps, warmup, samples,
+                                                              max_events, halt, prog, i),
+                     parallel=parallel, progress=progress)
+
+
+#: The compiled functions this path calls from Python, loaded up front by ``simulate``
+#: (:func:`sgdnet.engine.jitcache.preload`).
+PRELOAD = (seed_state, sample, _rounds, fifo_record._upto, fifo_record._tally_rows, fifo_record._tally)

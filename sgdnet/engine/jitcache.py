@@ -17,10 +17,11 @@ import os
 import pickle
 import pickletools
 import warnings
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-__all__ = ["check_cache", "repair", "JitCacheWarning"]
+__all__ = ["check_cache", "repair", "preload", "JitCacheWarning"]
 
 
 class JitCacheWarning(UserWarning):
@@ -141,6 +142,57 @@ def check_cache(module: ModuleType | None = None) -> bool:
             stacklevel=3)
     _state["checked"], _state["compile"] = True, not usable
     return not usable
+
+
+def preload(dispatcher: Any, want: Callable[[tuple], bool] | None = None) -> bool:
+    """Install ``dispatcher``'s cached machine code without numba's registry refresh.
+
+    Numba's own cache load (:meth:`numba.core.caching.Cache.load_overload`) first refreshes the
+    target context, which imports every lowering registry numba has (``numba.np.arraymath``
+    among them, which imports ``scipy.linalg`` when SciPy is installed to check for BLAS): ~0.3 s
+    of CPU in a fresh process, paid by every CLI call, although a cache hit compiles nothing.
+    This loads the entries of the index that match this machine (same key check as numba:
+    signature, target and bytecode hashes), with the NRT initialised, and adds them as overloads;
+    a later compile (a new signature) refreshes the context itself as usual.
+
+    ``want``: load only the entries whose argument types it accepts (each entry costs ~0.07 s
+    for the kernel; a call with other types loads or compiles its own the usual way).
+
+    Returns
+    -------
+    bool
+        True when the dispatcher has a compiled overload afterwards; False (nothing changed, the
+        first call compiles or loads the usual way) when there is no usable entry, the
+        dispatcher is not a cached numba dispatcher (e.g. a test's spy), or numba's internals
+        differ from what this expects.
+    """
+    try:
+        if dispatcher.overloads:
+            return True
+        cache = dispatcher._cache
+        if not getattr(cache, "_enabled", False):
+            return False
+        from numba.core.compiler_lock import global_compiler_lock
+        from numba.core.runtime import nrt
+
+        ctx = dispatcher.targetctx
+        magic = ctx.codegen().magic_tuple()
+        with global_compiler_lock:
+            for key in cache._cache_file._load_index():
+                sig = key[0]
+                if key[1] != magic or tuple(sig) in dispatcher.overloads:
+                    continue
+                if want is not None and not want(tuple(sig)):
+                    continue
+                nrt.rtsys.initialize(ctx)
+                cres = cache._load_overload(sig, ctx)  # None unless the bytecode hashes match
+                if cres is None or cres.objectmode:
+                    continue
+                ctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+                dispatcher.add_overload(cres)
+        return bool(dispatcher.overloads)
+    except Exception:  # damaged files (check_cache deals with them), other numba versions
+        return False
 
 
 # pickle is imported for the exception types numba raises from it (documentation of intent)

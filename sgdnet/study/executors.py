@@ -68,9 +68,11 @@ def _init_worker() -> None:
 
 
 def _default_runner() -> Callable[..., Any]:
-    """:func:`sgdnet.predict`, the runner of a study that names none (imported when a row runs,
-    so importing the study layer does not import the engine)."""
-    from ..prediction import predict
+    """:func:`sgdnet.predict`, the runner of a study that names none, in the form that re-rates
+    the net of an earlier row of this process when only the bandwidth differs (same results;
+    :mod:`.rerate`). Imported when a row runs, so importing the study layer does not import
+    the engine."""
+    from .rerate import predict
 
     return predict
 
