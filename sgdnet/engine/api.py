@@ -11,7 +11,7 @@ from ..limits import check_limit
 from ..net.builder import Net
 from ..net.compiled import CompiledNet, compile_net
 from ..results import Result
-from .abi import SIGNATURE, unpack
+from .abi import unpack
 from .diagnose import check_run_size, raise_on_failure, zeno_limit
 from .driver import derive_seeds, run
 
@@ -175,9 +175,7 @@ def simulate(
         from .jitcache import check_cache, preload
 
         check_cache()  # once per process: a damaged cache file is deleted (one warning), not fatal
-        hist = SIGNATURE.index("o_hs")  # None (typed "none") unless histograms are asked for
-        preload(kernel.run_replication,  # a cache hit without numba's registry refresh (~0.3 s)
-                want=lambda sig: (str(sig[hist]) != "none") == histograms)
+        preload(kernel.run_replication)  # a cache hit without numba's registry refresh (~0.3 s)
         out = run(cn, played, steps=steps, warmup=warmup, max_events=max_events,
                   zeno_limit=min(zeno_limit(cn.n_transitions), max_events), samples=samples,
                   trace_limit=trace_limit if trace else 0, parallel=parallel, progress=bar,

@@ -17,7 +17,6 @@ import os
 import pickle
 import pickletools
 import warnings
-from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -144,7 +143,7 @@ def check_cache(module: ModuleType | None = None) -> bool:
     return not usable
 
 
-def preload(dispatcher: Any, want: Callable[[tuple], bool] | None = None) -> bool:
+def preload(dispatcher: Any) -> bool:
     """Install ``dispatcher``'s cached machine code without numba's registry refresh.
 
     Numba's own cache load (:meth:`numba.core.caching.Cache.load_overload`) first refreshes the
@@ -154,9 +153,6 @@ def preload(dispatcher: Any, want: Callable[[tuple], bool] | None = None) -> boo
     This loads the entries of the index that match this machine (same key check as numba:
     signature, target and bytecode hashes), with the NRT initialised, and adds them as overloads;
     a later compile (a new signature) refreshes the context itself as usual.
-
-    ``want``: load only the entries whose argument types it accepts (each entry costs ~0.07 s
-    for the kernel; a call with other types loads or compiles its own the usual way).
 
     Returns
     -------
@@ -181,8 +177,6 @@ def preload(dispatcher: Any, want: Callable[[tuple], bool] | None = None) -> boo
             for key in cache._cache_file._load_index():
                 sig = key[0]
                 if key[1] != magic or tuple(sig) in dispatcher.overloads:
-                    continue
-                if want is not None and not want(tuple(sig)):
                     continue
                 nrt.rtsys.initialize(ctx)
                 cres = cache._load_overload(sig, ctx)  # None unless the bytecode hashes match
