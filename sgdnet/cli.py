@@ -500,13 +500,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
     preds = []
-    net = _build_net(args, args.variant, model, clusters[0])  # bad variant/options: error before JIT
+    first = _cached_net(args, model, clusters[0], options)  # bad variant/options: error before JIT
     compiling = _prepare_engine()
-    for cluster in clusters:
-        pred = predict_net(args.variant, model, cluster, net, granularity=args.granularity,
-                           steps=args.steps, warmup=args.warmup, replications=args.replications,
-                           seed=args.seed, progress=show_progress, **options)
-        net = None  # built for the first cluster only
+    for i, cluster in enumerate(clusters):
+        cn, meta = first if i == 0 else _cached_net(args, model, cluster, options)
+        pred = predict_net(args.variant, model, cluster, cn, meta=meta,
+                           granularity=args.granularity, steps=args.steps, warmup=args.warmup,
+                           replications=args.replications, seed=args.seed,
+                           progress=show_progress, **options)
         _compiled(compiling)
         compiling = None
         row = {"workers": cluster.workers, **summarize(pred)}
@@ -595,6 +596,18 @@ def _build_net(args: argparse.Namespace, variant: str, model: Any, cluster: Any)
 
     return variants.build(variant, model, cluster, granularity=args.granularity,
                           **dict(args.option))
+
+
+def _cached_net(args: argparse.Namespace, model: Any, cluster: Any,
+                options: dict[str, Any]) -> tuple[Any, dict]:
+    """The compiled net of ``--variant`` on ``cluster`` and its meta, from the on-disk cache of
+    compiled nets when a previous run built it (:mod:`sgdnet.netcache`), else built now."""
+    from . import netcache
+
+    cn, meta, _ = netcache.load_or_build(
+        args.variant, model, cluster, args.granularity, options,
+        lambda: _build_net(args, args.variant, model, cluster))
+    return cn, meta
 
 
 def _write_trace(args: argparse.Namespace, model: Any, cluster: Any, out: Path, steps: int,

@@ -11,8 +11,18 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from sgdnet.dists import Deterministic, Exponential, Gamma, LogNormal, Straggler
 from sgdnet.net import Net
+
+
+@pytest.fixture(autouse=True)
+def _private_net_cache(tmp_path_factory, monkeypatch):
+    """Every test gets an empty cache of compiled nets (:mod:`sgdnet.netcache`; its subprocesses
+    inherit it): no test writes to the user's ``~/.cache``, and none loads a net another test
+    built, so what a test counts (builds, compiles) does not depend on the order of the tests."""
+    monkeypatch.setenv("SGDNET_CACHE_DIR", str(tmp_path_factory.mktemp("netcache")))
 
 
 def ring(durations, tokens, servers=1, name="ring", step=0, tags=None):

@@ -23,7 +23,7 @@ RANK = {
     "results": 5,
     "engine": 6,
     "variants": 7,  # beside the engine, not above it: test_variants_import_no_engine_or_analysis
-    "prediction": 8, "metrics": 8,
+    "prediction": 8, "metrics": 8, "netcache": 8,
     "study": 9, "viz": 9, "testbed": 9,
     "cli": 10,
 }

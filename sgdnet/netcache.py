@@ -1,0 +1,162 @@
+"""Compiled nets kept on disk between processes, so that a repeated ``sgdnet predict`` pays
+import, cache loads and the run — not building and compiling the same net again.
+
+A variant's net is a pure function of its inputs: the variant, the model profile, the cluster,
+the granularity, the options, the size limits (the fine-net memory budget) and sgdnet's own
+code. :func:`load_or_build` hashes all of them (the profile and cluster by their ``to_dict``
+JSON, the code by the bytes of every ``.py`` file of the package, the Python, numpy and pickle
+versions besides) into one key; a file under that key holds the :class:`CompiledNet` and the
+net's ``meta``, written once after a build (atomically: a temporary file renamed into place).
+A changed input or an edited source file is a different key, so nothing stale is ever loaded.
+A file that cannot be read back (truncated, garbage, another numpy) is deleted and the net is
+built again; a directory that cannot be written only means no caching. Files are pickles, like
+numba's own cache: a cache directory must be as private as the code it caches.
+
+Where: ``$SGDNET_CACHE_DIR/nets`` when that variable is set (to an empty string: no caching),
+else ``$XDG_CACHE_HOME/sgdnet/nets`` or ``~/.cache/sgdnet/nets``. At most :data:`MAX_FILES`
+files are kept (the oldest are deleted), and nets of more than :data:`MAX_ELEMENTS` places and
+transitions are not written (their pickle would cost about what building them costs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["cache_dir", "load_or_build", "net_key", "MAX_FILES", "MAX_ELEMENTS"]
+
+#: Files kept in the cache; writing one more deletes the oldest (by modification time).
+MAX_FILES = 64
+#: Nets with more places + transitions than this are built every time, never written.
+MAX_ELEMENTS = 200_000
+#: Bump when the file layout changes.
+FORMAT = 1
+
+_CODE: dict[str, str] = {}
+
+
+def cache_dir() -> Path | None:
+    """The directory of cached nets, or None when caching is off (``SGDNET_CACHE_DIR=""``)."""
+    env = os.environ.get("SGDNET_CACHE_DIR")
+    if env is not None:
+        return Path(env).expanduser() / "nets" if env.strip() else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "sgdnet" / "nets"
+
+
+def _code_hash() -> str:
+    """SHA-256 of every ``.py`` file of the installed package (path and bytes), once per
+    process: an edited builder is a new key."""
+    if "sha" not in _CODE:
+        root = Path(__file__).resolve().parent
+        h = hashlib.sha256()
+        for p in sorted(root.rglob("*.py")):
+            h.update(str(p.relative_to(root)).encode())
+            h.update(p.read_bytes())
+        _CODE["sha"] = h.hexdigest()
+    return _CODE["sha"]
+
+
+def net_key(variant: str, model: Any, cluster: Any, granularity: str,
+            options: Mapping[str, Any]) -> str:
+    """The cache key of one net: a hex SHA-256 of its inputs and of sgdnet's code.
+
+    ``model`` and ``cluster`` are a resolved :class:`ModelProfile` and :class:`Cluster`; options
+    are keyed by their ``repr`` (every builder option is a number, string, bool or None).
+    """
+    import numpy
+
+    from .limits import LIMITS, limit
+
+    doc = {
+        "format": FORMAT, "code": _code_hash(), "python": sys.version,
+        "numpy": numpy.__version__, "pickle": pickle.HIGHEST_PROTOCOL,
+        "variant": variant, "granularity": granularity,
+        "model": model.to_dict(), "cluster": cluster.to_dict(),
+        "options": sorted((str(k), repr(v)) for k, v in options.items()),
+        "limits": {k: limit(k) for k in sorted(LIMITS)},
+    }
+    blob = json.dumps(doc, sort_keys=True, default=repr).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def _load(path: Path) -> tuple[Any, dict] | None:
+    from .net.compiled import CompiledNet
+
+    try:
+        with open(path, "rb") as fh:
+            fmt, cn, meta = pickle.load(fh)
+        if fmt != FORMAT or not isinstance(cn, CompiledNet) or not isinstance(meta, dict):
+            raise ValueError("not a cached net")
+    except FileNotFoundError:
+        return None
+    except Exception:  # truncated, garbage, another numpy or sgdnet: rebuild
+        try:
+            path.unlink()
+        except OSError:
+            pass
+        return None
+    try:
+        os.utime(path)  # recently used: the last to be evicted
+    except OSError:
+        pass
+    return cn, meta
+
+
+def _store(folder: Path, path: Path, cn: Any, meta: dict) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".pkl")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump((FORMAT, cn, meta), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        files = sorted(folder.glob("*.pkl"), key=lambda p: p.stat().st_mtime)
+        for old in files[:-MAX_FILES] if len(files) > MAX_FILES else []:
+            old.unlink(missing_ok=True)
+    except (OSError, pickle.PicklingError, TypeError, AttributeError):
+        pass  # a read-only or full disk, an unpicklable meta: the net simply is not cached
+
+
+def load_or_build(variant: str, model: Any, cluster: Any, granularity: str,
+                  options: Mapping[str, Any], build: Callable[[], Any]) -> tuple[Any, dict, bool]:
+    """The compiled net of ``build()`` and its ``meta``, from the cache when it holds it.
+
+    Parameters
+    ----------
+    variant, model, cluster, granularity, options
+        What ``build`` builds from (a resolved :class:`ModelProfile` and :class:`Cluster`).
+    build : callable
+        Returns the :class:`Net` (``sgdnet.variants.build(...)``); called on a cache miss only,
+        so its errors (bad options) surface as they would without a cache.
+
+    Returns
+    -------
+    (CompiledNet, dict, bool)
+        The compiled net, the net's ``meta``, and whether it came from the cache.
+    """
+    from .net.compiled import compile_net
+
+    folder = cache_dir()
+    path = None
+    if folder is not None:
+        path = folder / f"{net_key(variant, model, cluster, granularity, options)}.pkl"
+        hit = _load(path)
+        if hit is not None:
+            return hit[0], hit[1], True
+    net = build()
+    cn = compile_net(net)
+    meta = dict(net.meta)
+    if path is not None and cn.n_transitions + len(cn.place_names) <= MAX_ELEMENTS:
+        _store(folder, path, cn, meta)
+    return cn, meta, False

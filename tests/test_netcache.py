@@ -1,0 +1,162 @@
+"""The on-disk cache of compiled nets (sgdnet/netcache.py): a hit is the net a build gives,
+every input and the code are in the key, damaged files and unwritable folders never fail a run."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import sgdnet
+from sgdnet import Cluster, models, netcache
+from sgdnet.cli import main
+from sgdnet.net.compiled import compile_net
+
+
+def _inputs(workers=2, **cluster):
+    return models.load("resnet50"), Cluster(workers=workers, **cluster)
+
+
+def _build(model, cluster, variant="sync-ps", granularity="coarse", options=None):
+    def build():
+        _build.calls += 1
+        return sgdnet.variants.build(variant, model, cluster, granularity, **(options or {}))
+    return build
+
+
+_build.calls = 0
+
+
+def _same(a, b):
+    for k, v in vars(a).items():
+        w = getattr(b, k)
+        if isinstance(v, np.ndarray):
+            assert v.dtype == w.dtype and np.array_equal(v, w), k
+        else:
+            assert v == w, k
+
+
+def test_a_hit_is_the_compiled_net_of_a_fresh_build():
+    model, cluster = _inputs(compute_cv=0.2, comm_cv=0.1)
+    before = _build.calls
+    cn1, meta1, hit1 = netcache.load_or_build("sync-ps", model, cluster, "coarse", {},
+                                              _build(model, cluster))
+    cn2, meta2, hit2 = netcache.load_or_build("sync-ps", model, cluster, "coarse", {},
+                                              _build(model, cluster))
+    assert (hit1, hit2) == (False, True) and _build.calls == before + 1
+    fresh = sgdnet.variants.build("sync-ps", model, cluster, "coarse")
+    _same(cn2, compile_net(fresh))  # every array, name and tag, from the pickle
+    assert meta2 == meta1 == dict(fresh.meta)
+    a = sgdnet.simulate(cn2, steps=30, warmup=4, replications=2, seed=5)
+    b = sgdnet.simulate(fresh, steps=30, warmup=4, replications=2, seed=5)
+    assert not cn2.deterministic and a.throughput.samples[0] != a.throughput.samples[1]
+    assert np.array_equal(a.throughput.samples, b.throughput.samples)
+
+
+@pytest.mark.parametrize("change", ["variant", "granularity", "options", "workers", "bandwidth",
+                                    "model", "limits", "code"])
+def test_every_input_is_in_the_key(change, monkeypatch):
+    model, cluster = _inputs()
+    base = netcache.net_key("sync-ps", model, cluster, "coarse", {"staleness": 1})
+    assert base == netcache.net_key("sync-ps", model, cluster, "coarse", {"staleness": 1})
+    args = ["sync-ps", model, cluster, "coarse", {"staleness": 1}]
+    if change == "variant":
+        args[0] = "async-ps"
+    elif change == "granularity":
+        args[3] = "fine"
+    elif change == "options":
+        args[4] = {"staleness": 2}
+    elif change == "workers":
+        args[2] = cluster.replace(workers=3)
+    elif change == "bandwidth":
+        args[2] = cluster.replace(bandwidth="25Gbps")
+    elif change == "model":
+        args[1] = model.scaled(speed=1.01)
+    elif change == "limits":
+        monkeypatch.setenv("SGDNET_MAX_NET_BYTES", "12345678")
+    else:
+        monkeypatch.setitem(netcache._CODE, "sha", "an edited builder")
+    assert netcache.net_key(*args) != base
+
+
+def test_damaged_file_is_rebuilt_and_replaced(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGDNET_CACHE_DIR", str(tmp_path))
+    model, cluster = _inputs()
+    path = tmp_path / "nets" / f"{netcache.net_key('sync-ps', model, cluster, 'coarse', {})}.pkl"
+    path.parent.mkdir()
+    for junk in (b"", b"\x80\x05garbage", b"not a pickle at all"):
+        path.write_bytes(junk)
+        cn, _, hit = netcache.load_or_build("sync-ps", model, cluster, "coarse", {},
+                                            _build(model, cluster))
+        assert not hit and cn.n_transitions > 0
+        assert path.stat().st_size > 1000  # a good file took the junk's place
+    assert netcache.load_or_build("sync-ps", model, cluster, "coarse", {},
+                                  _build(model, cluster))[2]
+
+
+def test_off_and_unwritable_folders_only_mean_no_caching(tmp_path, monkeypatch):
+    model, cluster = _inputs()
+    monkeypatch.setenv("SGDNET_CACHE_DIR", "")
+    assert netcache.cache_dir() is None
+    assert not netcache.load_or_build("sync-ps", model, cluster, "coarse", {},
+                                      _build(model, cluster))[2]
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the folder should be")
+    monkeypatch.setenv("SGDNET_CACHE_DIR", str(blocker))
+    for _ in range(2):
+        cn, _, hit = netcache.load_or_build("sync-ps", model, cluster, "coarse", {},
+                                            _build(model, cluster))
+        assert not hit and cn.n_transitions > 0
+    assert blocker.read_text().startswith("a file")
+
+
+def test_default_folder_follows_xdg(monkeypatch, tmp_path):
+    monkeypatch.delenv("SGDNET_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert netcache.cache_dir() == tmp_path / "sgdnet" / "nets"
+
+
+def test_oldest_files_are_evicted(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGDNET_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(netcache, "MAX_FILES", 2)
+    model = models.load("resnet50")
+    keys = []
+    for i, w in enumerate((1, 2, 3)):
+        cluster = Cluster(workers=w)
+        netcache.load_or_build("sync-ps", model, cluster, "coarse", {}, _build(model, cluster))
+        keys.append(netcache.net_key("sync-ps", model, cluster, "coarse", {}))
+        p = tmp_path / "nets" / f"{keys[-1]}.pkl"
+        os.utime(p, (1e9 + i, 1e9 + i))  # distinct ages whatever the clock's resolution
+    left = {p.stem for p in (tmp_path / "nets").glob("*.pkl")}
+    assert left == set(keys[1:])
+
+
+def test_big_nets_are_not_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGDNET_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(netcache, "MAX_ELEMENTS", 10)
+    model, cluster = _inputs()
+    netcache.load_or_build("sync-ps", model, cluster, "coarse", {}, _build(model, cluster))
+    assert not list((tmp_path / "nets").glob("*.pkl"))
+
+
+def test_cli_second_predict_builds_nothing_and_prints_the_same(capsys, monkeypatch):
+    from sgdnet.variants.registry import VariantSpec
+
+    built = []
+    real = VariantSpec.build
+    monkeypatch.setattr(VariantSpec, "build", lambda self, *a, **k: built.append(a[1].workers)
+                        or real(self, *a, **k))
+    argv = ["predict", "--variant", "ssp", "--workers", "2,3", "--json", "--seed", "3",
+            "--granularity", "coarse", "--steps", "30", "--warmup", "4", "--replications", "2",
+            "--compute-cv", "0.1"]
+    outs = []
+    for _ in range(2):
+        assert main(argv) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    assert built == [2, 3]  # the second run loaded both nets
+    assert outs[0] == outs[1]
+    monkeypatch.setenv("SGDNET_CACHE_DIR", "")  # and a run without the cache agrees
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out) == outs[0] and built == [2, 3, 2, 3]
