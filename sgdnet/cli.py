@@ -614,7 +614,7 @@ def _write_trace(args: argparse.Namespace, model: Any, cluster: Any, out: Path, 
                  warmup: int) -> Any:
     from .engine import simulate
 
-    net = _build_net(args, args.variant, model, cluster)
+    net, _ = _cached_net(args, model, cluster, dict(args.option))
     compiling = _prepare_engine()
     result = simulate(net, steps=steps, warmup=warmup, replications=1, seed=args.seed,
                       trace=True, parallel=False)
