@@ -20,7 +20,7 @@ RANK = {
     "dists": 2,
     "net": 3, "workload": 3,
     "analysis": 4, "models": 4, "profiling": 4,
-    "results": 5,
+    "estimate": 5, "results": 5.5,  # results builds Estimates
     "engine": 6,
     "variants": 7,  # beside the engine, not above it: test_variants_import_no_engine_or_analysis
     "prediction": 8, "metrics": 8, "netcache": 8,

@@ -1,0 +1,137 @@
+"""Structural validation of a :class:`~sgdnet.net.builder.Net`: every problem, each named with
+its fix (``Net.problems()`` / ``Net.validate()``)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..limits import limit
+from .elements import DISCIPLINES, GATE_KINDS, MODULATOR_KINDS
+
+__all__ = ["net_problems"]
+
+
+def net_problems(net: Any) -> list[str]:
+    """Every structural problem of ``net`` (a :class:`~sgdnet.net.builder.Net`; empty when valid): what :meth:`Net.problems` returns."""
+    P: list[str] = []
+    max_tokens = limit("max_tokens")
+    if not net.transitions:
+        P.append("the net has no transitions; add at least one with net.transition(...)")
+    for p in net.places.values():
+        if isinstance(p.tokens, bool) or not isinstance(p.tokens, int) or p.tokens < 0:
+            P.append(f"place {p.name!r}: tokens={p.tokens!r} must be an integer >= 0")
+        elif p.tokens > max_tokens:
+            P.append(f"place {p.name!r}: tokens={p.tokens!r} exceeds the limit {max_tokens:,} "
+                     "(max_tokens: markings are 64-bit integers; raise it with "
+                     "SGDNET_MAX_TOKENS=N)")
+    used_res: set[str] = set()
+    for r in net.resources.values():
+        if isinstance(r.capacity, bool) or not isinstance(r.capacity, int) or r.capacity < 1:
+            P.append(f"resource {r.name!r}: capacity={r.capacity!r} must be an integer >= 1")
+        if r.discipline not in DISCIPLINES:
+            P.append(f"resource {r.name!r}: discipline={r.discipline!r} is unknown; use one of {list(DISCIPLINES)}")
+        if r.discipline == "flow":
+            bw = r.bandwidth
+            if isinstance(bw, bool) or not isinstance(bw, (int, float)) or not (math.isfinite(bw) and bw > 0):
+                P.append(f"link {r.name!r}: bandwidth={bw!r} must be a finite number of bytes/s > 0")
+            if isinstance(r.latency, bool) or not isinstance(r.latency, (int, float)) or not (
+                    math.isfinite(r.latency) and r.latency >= 0):
+                P.append(f"link {r.name!r}: latency={r.latency!r} must be a finite number of seconds >= 0")
+            if r.capacity != 1:
+                P.append(f"link {r.name!r}: capacity={r.capacity!r}; a link's capacity is its bandwidth, leave capacity at 1")
+            for e in r.efficiency:
+                if not (isinstance(e, (int, float)) and 0 < e <= 1):
+                    P.append(f"link {r.name!r}: efficiency {e!r} must be in (0, 1]")
+                    break
+    for t in net.transitions.values():
+        where = f"transition {t.name!r}"
+        for kind, arcs in (("input", t.inputs), ("output", t.outputs), ("inhibitor", t.inhibitors)):
+            for p, w in arcs.items():
+                if p not in net.places:
+                    P.append(f"{where}: {kind} place {p!r} does not exist; declare it with net.place({p!r})")
+                if isinstance(w, bool) or not isinstance(w, int) or w < 1:
+                    what = "threshold" if kind == "inhibitor" else "weight"
+                    P.append(f"{where}: {kind} arc {p!r} has {what} {w!r}; it must be an integer >= 1")
+                elif w > max_tokens:
+                    P.append(f"{where}: {kind} arc {p!r} has weight {w!r}, beyond the limit "
+                             f"{max_tokens:,} (max_tokens; raise it with SGDNET_MAX_TOKENS=N)")
+        if not t.inputs and not t.inhibitors:
+            P.append(f"{where} has no input places, so it would fire forever; give it an input or an inhibitor arc")
+        for r in t.resources:
+            if r not in net.resources:
+                P.append(f"{where}: resource {r!r} does not exist; declare it with net.resource({r!r})")
+            used_res.add(r)
+        if len(set(t.resources)) != len(t.resources):
+            P.append(f"{where}: resources {list(t.resources)} list one twice")
+        discs = {net.resources[r].discipline for r in t.resources if r in net.resources}
+        if "flow" in discs and "ps" in discs:
+            P.append(f"{where} holds both links and ps resources; a transfer's rate comes from its links only")
+        if not (isinstance(t.flow_cap, (int, float)) and not isinstance(t.flow_cap, bool) and t.flow_cap > 0
+                and not math.isnan(t.flow_cap)):
+            P.append(f"{where}: flow_cap={t.flow_cap!r} must be a number of bytes/s > 0 (or math.inf)")
+        elif t.flow_cap != math.inf and "flow" not in discs:
+            P.append(f"{where}: flow_cap={t.flow_cap!r} is set but it holds no link; only transfers have a rate cap")
+        s = t.servers
+        if not (s == math.inf or (isinstance(s, int) and not isinstance(s, bool) and s >= 1)):
+            P.append(f"{where}: servers={s!r} must be an integer >= 1 or math.inf")
+        elif s != math.inf and s > max_tokens:
+            P.append(f"{where}: servers={s!r} is beyond the limit {max_tokens:,} (max_tokens); "
+                     "use math.inf for unbounded servers")
+        if isinstance(t.priority, bool) or not isinstance(t.priority, int):
+            P.append(f"{where}: priority={t.priority!r} must be an integer")
+        elif not -2**62 <= t.priority < 2**62:
+            P.append(f"{where}: priority={t.priority!r} must be within +-2**62 (kernel integers)")
+        w = t.weight
+        if w is not None and (isinstance(w, bool) or not isinstance(w, (int, float))
+                              or not (math.isfinite(w) and w > 0)):
+            P.append(f"{where}: weight={w!r} must be a finite number > 0 (or None: no random switch)")
+        if t.modulator is not None and t.modulator not in net.modulators:
+            P.append(f"{where}: modulator {t.modulator!r} does not exist; known: {sorted(net.modulators)}")
+        if t.gate is not None:
+            gname, member = t.gate
+            g = net.gates.get(gname)
+            if g is None:
+                P.append(f"{where}: gate {gname!r} does not exist; known: {sorted(net.gates)}")
+            elif not (isinstance(member, int) and 0 <= member < len(g.counters)):
+                P.append(f"{where}: gate member {member!r} is out of range 0..{len(g.counters) - 1} of gate {gname!r}")
+    for r in net.resources:
+        if r not in used_res and net.resources[r].discipline != "flow":  # an idle link is fine
+            P.append(f"resource {r!r} is held by no transition; remove it or add it to a transition's resources")
+    for g in net.gates.values():
+        where = f"gate {g.name!r}"
+        if g.kind not in GATE_KINDS:
+            P.append(f"{where}: kind={g.kind!r} is unknown; use one of {list(GATE_KINDS)}")
+        if len(g.counters) < 1:
+            P.append(f"{where} has no counters; give one counter transition per member")
+        for c in g.counters:
+            if c not in net.transitions:
+                P.append(f"{where}: counter transition {c!r} does not exist")
+        for k in ("s", "s_lower", "r_max"):
+            v = getattr(g, k)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                P.append(f"{where}: {k}={v!r} must be an integer >= 0")
+        su = g.s_upper
+        if su is not None and (isinstance(su, bool) or not isinstance(su, int) or not
+                               (isinstance(g.s_lower, int) and su >= g.s_lower)):
+            P.append(f"{where}: s_upper={su!r} must be None (no cap) or an integer >= "
+                     f"s_lower={g.s_lower!r}")
+        if not any(t.gate is not None and t.gate[0] == g.name for t in net.transitions.values()):
+            P.append(f"{where} guards no transition; pass gate=({g.name!r}, i) to the guarded transitions")
+    for m in net.modulators.values():
+        where = f"modulator {m.name!r}"
+        if m.kind == "iid":
+            for t in m.resample_on:
+                if t not in net.transitions:
+                    P.append(f"{where}: resample_on transition {t!r} does not exist")
+            if not m.resample_on:
+                P.append(f"{where}: resample_on is empty, so its value would never change; use a constant factor instead")
+        elif m.kind == "markov":
+            if not (isinstance(m.slow_factor, (int, float)) and math.isfinite(m.slow_factor) and m.slow_factor > 0):
+                P.append(f"{where}: slow_factor={m.slow_factor!r} must be a finite number > 0")
+            for k in ("mean_fast", "mean_slow"):
+                if not getattr(m, k) > 0:
+                    P.append(f"{where}: {k}={getattr(m, k)!r} must be > 0 seconds")
+        else:
+            P.append(f"{where}: kind={m.kind!r} is unknown; use one of {list(MODULATOR_KINDS)}")
+    return P
