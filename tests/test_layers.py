@@ -25,6 +25,7 @@ RANK = {
     "variants": 7,  # beside the engine, not above it: test_variants_import_no_engine_or_analysis
     "prediction": 8, "metrics": 8, "netcache": 8,
     "study": 9, "viz": 9, "testbed": 9,
+    "cli_args": 9.5,  # the parser; cli binds the commands to it
     "cli": 10,
 }
 

@@ -1,0 +1,343 @@
+"""The ``sgdnet`` command line: its argument parser, the value types of its options, its exit
+statuses and defaults. The commands themselves are in :mod:`sgdnet.cli`."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, NoReturn
+
+from .errors import SgdnetError
+
+__all__ = ["build_parser", "EXIT_USAGE", "EXIT_IO", "EXIT_FAILED_ROWS", "EXIT_PIPE"]
+
+#: Exit status of bad arguments and invalid input.
+EXIT_USAGE = 2
+#: Exit status of a file that cannot be read or written.
+EXIT_IO = 1
+#: Exit status of a study some of whose rows failed (they are recorded in the table).
+EXIT_FAILED_ROWS = 1
+#: Exit status when the reader of stdout went away (``| head``): 128 + SIGPIPE, as a shell
+#: reports a command killed by it; nothing is printed.
+EXIT_PIPE = 141
+
+#: Defaults of ``sgdnet predict`` (kept small so the README command is quick).
+PREDICT_STEPS = 300
+PREDICT_WARMUP = 50
+PREDICT_REPLICATIONS = 8
+#: Defaults of ``sgdnet trace`` and of ``predict --trace`` (a short traced run).
+TRACE_STEPS = 10
+TRACE_WARMUP = 5
+
+_COMMANDS = ("predict", "study", "draw", "trace", "plot", "models", "testbed", "calibrate")
+_DRAW_SUFFIXES = (".png", ".svg", ".pdf", ".dot", ".gv", ".pnml", ".xml")
+_FIG_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg")
+
+
+class _UsageError(Exception):
+    """Bad command-line arguments (argparse's own complaints included).
+
+    ``prog`` is the (sub-)command that complains; ``None``: the command being run.
+    """
+
+    def __init__(self, message: str, prog: str | None = None):
+        super().__init__(message)
+        self.prog = prog
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line and go through :func:`main`."""
+
+    def error(self, message: str) -> NoReturn:  # noqa: D102 - argparse hook
+        raise _UsageError(f"{message} (see '{self.prog} --help')", prog=self.prog)
+
+
+# ---------------------------------------------------------------------------- argument types
+def _workers_list(text: str) -> list[int]:
+    from .limits import limit
+
+    out: list[int] = []
+    for part in re.split(r"[,\s]+", text):  # '1 2' is 1 and 2, never 12
+        if not part:
+            continue
+        try:
+            n = int(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a list of worker counts; write e.g. 1,2,4,8") from None
+        if n < 1:
+            raise argparse.ArgumentTypeError(f"worker count {n} in {text!r} must be >= 1")
+        if n > limit("max_workers"):
+            raise argparse.ArgumentTypeError(
+                f"worker count {n} in {text!r} exceeds the limit {limit('max_workers'):,} "
+                "(raise it with SGDNET_MAX_WORKERS=N if this is deliberate)")
+        if n in out:
+            raise argparse.ArgumentTypeError(f"worker count {n} appears twice in {text!r}")
+        out.append(n)
+    if not out:
+        raise argparse.ArgumentTypeError("give at least one worker count, e.g. 1,2,4,8")
+    return out
+
+
+def _one_worker_count(text: str) -> int:
+    counts = _workers_list(text)
+    if len(counts) != 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give one worker count here, e.g. 4")
+    return counts[0]
+
+
+def _int_at_least(lo: int):
+    """argparse type: an integer >= ``lo``."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if n < lo:
+            raise argparse.ArgumentTypeError(f"{n} must be >= {lo}")
+        return n
+
+    return parse
+
+
+_positive_int = _int_at_least(1)
+_nonneg_int = _int_at_least(0)
+
+
+def _with_unit(kind: str, example: str):
+    """argparse type: a quantity that must carry its unit (a bare ``10`` would be 10 bytes/s or
+    10 s, never what was meant); kept as typed, checked by :mod:`sgdnet.units`."""
+    from . import units
+
+    def parse(text: str) -> str:
+        try:
+            float(text)
+        except ValueError:
+            pass
+        else:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} has no unit; write e.g. {example}")
+        try:
+            units.parse_quantity(text, kind)
+        except SgdnetError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        return text.strip()
+
+    return parse
+
+
+def _cv(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(x) or x < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite CV >= 0 (e.g. 0.05)")
+    return x
+
+
+def _speeds(text: str) -> tuple[float, ...]:
+    try:
+        vals = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a list of speed factors; write e.g. 1,1,0.5,0.5") from None
+    if not vals:
+        raise argparse.ArgumentTypeError("give one speed factor per worker, e.g. 1,1,0.5,0.5")
+    return vals
+
+
+def _option(text: str) -> tuple[str, Any]:
+    key, eq, raw = text.partition("=")
+    key = key.strip().replace("-", "_")
+    if not eq or not key.isidentifier():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not KEY=VALUE; write e.g. --option staleness=3")
+    import yaml
+
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError:
+        value = raw
+    if isinstance(value, (dict, list)) or value is None and raw.strip():
+        value = raw
+    return key, value
+
+
+# ---------------------------------------------------------------------------- parser
+def _add_workload(p: argparse.ArgumentParser, *, variant: bool, workers_many: bool,
+                  granularity: str) -> None:
+    g = p.add_argument_group("workload and cluster")
+    if variant:
+        g.add_argument("--variant", required=True,
+                       help="SGD variant (sync-ps, async-ps, ssp, allreduce, ...; "
+                            "an unknown name lists them)")
+    g.add_argument("--model", default="resnet50",
+                   help="built-in model (see 'sgdnet models') or a profile .json path "
+                        "(default: resnet50)")
+    g.add_argument("--device", default=None, metavar="GPU",
+                   help="re-time the model for this GPU with the compute model (V100, A100, "
+                        "A100-40GB, H100; needs a profile with ops, e.g. the transformers)")
+    g.add_argument("--batch-size", type=_positive_int, default=None, metavar="B",
+                   help="samples per worker per step (default: the profile's); re-timed by the "
+                        "compute model when the profile has ops, else linearly")
+    g.add_argument("--precision", choices=("fp32", "tf32", "fp16", "bf16"), default=None,
+                   help="numeric precision to re-time the model for (default: the profile's)")
+    if workers_many:
+        g.add_argument("--workers", type=_workers_list, default=[1, 2, 4, 8],
+                       help="comma-separated worker counts (default: 1,2,4,8)")
+    else:
+        g.add_argument("--workers", type=_one_worker_count, default=4,
+                       help="number of workers (default: 4)")
+    g.add_argument("--bandwidth", default="10Gbps", type=_with_unit("rate", "10Gbps or 1.25GB/s"),
+                   help="per-host NIC bandwidth each way, e.g. 10Gbps, 25Gbit/s, 1.25GB/s "
+                        "(default: 10Gbps)")
+    g.add_argument("--latency", default="50us", type=_with_unit("time", "50us or 0.2ms"),
+                   help="one-way message latency with its unit (default: 50us)")
+    g.add_argument("--cluster", type=Path, default=None, metavar="FILE",
+                   help="a cluster file (YAML, e.g. from 'sgdnet calibrate'): its link, PS and "
+                        "update figures replace --bandwidth/--latency/--ps-shards/--ps-placement")
+    g.add_argument("--ps-shards", type=_positive_int, default=1, metavar="K",
+                   help="parameter-server shards (default: 1)")
+    g.add_argument("--ps-placement", choices=("dedicated", "colocated"), default="dedicated",
+                   help="PS shards on their own hosts or beside workers (default: dedicated)")
+    g.add_argument("--speeds", type=_speeds, default=None, metavar="S0,S1,...",
+                   help="per-worker speed factors (one per worker; needs a single --workers)")
+    g.add_argument("--compute-cv", type=_cv, default=0.0, metavar="CV",
+                   help="coefficient of variation of compute times (default: 0)")
+    g.add_argument("--comm-cv", type=_cv, default=0.0, metavar="CV",
+                   help="coefficient of variation of transfer times (default: 0)")
+    g.add_argument("--comm-uses-compute", action="store_true",
+                   help="with -o discipline=fifo (the earlier NIC model): a transfer also holds "
+                        "the receiving host's compute for its link time; with flows (the default) "
+                        "give a calibrated --cluster FILE with per-byte CPU costs instead")
+    g.add_argument("--straggler", default=None, metavar="SPEC",
+                   help="straggler model, e.g. 'step:p=0.1,factor=3' or "
+                        "'markov:slow_factor=3,mean_fast=2s,mean_slow=500ms'")
+    g.add_argument("--granularity", choices=("fine", "coarse", "coarse+"), default=granularity,
+                   help=f"per-layer ('fine') or compute-then-communicate ('coarse') net, or "
+                        f"'coarse+' (coarse with heuristics; sync-ps, async-ps, allreduce) "
+                        f"(default: {granularity})")
+    g.add_argument("-o", "--option", type=_option, action="append", default=[],
+                   metavar="KEY=VALUE", help="a variant option, repeatable (e.g. staleness=3)")
+
+
+def _add_sim(p: argparse.ArgumentParser, steps: int, warmup: int, replications: int | None) -> None:
+    g = p.add_argument_group("simulation")
+    g.add_argument("--steps", type=_positive_int, default=steps,
+                   help=f"steps measured per replication (default: {steps})")
+    g.add_argument("--warmup", type=_nonneg_int, default=warmup,
+                   help=f"warm-up steps discarded first (default: {warmup})")
+    if replications is not None:
+        g.add_argument("--replications", type=_positive_int, default=replications,
+                       help=f"independent replications, for the CIs (default: {replications})")
+    g.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (default: 0)")
+
+
+def build_parser(commands: Mapping[str, Callable[[argparse.Namespace], int]] | None = None
+                 ) -> argparse.ArgumentParser:
+    """The ``sgdnet`` argument parser (sub-commands predict, study, draw, trace, plot, models,
+    testbed, calibrate).
+
+    Parameters
+    ----------
+    commands : mapping, optional
+        The function run for each sub-command, by name (``args.func``); :func:`sgdnet.cli.build_parser`
+        passes the CLI's own. Without it the parser only parses.
+    """
+    commands = commands or {}
+    from ._version import __version__
+
+    top = _Parser(prog="sgdnet",
+                  description="Predict the throughput of distributed SGD with stochastic timed "
+                              "Petri nets and a Monte Carlo engine.")
+    top.add_argument("--version", action="version", version=f"sgdnet {__version__}")
+    sub = top.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("predict", help="throughput of one variant over worker counts",
+                       description="Simulate one SGD variant on a model and cluster for each "
+                                   "worker count and print throughput with 95% confidence "
+                                   "intervals, speed-up and utilisations.")
+    _add_workload(p, variant=True, workers_many=True, granularity="fine")
+    _add_sim(p, PREDICT_STEPS, PREDICT_WARMUP, PREDICT_REPLICATIONS)
+    g = p.add_argument_group("output")
+    g.add_argument("--plot", type=Path, metavar="FILE",
+                   help="write the scaling curve (samples/s vs workers) to FILE (.png/.svg/.pdf)")
+    g.add_argument("--trace", type=Path, metavar="FILE",
+                   help=f"write a Chrome/Perfetto trace of a short run ({TRACE_STEPS} steps) "
+                        "at the largest worker count to FILE (.json)")
+    g.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    g.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (shown on a terminal for runs longer than a moment)")
+    p.set_defaults(func=commands.get("predict"))
+
+    p = sub.add_parser("study", help="run a batch study from a YAML/TOML config",
+                       description="Run a Study (grid x replications) from a YAML or TOML file, "
+                                   "streaming one row per configuration into a CSV or JSON Lines "
+                                   "table; rerunning resumes where it stopped.")
+    p.add_argument("config", type=Path, help="study config (.yaml, .yml or .toml)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="result table (.csv or .jsonl); default: the config's 'out'")
+    p.add_argument("--executor", choices=("local", "serial", "dask"), default="local",
+                   help="local processes (default), this process, or a Dask cluster")
+    p.add_argument("--scheduler", default=None, metavar="ADDR",
+                   help="Dask scheduler address, e.g. tcp://scheduler:8786 (with --executor dask; "
+                        "default: a local Dask cluster)")
+    p.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
+                   help="local processes / local Dask workers (default: all cores)")
+    p.add_argument("--fresh", action="store_true",
+                   help="start the table afresh instead of resuming")
+    p.add_argument("--retry-errors", action="store_true", help="rerun rows recorded with an error")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=commands.get("study"))
+
+    p = sub.add_parser("draw", help="draw a variant's Petri net (PNG/SVG/PDF, DOT or PNML)",
+                       description="Build a variant's net and write it as a drawing, Graphviz "
+                                   "DOT text or PNML, by the suffix of --out.")
+    p.add_argument("variant", help="SGD variant name")
+    _add_workload(p, variant=False, workers_many=False, granularity="coarse")
+    p.add_argument("--out", type=Path, required=True,
+                   help="output file: .png/.svg/.pdf (drawing), .dot (Graphviz), .pnml (PNML)")
+    p.set_defaults(func=commands.get("draw"))
+
+    p = sub.add_parser("trace", help="simulate briefly and export a trace (Perfetto or Gantt)",
+                       description="Simulate one replication with tracing and write a Chrome "
+                                   "Trace Event JSON (open in https://ui.perfetto.dev) or, for "
+                                   ".png/.svg/.pdf, a Gantt timeline.")
+    _add_workload(p, variant=True, workers_many=False, granularity="fine")
+    _add_sim(p, TRACE_STEPS, TRACE_WARMUP, None)
+    p.add_argument("--out", type=Path, required=True,
+                   help="trace.json (Chrome trace) or a figure (.png/.svg/.pdf: timeline)")
+    p.set_defaults(func=commands.get("trace"))
+
+    p = sub.add_parser("plot", help="plot a study table (CSV / JSON Lines) as lines",
+                       description="Plot a study's result table: --y (with its 95% CI band) "
+                                   "against --x, one line per value of --hue. Against "
+                                   "cluster.workers it is the scaling plot (log axes, ideal "
+                                   "line); a unit column such as cluster.bandwidth is plotted by "
+                                   "its numeric twin.")
+    p.add_argument("table", type=Path, help="study table (.csv or .jsonl) from 'sgdnet study'")
+    p.add_argument("--x", required=True, metavar="COLUMN",
+                   help="x column, e.g. cluster.workers or cluster.bandwidth")
+    p.add_argument("--y", default="samples_per_s", metavar="METRIC",
+                   help="metric: samples_per_s (default), steps_per_s or any numeric column")
+    p.add_argument("--hue", default=None, metavar="COLUMN",
+                   help="column splitting rows into lines, e.g. variant")
+    p.add_argument("--title", default=None)
+    p.add_argument("--out", type=Path, required=True, help="figure file (.png/.svg/.pdf)")
+    p.set_defaults(func=commands.get("plot"))
+
+    p = sub.add_parser("models", help="list the built-in model profiles with their totals",
+                       description="List the built-in model profiles: layers, batch size, "
+                                   "forward/backward time per step and gradient size.")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=commands.get("models"))
+
+    from .testbed.commands import add_parsers as _add_testbed_parsers
+
+    _add_testbed_parsers(sub)  # sgdnet testbed, sgdnet calibrate
+    return top
