@@ -17,7 +17,7 @@ import numpy as np
 from .errors import SgdnetError, SimulationError
 
 __all__ = ["is_int", "int_problem", "int_arg", "bool_problem", "bool_arg", "seed_arg",
-           "seeds_arg", "MAX_SEED"]
+           "seeds_arg", "derive_seeds", "MAX_SEED"]
 
 #: Explicit per-replication seeds are 64-bit unsigned integers.
 MAX_SEED = 2**64
@@ -95,3 +95,13 @@ def finite_or_none(x: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return v if math.isfinite(v) else None
+
+
+def derive_seeds(seed: Any, n: int) -> list[int]:
+    """``n`` independent 64-bit integer seeds from ``seed`` (None, int or numpy Generator),
+    via :class:`numpy.random.SeedSequence` (one spawned child per replication); the Numba engine
+    and the reference oracle derive a run's seeds the same way, so they play the same streams."""
+    if isinstance(seed, np.random.Generator):
+        seed = int(seed.integers(0, 2**63 - 1))
+    ss = np.random.SeedSequence(seed)
+    return [int(c.generate_state(1, dtype=np.uint64)[0]) for c in ss.spawn(n)]

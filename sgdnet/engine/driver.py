@@ -22,20 +22,13 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 
+from .._check import derive_seeds  # noqa: F401  (re-exported)
 from ..net.compiled import CompiledNet
 from . import abi
 from .abi import RunOutput, gate_log_capacity, lead_bins  # noqa: F401  (re-exported)
 
 __all__ = ["derive_seeds", "RunOutput", "run", "n_threads", "set_max_threads"]
 
-
-def derive_seeds(seed, n: int) -> list[int]:
-    """``n`` independent 64-bit integer seeds from ``seed`` (None, int or numpy Generator),
-    via :class:`numpy.random.SeedSequence` (one spawned child per replication)."""
-    if isinstance(seed, np.random.Generator):
-        seed = int(seed.integers(0, 2**63 - 1))
-    ss = np.random.SeedSequence(seed)
-    return [int(c.generate_state(1, dtype=np.uint64)[0]) for c in ss.spawn(n)]
 
 
 def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_events: int,

@@ -95,131 +95,17 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._check import derive_seeds
 from .._check import int_arg as _check_int
 from ..errors import DeadlockError, SimulationError
 from ..net.builder import Net
 from ..results import HIST_BINS, hist_bin
+from .reference_model import ReferenceReplication, _Firing, _Model, max_min
 
 __all__ = ["simulate_reference", "ReferenceReplication", "derive_seeds"]
-
-
-@dataclass
-class ReferenceReplication:
-    """Raw per-replication record (field names of ``sgdnet.results.RawReplication``)."""
-
-    t0: float
-    t1: float
-    step_times: np.ndarray
-    step_trans: np.ndarray
-    firings: np.ndarray
-    busy: np.ndarray
-    wait_sum: np.ndarray
-    wait_n: np.ndarray
-    trace_trans: np.ndarray
-    trace_start: np.ndarray
-    trace_end: np.ndarray
-    gate_log: list = field(default_factory=list)
-    events: int = 0
-    gate_lead: list = field(default_factory=list)
-    token_time: np.ndarray | None = None
-    sojourn_sum: np.ndarray | None = None
-    sojourn_n: np.ndarray | None = None
-    wait_hist: np.ndarray | None = None
-    sojourn_hist: np.ndarray | None = None
-
-
-def derive_seeds(seed, n: int) -> list[int]:
-    """``n`` independent integer seeds from ``seed`` (None, int or numpy Generator)."""
-    if isinstance(seed, np.random.Generator):
-        seed = int(seed.integers(0, 2**63 - 1))
-    ss = np.random.SeedSequence(seed)
-    return [int(c.generate_state(1, dtype=np.uint64)[0]) for c in ss.spawn(n)]
-
-
-class _Firing:
-    __slots__ = ("seq", "t", "start", "end", "work", "rate", "last", "ps", "req")
-
-    def __init__(self, seq, t, start, end, work, ps, req=0.0):
-        self.req = req  # request time of the firing (its sojourns start there)
-        self.seq = seq
-        self.t = t
-        self.start = start
-        self.end = end
-        self.work = work  # remaining work (ps firings only)
-        self.rate = 1.0
-        self.last = start  # time `work` was last brought up to date
-        self.ps = ps
-
-
-class _Model:
-    """The net's tables by index, built once per call from the Net object."""
-
-    def __init__(self, net: Net):
-        self.net = net
-        self.pnames = list(net.places)
-        pidx = {p: i for i, p in enumerate(self.pnames)}
-        self.rnames = list(net.resources)
-        ridx = {r: i for i, r in enumerate(self.rnames)}
-        self.trans = list(net.transitions.values())
-        self.tnames = [t.name for t in self.trans]
-        tidx = {n: i for i, n in enumerate(self.tnames)}
-        self.m0 = [net.places[p].tokens for p in self.pnames]
-        self.cap = [net.resources[r].capacity for r in self.rnames]
-        self.disc = [net.resources[r].discipline for r in self.rnames]
-        nt = len(self.trans)
-        self.inputs = [[(pidx[p], w) for p, w in t.inputs.items()] for t in self.trans]
-        self.outputs = [[(pidx[p], w) for p, w in t.outputs.items()] for t in self.trans]
-        self.inhib = [[(pidx[p], h) for p, h in t.inhibitors.items()] for t in self.trans]
-        self.res = [[ridx[r] for r in t.resources] for t in self.trans]
-        self.queued_res = [[r for r in rs if self.disc[r] not in ("ps", "flow")] for rs in self.res]
-        self.ps_res = [[r for r in rs if self.disc[r] == "ps"] for rs in self.res]
-        self.links = [[r for r in rs if self.disc[r] == "flow"] for rs in self.res]
-        self.link_of = [net.resources[r] for r in self.rnames]
-        self.flow_cap = [t.flow_cap for t in self.trans]
-        self.servers = [t.servers for t in self.trans]
-        self.is_step = [t.is_step for t in self.trans]
-        self.weight = [t.weight for t in self.trans]
-        for t in self.trans:
-            if not t.inputs and t.servers == math.inf:
-                raise SimulationError(
-                    f"transition {t.name!r} has no input places and servers=inf, so it would start "
-                    "infinitely many firings at once; give it an input place or a finite servers count"
-                )
-        # static parts of the scan key
-        self.prio_class = [
-            t.priority if any(self.disc[r] == "priority" for r in self.res[i]) else 0
-            for i, t in enumerate(self.trans)
-        ]
-        self.priority = [t.priority for t in self.trans]
-        # transitions whose degree depends on a place (input or inhibitor)
-        self.dependents: list[list[int]] = [[] for _ in self.pnames]
-        for i in range(nt):
-            for p, _ in self.inputs[i] + self.inhib[i]:
-                if i not in self.dependents[p]:
-                    self.dependents[p].append(i)
-        # gates
-        self.gates = list(net.gates.values())
-        gidx = {g.name: i for i, g in enumerate(self.gates)}
-        self.tgate = [None if t.gate is None else (gidx[t.gate[0]], t.gate[1]) for t in self.trans]
-        self.guarded = [[i for i in range(nt) if self.tgate[i] and self.tgate[i][0] == g] for g in range(len(self.gates))]
-        # counter_of[t] = list of (gate, member) whose progress t's completions count
-        self.counter_of: list[list[tuple[int, int]]] = [[] for _ in range(nt)]
-        for gi, g in enumerate(self.gates):
-            for member, c in enumerate(g.counters):
-                self.counter_of[tidx[c]].append((gi, member))
-        # modulators
-        self.mods = list(net.modulators.values())
-        midx = {m.name: i for i, m in enumerate(self.mods)}
-        self.tmod = [None if t.modulator is None else midx[t.modulator] for t in self.trans]
-        self.resamples: list[list[int]] = [[] for _ in range(nt)]
-        for mi, m in enumerate(self.mods):
-            if m.kind == "iid":
-                for tn in m.resample_on:
-                    self.resamples[tidx[tn]].append(mi)
 
 
 class _Replication:
@@ -462,7 +348,7 @@ class _Replication:
             if rate != f.rate:
                 f.rate = rate
                 f.end = now + f.work / rate
-        rates = self.max_min(flows)
+        rates = max_min(M, flows)
         for f in flows:
             if rates[f.seq] != f.rate:
                 f.rate = rates[f.seq]
@@ -473,31 +359,6 @@ class _Replication:
             self.use(r, 0)  # integrate the old load up to now
             self.load[r] = sum(f.rate for f in flows if r in M.links[f.t]) / M.link_of[r].bandwidth
 
-    def max_min(self, flows: list) -> dict:
-        """Max-min fair rates (bytes/s) of the transfers ``flows``, by progressive filling."""
-        M = self.M
-        rate: dict[int, float] = {}
-        on = {}
-        for f in flows:
-            for r in M.links[f.t]:
-                on.setdefault(r, []).append(f)
-        cap = {r: M.link_of[r].effective_bandwidth(len(fs)) for r, fs in on.items()}
-        unfixed = list(flows)
-        while unfixed:
-            level, bottleneck = math.inf, None
-            for r in sorted(on):
-                free = [f for f in on[r] if f.seq not in rate]
-                if free:
-                    share = (cap[r] - sum(rate[f.seq] for f in on[r] if f.seq in rate)) / len(free)
-                    if share < level:
-                        level, bottleneck = share, free
-            for f in unfixed:
-                if M.flow_cap[f.t] < level:
-                    level, bottleneck = M.flow_cap[f.t], [f]
-            for f in bottleneck:
-                rate[f.seq] = max(level, 0.0)
-            unfixed = [f for f in unfixed if f.seq not in rate]
-        return rate
 
     def advance_ps(self, t: float) -> None:
         """Bring every ps firing's remaining work to time ``t``."""
