@@ -41,7 +41,8 @@ All-reduce
       an intra-node reduce-scatter ring, ``g`` concurrent inter-node ring all-reduces of
       ``S/g`` (one per local rank, each GPU through its own NIC, so GPUs sharing a NIC share
       it), an intra-node all-gather ring; coarse nets run it with pipelined rings (one flow
-      per ring edge, :func:`_ring_pipe`), whatever the rounds. Deterministic,
+      per ring edge, :func:`_ring_pipe`), whatever the rounds, each ring ending with one join
+      (``barrier=True``). Deterministic,
       alone on the links: ``2 (g-1)(alpha_i + S/(g B_i)) + 2(N-1)(alpha + S/(g N B_share))``
       with ``B_share = B_nic * nics / g``; ``chunks=k`` pipelines the phases in ``k`` pieces.
 
