@@ -18,9 +18,11 @@ its wall seconds: on a shared machine they are the steadier of the two.
     PYTHONPATH=. python bench/bench_scale.py --phases [--gpus 1024] [--granularity coarse]
 
 ``--phases`` prints instead the CPU seconds of each phase of one prediction, done by hand in the
-order ``predict`` does them: build (``VariantSpec.build``), validate (``Net.validate``), hash
-(``structural_key``; skipped, 0, for nets above ``HASH_MAX_ELEMENTS``), compile
-(``CompiledNet``), kernel (``simulate`` of the compiled net) and summaries (``Prediction``).
+order ``predict`` does them: build (``VariantSpec.build`` less its validation), validate
+(``Net.validate``, timed again after the build), hash (``structural_key``; skipped, 0, for nets
+above ``HASH_MAX_ELEMENTS``), compile (``CompiledNet``), kernel (``simulate`` of the compiled
+net) and summaries (``Prediction``); validate, hash and compile with the garbage collector
+paused, as ``compile_net`` runs them.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ def one(gpus: int, case: str, granularity: str, steps: int) -> dict:
 def phases(gpus: int, case: str, granularity: str, steps: int) -> dict:
     """CPU seconds of each phase of one prediction (see the module docstring)."""
     from sgdnet import Cluster, predict
+    from sgdnet._gc import paused_gc
     from sgdnet.engine import simulate
     from sgdnet.net import compiled
     from sgdnet.prediction import Prediction
@@ -96,17 +99,21 @@ def phases(gpus: int, case: str, granularity: str, steps: int) -> dict:
     out: dict = {"gpus": gpus, "case": case, "granularity": granularity}
     clock = time.process_time
     t = clock()
-    net = spec.build("resnet50", cl, granularity, **opts)
-    out["build"] = clock() - t
+    net = spec.build("resnet50", cl, granularity, **opts)  # validates the net at its end
+    build = clock() - t
     t = clock()
-    net.validate()
+    with paused_gc():  # as VariantSpec.build and compile_net do
+        net.touch().validate()
     out["validate"] = clock() - t
+    out["build"] = build - out["validate"]
     t = clock()
     big = len(net.transitions) + len(net.places) > compiled.HASH_MAX_ELEMENTS
-    key = None if big else compiled.structural_key(net)
+    with paused_gc():
+        key = None if big else compiled.structural_key(net)
     out["hash"] = clock() - t
     t = clock()
-    cn = compiled.CompiledNet(net, key or "unhashed")
+    with paused_gc():
+        cn = compiled.CompiledNet(net, key or "unhashed")
     out["compile"] = clock() - t
     meta, n = net.meta, cl.workers
     warmup = spec.default_warmup(cl, meta.get("options", {}))
