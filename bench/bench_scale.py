@@ -14,6 +14,15 @@ seconds (build, compile, simulation, summaries) and the process's peak RSS at th
 prediction (measured first; build + compile are timed afterwards, with the compile cache
 emptied). The prediction's CPU seconds (``time.process_time``, one thread) are printed beside
 its wall seconds: on a shared machine they are the steadier of the two.
+
+    PYTHONPATH=. python bench/bench_scale.py --phases [--gpus 1024] [--granularity coarse]
+
+``--phases`` prints instead the CPU seconds of each phase of one prediction, done by hand in the
+order ``predict`` does them: build (``VariantSpec.build`` less its validation), validate
+(``Net.validate``, timed again after the build), hash (``structural_key``; skipped, 0, for nets
+above ``HASH_MAX_ELEMENTS``), compile (``CompiledNet``), kernel (``simulate`` of the compiled
+net) and summaries (``Prediction``); validate, hash and compile with the garbage collector
+paused, as ``compile_net`` runs them.
 """
 
 from __future__ import annotations
@@ -71,6 +80,59 @@ def one(gpus: int, case: str, granularity: str, steps: int) -> dict:
             "warnings": len(caught)}
 
 
+def phases(gpus: int, case: str, granularity: str, steps: int) -> dict:
+    """CPU seconds of each phase of one prediction (see the module docstring)."""
+    from sgdnet import Cluster, predict
+    from sgdnet._gc import paused_gc
+    from sgdnet.engine import simulate
+    from sgdnet.net import compiled
+    from sgdnet.prediction import Prediction
+    from sgdnet.variants import get
+    from sgdnet.variants.inputs import resolve_model
+
+    variant, opts, ckw = CASES[case]
+    small = Cluster.from_file(CLUSTER, workers=8, **ckw)
+    predict(variant, "resnet18", small, granularity=granularity, steps=2, replications=1,
+            parallel=False, **opts)  # loads the JIT cache
+    cl = Cluster.from_file(CLUSTER, workers=gpus, **ckw)
+    spec = get(variant)
+    out: dict = {"gpus": gpus, "case": case, "granularity": granularity}
+    clock = time.process_time
+    t = clock()
+    net = spec.build("resnet50", cl, granularity, **opts)  # validates the net at its end
+    build = clock() - t
+    t = clock()
+    with paused_gc():  # as VariantSpec.build and compile_net do
+        net.touch().validate()
+    out["validate"] = clock() - t
+    out["build"] = build - out["validate"]
+    t = clock()
+    big = len(net.transitions) + len(net.places) > compiled.HASH_MAX_ELEMENTS
+    with paused_gc():
+        key = None if big else compiled.structural_key(net)
+    out["hash"] = clock() - t
+    t = clock()
+    with paused_gc():
+        cn = compiled.CompiledNet(net, key or "unhashed")
+    out["compile"] = clock() - t
+    meta, n = net.meta, cl.workers
+    warmup = spec.default_warmup(cl, meta.get("options", {}))
+    t = clock()
+    res = simulate(cn, steps=steps * n, warmup=warmup * n, replications=1, parallel=False)
+    out["kernel"] = clock() - t
+    t = clock()
+    p = Prediction(spec.name, resolve_model("resnet50"), meta.get("cluster", cl), granularity,
+                   meta.get("options", {}), steps, warmup, res, meta)
+    out["summaries"] = clock() - t
+    out["total"] = sum(out[k] for k in PHASES)
+    out["transitions"] = len(net.transitions)
+    out["samples_per_s"] = float(p.samples_per_s.mean)
+    return out
+
+
+PHASES = ("build", "validate", "hash", "compile", "kernel", "summaries")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpus", type=int, nargs="+", default=[8, 64, 128, 256, 512, 1024])
@@ -80,9 +142,33 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--one", nargs=3, metavar=("GPUS", "CASE", "GRANULARITY"))
+    ap.add_argument("--phases", action="store_true",
+                    help="CPU seconds per phase (build, validate, hash, compile, kernel, "
+                         "summaries) instead of the growth table")
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(one(int(args.one[0]), args.one[1], args.one[2], args.steps)))
+        run = phases if args.phases else one
+        print(json.dumps(run(int(args.one[0]), args.one[1], args.one[2], args.steps)))
+        return
+    if args.phases:
+        print("| GPUs | case | granularity | transitions | "
+              + " | ".join(PHASES) + " | total CPU (s) | samples/s |")
+        print("|---:|---|---|---:|" + "---:|" * (len(PHASES) + 2))
+        for case in args.cases:
+            for gran in args.granularity:
+                for n in args.gpus:
+                    cmd = [sys.executable, __file__, "--one", str(n), case, gran, "--phases",
+                           "--steps", str(args.steps)]
+                    out = subprocess.run(cmd, capture_output=True, text=True,
+                                         timeout=args.timeout)
+                    if out.returncode:
+                        print(f"| {n} | {case} | {gran} | failed: "
+                              f"{out.stderr.strip().splitlines()[-1:]} |", flush=True)
+                        continue
+                    r = json.loads(out.stdout.strip().splitlines()[-1])
+                    print(f"| {n} | {case} | {gran} | {r['transitions']:,} | "
+                          + " | ".join(f"{r[k]:.2f}" for k in PHASES)
+                          + f" | {r['total']:.2f} | {r['samples_per_s']:,.0f} |", flush=True)
         return
     print("| GPUs | case | granularity | transitions | layer groups | build+compile (s) | "
           "predict (s) | predict CPU (s) | max RSS (MB) | samples/s |")

@@ -85,6 +85,22 @@ def _percentiles(x: np.ndarray) -> dict:
     return {"mean": float(x.mean()), "p50": float(p50), "p95": float(p95), "p99": float(p99)}
 
 
+def _bulk_percentiles(xs: Sequence[np.ndarray]) -> list[dict]:
+    """``[_percentiles(x) for x in xs]``, with one quantile call over a matrix when every ``x``
+    has the same length (bulk-synchronous variants: every worker makes the same number of
+    steps), the same values row by row."""
+    if not xs:
+        return []
+    m = xs[0].size
+    if m < 2 or any(x.size != m for x in xs):
+        return [_percentiles(x) for x in xs]
+    a = np.stack(xs)
+    q = np.quantile(a, [0.5, 0.95, 0.99], axis=1)
+    mean = a.mean(axis=1)
+    return [{"mean": float(mean[g]), "p50": float(q[0, g]), "p95": float(q[1, g]),
+             "p99": float(q[2, g])} for g in range(len(xs))]
+
+
 class Prediction:
     """The throughput prediction of one (variant, model, cluster) configuration.
 
@@ -130,20 +146,22 @@ class Prediction:
                                     label="worker steps per second")
         self.iterations_per_s = Estimate(result.throughput.samples / n, unit="iterations/s",
                                          label="steps per second per worker")
-        by = result.throughput_by("worker")
+        workers, counts = result.step_counts_by_worker()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rates = counts / result.sim_time[:, None]  # (replications, workers) steps/s
+        intervals = result.step_times_by_worker() if result.samples else {}
+        pct = _bulk_percentiles([intervals.get(w, np.zeros(0)) for w in workers])
         per: dict[int, WorkerFigures] = {}
         samples = np.zeros(result.replications)
-        for w in sorted(by):
-            est = by[w]
+        for g in sorted(range(len(workers)), key=lambda g: workers[g]):
+            w = workers[g]
             b = int(bs[w]) if isinstance(w, (int, np.integer)) and 0 <= w < len(bs) else \
                 model.batch_size
-            s = Estimate(est.samples * b, unit="samples/s", label=f"samples/s worker={w}")
+            s = Estimate(rates[:, g] * b, unit="samples/s", label=f"samples/s worker={w}")
             samples = samples + np.nan_to_num(s.samples)
-            st = result.step_times(w) if result.samples else np.zeros(0)
-            per[int(w)] = WorkerFigures(int(w), Estimate(est.samples, "steps/s",
-                                                         f"steps/s worker={w}"), s, b,
-                                        _percentiles(st))
-        if not by:  # a custom net without worker tags: the profile's batch for every step
+            per[int(w)] = WorkerFigures(int(w), Estimate(rates[:, g], "steps/s",
+                                                         f"steps/s worker={w}"), s, b, pct[g])
+        if not workers:  # a custom net without worker tags: the profile's batch for every step
             samples = result.throughput.samples * model.batch_size
         self.samples_per_s = Estimate(samples, unit="samples/s", label="samples per second")
         self.per_worker = per

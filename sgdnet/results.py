@@ -277,8 +277,52 @@ class Result:
         return Estimate(u, unit="", label=f"utilization {resource}")
 
     def utilizations(self) -> dict[str, Estimate]:
-        """:meth:`utilization` of every resource."""
-        return {n: self.utilization(n) for n in self.resource_names}
+        """:meth:`utilization` of every resource (computed in one pass over the resources)."""
+        cap = np.asarray(self.resource_capacity, dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            u = self._busy / (cap[None, :] * self.sim_time[:, None])
+        cols = np.ascontiguousarray(u.T)
+        return {n: Estimate(cols[j], unit="", label=f"utilization {n}")
+                for j, n in enumerate(self.resource_names)}
+
+    def step_counts_by_worker(self) -> tuple[list, np.ndarray]:
+        """``(workers, counts)``: the ``worker`` tag values of the step transitions in first-seen
+        order and the counted step completions of each, ``counts[r, g]`` for replication ``r``
+        and worker ``workers[g]`` (one pass over the firings, not one scan per worker)."""
+        groups, gid = self._worker_groups()
+        keep = gid >= 0
+        G, R = len(groups), self.replications
+        counts = np.zeros((R, G), dtype=np.int64)
+        for r in range(R):
+            counts[r] = np.bincount(gid[keep], weights=self._firings[r, keep],
+                                    minlength=G).astype(np.int64)
+        return list(groups), counts
+
+    def step_times_by_worker(self) -> dict:
+        """:meth:`step_times` of every worker at once: ``{worker: intervals}``.
+
+        One stable sort per replication (:meth:`_steps_of_group`); when every worker has the
+        same number of counted steps (bulk-synchronous variants) the intervals come from one
+        ``numpy.diff`` of a workers x steps matrix; else per worker. Same values as
+        ``step_times(worker)`` for each worker.
+        """
+        self._need_samples("step_times")
+        groups, _ = self._worker_groups()
+        G = len(groups)
+        per: list[list[np.ndarray]] = [[] for _ in range(G)]
+        for k, r in enumerate(self._raws):
+            times = np.asarray(r.step_times, dtype=float)
+            order, bounds = self._steps_of_group(k)
+            sizes = np.diff(bounds)
+            if G and (sizes == sizes[0]).all():
+                d = np.diff(times[order[bounds[0]:bounds[-1]]].reshape(G, int(sizes[0])), axis=1)
+                for g in range(G):
+                    per[g].append(d[g])
+            else:
+                for g in range(G):
+                    per[g].append(np.diff(times[order[bounds[g]:bounds[g + 1]]]))
+        return {w: (np.concatenate(per[g]) if per[g] else np.zeros(0))
+                for w, g in groups.items()}
 
     def mean_wait(self, resource: str) -> Estimate:
         """Mean wait (grant time - request time, seconds) of the firings that took ``resource``."""

@@ -41,7 +41,8 @@ All-reduce
       an intra-node reduce-scatter ring, ``g`` concurrent inter-node ring all-reduces of
       ``S/g`` (one per local rank, each GPU through its own NIC, so GPUs sharing a NIC share
       it), an intra-node all-gather ring; coarse nets run it with pipelined rings (one flow
-      per ring edge, :func:`_ring_pipe`), whatever the rounds. Deterministic,
+      per ring edge, :func:`_ring_pipe`), whatever the rounds, each ring ending with one join
+      (``barrier=True``). Deterministic,
       alone on the links: ``2 (g-1)(alpha_i + S/(g B_i)) + 2(N-1)(alpha + S/(g N B_share))``
       with ``B_share = B_nic * nics / g``; ``chunks=k`` pipelines the phases in ``k`` pieces.
 
@@ -61,9 +62,11 @@ Parameter-server exchange
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..dists import Deterministic
 from ..errors import VariantError
 from ..net import Net
 from ..workload import Cluster
@@ -340,7 +343,8 @@ def _ring_loop(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk:
 
 def _ring_pipe(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk: float,
                rounds: int, reducing: int, ready: dict, done: dict, ctag: dict, sync: dict,
-               lane: int = 0, ready_tokens: int = 1, join: bool = True) -> None:
+               lane: int = 0, ready_tokens: int = 1, join: bool = True,
+               barrier: bool = False) -> None:
     """The ring of :func:`_ring` at flow level, as NCCL streams it: every ring edge carries
     its ``rounds`` chunks back to back, so it is one flow of ``rounds * chunk`` bytes per
     member (``2(m-1)/m * S`` for an all-reduce of ``S``) followed by the ring's latency term
@@ -353,7 +357,16 @@ def _ring_pipe(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk:
     ``rounds=R``, ``form="pipelined"``) flows to its successor; ``{prefix}.w{i}.fin`` takes
     its own send's ``sent`` and its predecessor's arrival; with ``join=False`` there is no
     ``fin``: both tokens go to ``done[i]`` (a following pipelined ring then takes
-    ``ready_tokens=2`` of them). Alone on its links, deterministic
+    ``ready_tokens=2`` of them). With ``barrier=True`` the ring ends as a whole: the sends'
+    flows put their tokens in one place ``{prefix}.end`` and one transition
+    ``{prefix}.join`` (a pure delay of the ring's latency term, after the last flow) gives every
+    member its ``done`` token: ``m + 2`` transitions instead of ``3m + 1``, and a member is done
+    when the whole ring is, at ``max_j(end of flow j) + latency``. That is when the old form's
+    member is done whenever the ring's flows end together (a ring started by one barrier whose
+    edges are alike and share their links evenly, without byte noise: same bits, as
+    ``fl(t + lat)`` is monotone in ``t``); otherwise a member waits for the slowest edge of its
+    ring, which is what a streamed ring does (every chunk crosses every edge). Only for
+    fabrics without send / receive CPU stages (:func:`barrier_ok`). Alone on its links, deterministic
     and homogeneous, the ring takes ``R (alpha + chunk / B)``, the stepwise ring's time to
     the last rounding; flows sharing a NIC or a spine share it max-min fairly as the
     stepwise rounds do, but for the whole phase at once (a member's rounds no longer wait
@@ -366,6 +379,19 @@ def _ring_pipe(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk:
     succ = {i: members[(x + 1) % m] for x, i in enumerate(members)}
     lat = rounds * sum(fabric.latency(("worker", i), ("worker", succ[i])) for i in members) / m
     go = {i: net.place(f"{prefix}.w{i}.go", worker=i).name for i in members}
+    if barrier:
+        end = net.place(f"{prefix}.end").name
+        net.transition(f"{prefix}.go", 0.0, inputs={ready[i]: ready_tokens for i in members},
+                       outputs={go[i]: 1 for i in members}, tags=dict(sync))
+        for i in members:
+            fabric.transfer(f"{prefix}.w{i}.send", rounds * chunk, ("worker", i),
+                            ("worker", succ[i]), inputs=[go[i]], outputs=[end],
+                            tags={"worker": i, **ctag, "rounds": rounds, "form": "pipelined"},
+                            reduce=reducing / rounds, lane=lane, latency=0.0, messages=rounds)
+        net.transition(f"{prefix}.join", Deterministic(lat) if lat > 0 else 0.0,
+                       inputs={end: m}, outputs={done[i]: 1 for i in members},
+                       servers=math.inf, tags=dict(sync))
+        return
     if join:
         arr = {i: net.place(f"{prefix}.w{i}.in", worker=i).name for i in members}
         sent = {i: net.place(f"{prefix}.w{i}.sent", worker=i).name for i in members}
@@ -383,6 +409,20 @@ def _ring_pipe(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk:
         for i in members:
             net.transition(f"{prefix}.w{i}.fin", 0.0, inputs={sent[i]: 1, arr[i]: 1},
                            outputs={done[i]: 1}, tags={"worker": i, **sync})
+
+
+#: Whether the pipelined phases of a hierarchical all-reduce end as whole rings
+#: (``_ring_pipe(barrier=True)``); False builds the per-member form (kept for comparison,
+#: tests/test_hierarchical_barrier.py).
+HIERARCHICAL_BARRIER = True
+
+
+def barrier_ok(fabric: Fabric) -> bool:
+    """Whether a ring on ``fabric`` may end as a whole (``_ring_pipe(barrier=True)``): its
+    transfers have no CPU send or receive stage, only the link stage and the latency."""
+    c = fabric.cluster
+    return not fabric.flows or (c.send_s_per_byte == 0 and c.recv_s_per_byte == 0
+                                and c.reduce_s_per_byte == 0)
 
 
 def channel_order(cluster: Cluster, k: int) -> list[int]:
@@ -462,12 +502,17 @@ def _hierarchical(net: Net, fabric: Fabric, cluster: Cluster, name: str, nbytes:
         rs = {i: net.place(f"{name}.w{i}.rs", worker=i).name for i in range(n)}
         ar = {i: net.place(f"{name}.w{i}.ar", worker=i).name for i in range(n)}
         # three pipelined rings in a row: a phase's two end tokens feed the next one's barrier
+        # (or, with barrier rings, each ring's one join feeds the next phase's barrier)
         piped = form == "pipelined" and g > 1 and N > 1
+        whole = piped and HIERARCHICAL_BARRIER and barrier_ok(fabric)
         for x, ((ph, groups, key, size, rounds, red, label), src, dst) in enumerate(zip(
                 phases, (ready, rs, ar), (rs, ar, done))):
             for k, members in enumerate(groups):
                 pre, tg = f"{name}.{ph}.{key}{k}", {**ctag, "phase": label}
-                if piped:
+                if whole:
+                    _ring_pipe(net, fabric, pre, members, size, rounds, red, src, dst, tg,
+                               sync, barrier=True)
+                elif piped:
                     _ring_pipe(net, fabric, pre, members, size, rounds, red, src, dst, tg,
                                sync, ready_tokens=2 if x else 1, join=x == 2)
                 else:

@@ -11,7 +11,9 @@ Fine-grained net (:func:`.parameter_server.build_ps_net` with ``synchronous=True
 
 Coarse-grained net
     The model is one tensor: compute phase (forward + backward totals), then push, aggregate
-    update and pull, with no overlap, as in the TPDS 2022 paper.
+    update and pull, with no overlap, as in the TPDS 2022 paper. On flows with dedicated,
+    alike shards a worker's pieces travel as one flow per direction (:mod:`.ps_coarse`,
+    ``3 W + S + 2`` transitions instead of ``~4 W S``).
 
 ``balance="batch"``: proportional sampling (batch ∝ speed, :func:`.compute.batch_sizes`), so the
 barrier waits for nobody; throughput is counted in samples. ``comm_granularity``: a pushed
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 from ..net import Net
 from ..workload import Cluster, ModelProfile
+from . import ps_coarse
 from .options import SYNC_PS_OPTIONS
 from .parameter_server import build_ps_net
 from .registry import register
@@ -36,7 +39,11 @@ OPTIONS = SYNC_PS_OPTIONS
 
 
 def build_coarse(model: ModelProfile, cluster: Cluster, **opts) -> Net:
-    """Coarse-grained BSP: compute phase, then push / aggregate update / pull."""
+    """Coarse-grained BSP: compute phase, then push / aggregate update / pull (on flows with
+    alike dedicated shards one flow per worker and direction, :mod:`.ps_coarse`)."""
+    net = ps_coarse.build("sync-ps-coarse", model, cluster, **opts)
+    if net is not None:
+        return net
     return build_ps_net("sync-ps-coarse", model, cluster, synchronous=True, coarse=True, **opts)
 
 
