@@ -144,3 +144,28 @@ def test_bandwidth_keeps_a_numeric_column_that_sorts_right(tmp_path):
     assert all(r["cluster.latency_s"] == pytest.approx(50e-6, rel=1e-12) for r in rows)
     assert sorted(r["cluster.bandwidth"] for r in rows) != [r["cluster.bandwidth"]
                                                             for r in by_number]
+
+
+def test_local_workers_ignore_ctrl_c_while_they_start():
+    """A Ctrl-C that reaches a local worker while it is still starting (importing the package:
+    seconds on a loaded machine) neither kills it nor makes it print a traceback: the workers
+    are started with SIGINT ignored, and the parent's own handler is back afterwards."""
+    import multiprocessing
+    import os
+    import signal
+
+    from sgdnet.study.executors import local_pool
+
+    before = signal.getsignal(signal.SIGINT)
+    pool = local_pool(2, multiprocessing.get_context("spawn"))
+    try:
+        assert signal.getsignal(signal.SIGINT) is before
+        pids = list(pool._processes)  # the workers exist now, most likely still importing
+        assert len(pids) == 2
+        for _ in range(3):
+            for pid in pids:
+                os.kill(pid, signal.SIGINT)
+        got = {pool.submit(os.getpid).result(timeout=120) for _ in range(8)}
+        assert got <= set(pids)  # the same two workers answer: none was killed
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

@@ -15,7 +15,7 @@ from ..errors import SgdnetError, StudyError
 from .rows import _TAIL_COLUMNS, METRIC_COLUMNS, _build_call, _display, numeric_columns, summarize
 from .table import _util_key
 
-__all__ = ["EXECUTORS"]
+__all__ = ["EXECUTORS", "local_pool"]
 
 #: Executor names understood by :meth:`Study.run` (besides Executor / Client objects).
 EXECUTORS = ("local", "serial", "dask")
@@ -65,6 +65,31 @@ def _init_worker() -> None:
     except ImportError:  # pragma: no cover - engine not installed
         return
     driver.set_max_threads(1)
+
+
+def local_pool(n: int, ctx: Any) -> cf.ProcessPoolExecutor:
+    """A pool of ``n`` local worker processes (start method ``ctx``), started now.
+
+    The workers are started with SIGINT ignored in this process for the moment it takes to
+    start them, so they ignore it from their first instruction: a Ctrl-C that reaches a worker
+    still importing numba (a slow start on a loaded machine) must not print its
+    ``KeyboardInterrupt`` traceback beside the parent's one line (:func:`_init_worker` ignores it
+    too, for start methods that create workers later). Only the main thread may change signal
+    handlers; from another thread the workers start as they would.
+    """
+    import signal
+
+    pool = cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker)
+    try:
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: signal handlers are the main thread's
+        return pool
+    try:
+        for _ in range(n):  # a submit with no idle worker starts one (up to n): all n now
+            pool.submit(int)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    return pool
 
 
 def _default_runner() -> Callable[..., Any]:

@@ -21,10 +21,10 @@ from .executors import (
     _dask_executor,
     _dask_parallelism,
     _execute,
-    _init_worker,
     _is_dask_client,
     _progress,
     _Task,
+    local_pool,
 )
 from .rows import _CONFIG_KEYS, _check_keys, _flatten, _speedup, row_id, row_seed
 from .table import StudyResult, TableLock, _format_of, _TableWriter, read_table
@@ -522,8 +522,7 @@ class Study:
                     raise StudyError(f"mp_context={mp_context!r} is not a start method; use "
                                      "'spawn', 'forkserver' or 'fork'") from None
                 n = n_jobs or cores
-                pool = cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx,
-                                              initializer=_init_worker)
+                pool = local_pool(n, ctx)
                 return pool, lambda: pool.shutdown(wait=True, cancel_futures=True), n
             if executor == "dask":
                 return _dask_executor(scheduler, n_jobs)
