@@ -221,8 +221,6 @@ def w_pop(ih, hd, n, heap, TD, TS, TF):
     out = pop(ih, hd, n, heap, TD, TS, TF)
     if heap and not out[3]:
         seen.add("heap to ring")
-    if not heap and out[2] < hd:
-        seen.add("ring wraps")
     return out
 
 def w_remove(ih, hd, n, heap, t, TD, TS, TF):
@@ -245,6 +243,7 @@ def test_burst_nets_reach_every_branch_of_the_queue():
                          env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     seen = set(json.loads(out.stdout.strip().splitlines()[-1]))
-    assert seen == {"ring back", "ring front", "ring middle", "ring to heap", "heap push",
-                    "heap to ring", "ring wraps", "heap remove", "ring remove, front side",
-                    "ring remove, back side"}
+    # the common push (after the last entry) and the ring's pop are written out in the kernel:
+    # the helpers see the other cases
+    assert seen == {"ring front", "ring middle", "ring to heap", "heap push", "heap to ring",
+                    "heap remove", "ring remove, front side", "ring remove, back side"}
