@@ -12,7 +12,15 @@ trajectories::
     PYTHONPATH=. python bench/bench_kernel_ab.py --old /tmp/kernel_old.py --model anchor
 
 ``--model anchor`` runs the speed anchors' sync-PS net (``/work/shared/anchors``, translated by
-``anchor_runner.to_sgdnet``) instead of the bench model. ``--old-hist-none`` passes ``None`` as
+``anchor_runner.to_sgdnet``) instead of the bench model; ``--model fine`` runs a fine net of the
+issue #14 sweep (``bench/study_fine_sweep.yaml``: ResNet-50, flows, no CVs), ``--variant`` and
+``--bandwidth`` choosing the row, ``--workers`` its worker counts::
+
+    PYTHONPATH=. python bench/bench_kernel_ab.py --old /tmp/kernel_old.py --model fine --workers 4 16 32
+    PYTHONPATH=. python bench/bench_kernel_ab.py --old /tmp/kernel_old.py --model fine --variant allreduce
+
+Each timed run plays about ``--completions`` completions (on a fine net, the number of steps
+is calibrated from a 10-step run of the same net). ``--old-hist-none`` passes ``None`` as
 the old kernel's two histogram arrays (kernels before histograms became a runtime switch).
 """
 
@@ -35,7 +43,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--network", choices=("fifo", "flows"), default="fifo",
                     help="the bench model's links: FIFO resources or max-min fair flows")
-    ap.add_argument("--model", choices=("bench", "anchor"), default="bench")
+    ap.add_argument("--model", choices=("bench", "anchor", "fine"), default="bench")
+    ap.add_argument("--variant", default="sync-ps", help="with --model fine: the sweep's variant")
+    ap.add_argument("--bandwidth", default="10Gbps", help="with --model fine: the cluster's bandwidth")
     ap.add_argument("--anchors", default="/work/shared/anchors", help="the anchors' directory")
     ap.add_argument("--old-hist-none", action="store_true",
                     help="the old kernel takes None for histograms not kept")
@@ -60,6 +70,9 @@ def main() -> None:
     def build(n):
         if a.model == "bench":
             return build_bench_net(n, network=a.network)
+        if a.model == "fine":
+            from sgdnet.variants import get
+            return get(a.variant).build("resnet50", {"workers": n, "bandwidth": a.bandwidth}, "fine")
         sys.path.insert(0, a.anchors)
         from anchor_runner import to_sgdnet
         from model import Params, build_ps_net
@@ -77,10 +90,12 @@ def main() -> None:
     print(f"{'N':>4} {'old compl/s':>12} {'new compl/s':>12} {'new/old':>8}  identical")
     for n in a.workers:
         net = build(n)
-        per_step = len(net.transitions)  # completions per step, about (each fires once a step)
-        steps = max(10, int(a.completions / per_step))
         for w in ("old", "new"):
-            once(w, net, 10)  # JIT / cache load
+            r10, _ = once(w, net, 10)  # JIT / cache load
+        # completions per step: measured on a fine net (a step is one worker's), about the
+        # number of transitions on the others (each fires once a step)
+        per_step = r10.events[0] / 10 if a.model == "fine" else len(net.transitions)
+        steps = max(10, int(a.completions / per_step))
         rates = {"old": [], "new": []}
         same = True
         for _ in range(a.rounds):

@@ -5,6 +5,11 @@ Run by hand (never a timed test)::
     python bench/bench_study.py                      # examples/study.yaml: 500 configurations
     python bench/bench_study.py --steps 300 --granularity fine --replications 8
     python bench/bench_study.py --no-dask            # local executors only
+    python bench/bench_study.py --config bench/study_fine_sweep.yaml --cpu --old main --rounds 2
+
+``--cpu`` measures configurations per CPU-second, serially (see :func:`cpu_rate`); with
+``--old REF`` it compares this checkout with the git commit ``REF`` instead (see
+:func:`cpu_versus`).
 
 Each measurement runs the same study into a fresh table (``resume=False``) and keeps the best
 of ``--repeats`` runs. The Numba kernels are compiled (or loaded from the cache) before timing:
@@ -21,6 +26,7 @@ import argparse
 import concurrent.futures as cf
 import multiprocessing
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +35,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+# a child of --old runs this file against another tree: "--root DIR" puts DIR's sgdnet first
+_ROOT_ARG = sys.argv.index("--root") + 1 if "--root" in sys.argv else 0
+sys.path.insert(0, sys.argv[_ROOT_ARG] if _ROOT_ARG else str(ROOT))
 
 from sgdnet.study import Study, StudyResult  # noqa: E402
 from sgdnet.study.executors import _init_worker  # noqa: E402
@@ -107,6 +115,82 @@ def cpu_rate(study: Study, every: int, rounds: int) -> None:
     print(f"tables identical: {same_rows(tables['predict'], tables['rerate'])}")
 
 
+def _cpu_child(study: Study, every: int, out: Path) -> None:
+    """One side of :func:`cpu_versus`, in its own process: the study's rows (every ``every``-th
+    worker count) through the study's default runner, serially, one thread, after a warm-up
+    of a few rows under another seed; the CPU time and the table go to ``out`` (JSON)."""
+    import json
+
+    import sgdnet
+    from sgdnet.engine import driver
+    from sgdnet.study import rerate
+
+    driver.set_max_threads(1)
+    keep = set(sorted({c.get("cluster.workers", 1) for c in study.configs()})[::every])
+    cfgs = [c for c in study.configs() if c.get("cluster.workers", 1) in keep]
+    warm_study(study, 4).run("serial", progress=False)  # JIT / cache load
+    getattr(rerate, "_TEMPLATES", {}).clear()  # nothing the warm-up built is reused
+    sub = Study(configs=cfgs, seed=study.seed)
+    c = time.process_time()
+    res = sub.run("serial", progress=False)
+    cpu = time.process_time() - c
+    assert not res.failed, res.failed[0]["error"]
+    rows = [{k: v for k, v in r.items() if v is not None} for r in res]
+    out.write_text(json.dumps({"cpu": cpu, "n": len(cfgs), "package": sgdnet.__file__,
+                               "rows": rows}))
+
+
+def _export(ref: str) -> Path:
+    """The tree of git commit ``ref`` of this repository, exported once to the temporary
+    folder (kept, with the numba cache its runs write, for the next comparison)."""
+    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}"],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    dest = Path(tempfile.gettempdir()) / f"sgdnet-bench-old-{sha[:12]}"
+    if not (dest / "sgdnet" / "__init__.py").exists():
+        dest.mkdir(parents=True, exist_ok=True)
+        arch = subprocess.run(["git", "-C", str(ROOT), "archive", sha, "sgdnet", "models"], check=True,
+                              capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=arch, check=True)
+    return dest
+
+
+def cpu_versus(args: argparse.Namespace) -> None:
+    """Configurations per CPU-second of the study (every ``--every``-th worker count) at this
+    checkout against git commit ``--old``, each side in its own process (:func:`_cpu_child`:
+    this file run with the other tree's ``sgdnet`` first on the path), alternating old, new,
+    old, new (``--rounds`` pairs); the ratio is per pair, its median printed; the two tables
+    must be equal cell by cell. The numba caches are loaded (or compiled) by each process's
+    warm-up rows, outside the timing."""
+    import json
+    import statistics
+
+    old_root = _export(args.old)
+    base = [a for a in sys.argv[1:] if a not in ("--old", args.old)]
+    if "--rounds" in base:
+        i = base.index("--rounds")
+        del base[i:i + 2]
+    rates: dict[str, list[float]] = {"old": [], "new": []}
+    tables: dict[str, list] = {}
+    print(f"this checkout ({ROOT}) against {args.old} ({old_root}); load average "
+          f"{os.getloadavg()[0]:.2f}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.rounds):
+            for side, root in (("old", old_root), ("new", ROOT)):
+                out = Path(tmp) / f"{side}.json"
+                subprocess.run([sys.executable, str(Path(__file__).resolve()), *base, "--root",
+                                str(root), "--child", str(out)], check=True)
+                got = json.loads(out.read_text())
+                rates[side].append(got["n"] / got["cpu"])
+                tables[side] = got["rows"]
+                print(f"round {r + 1} {side:<4} {got['n'] / got['cpu']:6.2f} configs per CPU-second "
+                      f"({got['n']} in {got['cpu']:.1f} s CPU; {got['package']})", flush=True)
+    ratio = statistics.median(n / o for n, o in zip(rates["new"], rates["old"]))
+    key = {s: {row["row_id"]: row for row in t} for s, t in tables.items()}
+    print(f"median old {statistics.median(rates['old']):.2f}, new {statistics.median(rates['new']):.2f} "
+          f"configs per CPU-second; new/old {ratio:.3f} (median of the pairs); tables identical: "
+          f"{key['old'] == key['new']}; load average {os.getloadavg()[0]:.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", type=Path, default=ROOT / "examples" / "study.yaml",
@@ -124,7 +208,15 @@ def main() -> None:
     ap.add_argument("--every", type=int, default=1,
                     help="with --cpu: every N-th worker count only (a quicker estimate)")
     ap.add_argument("--rounds", type=int, default=1, help="with --cpu: before/after rounds")
+    ap.add_argument("--old", default=None,
+                    help="with --cpu: compare this checkout with this git commit (cpu_versus)")
+    ap.add_argument("--root", default=None, help=argparse.SUPPRESS)  # read before the imports
+    ap.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.cpu and args.child is not None:
+        return _cpu_child(make_study(args), args.every, args.child)
+    if args.cpu and args.old is not None:
+        return cpu_versus(args)
     if args.cpu:
         return cpu_rate(make_study(args), args.every, args.rounds)
     study = make_study(args)

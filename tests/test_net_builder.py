@@ -105,6 +105,31 @@ def test_infinite_servers_are_valid_and_copy_is_deep():
     assert net.places["p0"].tokens == 1 and c.name == "c"
 
 
+def test_unshared_compile_hashes_nothing_and_keeps_the_net_s_own_form(monkeypatch):
+    """``compile_net(net, share=False)`` (a study's re-rating template) never hashes the net,
+    gives the same compiled form back for the unchanged net (also to a plain ``compile_net``)
+    and compiles an edited one again; an equal net built apart is compiled apart."""
+    from conftest import ring
+
+    from sgdnet import simulate
+    from sgdnet.dists import Deterministic
+    from sgdnet.net import compiled as C
+
+    calls = []
+    real = C._structural_key
+    monkeypatch.setattr(C, "_structural_key", lambda net: calls.append(1) or real(net))
+    net = ring([1.0, 2.0], [1, 0], name="template")
+    a = C.compile_net(net, share=False)
+    assert C.compile_net(net) is a and C.compile_net(net, share=False) is a and not calls
+    twin = ring([1.0, 2.0], [1, 0], name="template")
+    assert C.compile_net(twin, share=False) is not a and not calls
+    kw = dict(steps=10, warmup=0, replications=1, seed=0)
+    assert simulate(twin, **kw).throughput.mean == simulate(net, **kw).throughput.mean
+    net.transitions["t0"].duration = Deterministic(3.0)
+    b = C.compile_net(net, share=False)
+    assert b is not a and b.d_par[0, 0] == 3.0 and not calls
+
+
 def test_nets_too_big_to_hash_are_compiled_once_and_recompiled_after_an_edit(monkeypatch):
     """Above HASH_MAX_ELEMENTS a net is not hashed: the net itself, unchanged, gets its
     compiled form back; an edit compiles it again; an equal net built apart is compiled apart

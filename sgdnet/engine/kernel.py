@@ -20,20 +20,25 @@ Design (see DESIGN.md "The engine" and the normative firing semantics of the tea
   at the first empty input; a join (more than ``JOIN_ARCS`` inputs) starts at the input that
   blocked it last time, so an arrival at a 64-way join usually reads one place, not 64.
 - **Candidates**: a transition with a pending request is in exactly one structure: the *instant
-  heap* (candidates to examine now) or the waiting queue of one busy resource. Both are indexed
-  binary heaps ordered by the scan key ``(prio_class, oldest request time, rank)`` where rank is
-  the static ``(priority, declaration index)`` order. A candidate that finds a resource busy goes
-  to that resource's queue; when the resource frees a server, the queue head is promoted back to
-  the instant heap. Because nothing frees a resource during a scan, a blocked candidate stays
-  blocked until then, so repeatedly popping the minimum of the instant heap reproduces the
-  normative scan "start the first candidate in key order that can start, re-evaluate, repeat".
+  queue* (candidates to examine now) or the waiting queue of one busy resource. Both are ordered
+  by the scan key ``(prio_class, oldest request time, rank)`` where rank is the static
+  ``(priority, declaration index)`` order, so keys are unique. The instant queue is a ring buffer
+  kept sorted (newcomers mostly arrive in key order: placed at the back or the front after one
+  comparison, moved into place while the queue is short), which becomes a binary heap when a
+  long queue (``IQ_RING`` entries) receives an out-of-order newcomer, until it is down to one
+  entry (see :func:`_iq_push`); both give the same pop order. A candidate that finds a resource
+  busy goes to that resource's queue; when the resource frees a server, the queue head is
+  promoted back to the instant queue. Because nothing frees a resource during a scan, a blocked
+  candidate stays blocked until then, so repeatedly popping the minimum of the instant queue
+  reproduces the normative scan "start the first candidate in key order that can start,
+  re-evaluate, repeat".
   A fifo resource's queue is a ring buffer kept sorted by the same key instead of a heap (a
   waiting transition's key never changes and a newcomer is almost always the latest, so it is
   placed after one comparison and the head leaves in O(1)); priority resources keep the heap.
   A candidate whose first resource is already full when it becomes a candidate goes straight to
   that resource's queue (it would be found blocked there when popped: nothing frees a resource
-  before the next completion batch), which saves an instant-heap push and pop for ~0.4 of the
-  completions of the bench model. The instant heap is trivial (one entry) for ~half the pushes.
+  before the next completion batch), which saves an instant-queue push and pop for ~0.4 of the
+  completions of the bench model.
 - **Completions**: a binary heap of slots keyed by (completion time, start sequence), keys
   stored in heap order, bottom-up pops; all completions of one instant are applied (in start
   order) before the scan, zero-duration firings form the next batch of the same instant. The
@@ -49,7 +54,7 @@ Design (see DESIGN.md "The engine" and the normative firing semantics of the tea
 - **Gates and modulators** are evaluated inside the enabling test and at starts/completions.
 - **Random switches** (``F_SW``): when the candidate about to start is weighted,
   :func:`_sw_pick` collects the weighted candidates of its priority class that could start (the
-  instant heap and the queues of resources with a free server that weighted transitions hold)
+  instant queue and the queues of resources with a free server that weighted transitions hold)
   and draws one by weight; a net with fewer than two weighted transitions never gets there.
 - **Statistics**: the marking integral (one update per marking change), sojourns (a slot keeps
   its request time) and, when the histogram arrays have rows, log-linear wait and sojourn
@@ -376,6 +381,133 @@ def _d_remove(h, base, cap, head, n, t, TD):
     return n - 1
 
 
+# ------------------------------------------------------------ the instant queue
+# The candidates to examine at the current instant: a ring buffer ih[0 : cap] kept sorted by the
+# scan key (head = minimum), since candidates mostly arrive in key order (dirty transitions are
+# re-evaluated in arc order, usually rank order, and new requests carry the current time): a
+# newcomer goes to the back (or the front) after one comparison, the head leaves in O(1). An
+# out-of-order newcomer is moved into place while the queue is short; a long queue (IQ_RING or
+# more entries) that receives one becomes a binary heap (_c_push / _c_pop / _c_remove on ih[0:n])
+# until it holds at most one entry again. Keys are unique (rank breaks every tie) and do not
+# change while queued, so ring and heap give the same pop order. TD_CPOS holds the physical
+# ring index or the heap position.
+IQ_RING = 32
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _iq_push(ih, ihs, hd, n, heap, t, TD, TS, TF):
+    """Put candidate ``t`` into the instant queue; return ``(n, hd, heap)``."""
+    if heap:
+        return _c_push(ih, _I0, n, t, TD, TS, TF), hd, heap
+    cap = ih.size
+    p = hd + n
+    if p >= cap:
+        p -= cap
+    if n == 0:
+        ih[p] = t
+        TD[t, TD_CPOS] = p
+        return n + 1, hd, heap
+    pr = p - 1
+    if pr < 0:
+        pr += cap
+    if not _cless(t, ih[pr], TS, TF):  # the common case: after the last one
+        ih[p] = t
+        TD[t, TD_CPOS] = p
+        return n + 1, hd, heap
+    if _cless(t, ih[hd], TS, TF):  # before the first one
+        hd -= 1
+        if hd < 0:
+            hd += cap
+        ih[hd] = t
+        TD[t, TD_CPOS] = hd
+        return n + 1, hd, heap
+    if n < IQ_RING:
+        # move the larger entries one place back
+        k = n
+        while k > 0:
+            pr = p - 1
+            if pr < 0:
+                pr += cap
+            y = ih[pr]
+            if _cless(t, y, TS, TF):
+                ih[p] = y
+                TD[y, TD_CPOS] = p
+                p = pr
+                k -= 1
+            else:
+                break
+        ih[p] = t
+        TD[t, TD_CPOS] = p
+        return n + 1, hd, heap
+    # long and out of order: the sorted entries, moved to ih[0:n], are a valid heap
+    p = hd
+    for i in range(n):
+        ihs[i] = ih[p]
+        p += 1
+        if p == cap:
+            p = 0
+    for i in range(n):
+        y = ihs[i]
+        ih[i] = y
+        TD[y, TD_CPOS] = i
+    return _c_push(ih, _I0, n, t, TD, TS, TF), _I0, True
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _iq_pop(ih, hd, n, heap, TD, TS, TF):
+    """Take the first candidate out of the (non-empty) instant queue; return ``(t, n, hd, heap)``."""
+    if heap:
+        t = ih[0]
+        n = _c_pop(ih, _I0, n, TD, TS, TF)
+        if n <= 1:
+            return t, n, _I0, False
+        return t, n, hd, heap
+    t = ih[hd]
+    hd += 1
+    if hd == ih.size:
+        hd = 0
+    return t, n - 1, hd, heap
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
+def _iq_remove(ih, hd, n, heap, t, TD, TS, TF):
+    """Take candidate ``t`` out of the instant queue (anywhere in it); return ``(n, hd, heap)``."""
+    if heap:
+        n = _c_remove(ih, _I0, n, t, TD, TS, TF)
+        if n <= 1:  # ih[0] (if any) is also a ring of one entry at head 0
+            return n, _I0, False
+        return n, hd, heap
+    cap = ih.size
+    p = TD[t, TD_CPOS]
+    li = p - hd
+    if li < 0:
+        li += cap
+    if 2 * li < n:
+        # the entries before it move one place back, the head too
+        for _j in range(li):
+            pr = p - 1
+            if pr < 0:
+                pr += cap
+            y = ih[pr]
+            ih[p] = y
+            TD[y, TD_CPOS] = p
+            p = pr
+        hd += 1
+        if hd == cap:
+            hd = 0
+    else:
+        # the entries after it move one place forward
+        for _j in range(li, n - 1):
+            nx = p + 1
+            if nx == cap:
+                nx = 0
+            y = ih[nx]
+            ih[p] = y
+            TD[y, TD_CPOS] = p
+            p = nx
+    return n - 1, hd, heap
+
+
 # ------------------------------------------------------------ completion heap
 # Slots ordered by (completion time, start sequence); the keys live in heap order next to the
 # slot ids (ekt, eks) so comparisons read adjacent memory; pos[slot] supports key updates (ps).
@@ -491,28 +623,6 @@ def _e_pop(eh, ekt, eks, pos, n):
 
 
 # ------------------------------------------------------------------ helpers
-@njit(cache=True, _nrt=False, error_model="numpy")
-def _promote(r, ih, ih_n, qh, qn, qhd, r_disc, rq_base, TD, TS, TF, used, r_cap):
-    """If resource r has a free server, move the head of its queue to the instant heap."""
-    if used[r] < r_cap[r] and qn[r] > 0:
-        base = rq_base[r]
-        if r_disc[r] == 0:
-            hd = qhd[r]
-            t = qh[base + hd]
-            hd += 1
-            if hd == rq_base[r + 1] - base:
-                hd = 0
-            qhd[r] = hd
-            qn[r] -= 1
-        else:
-            t = qh[base]
-            qn[r] = _c_pop(qh, base, qn[r], TD, TS, TF)
-        ih_n = _c_push(ih, _I0, ih_n, t, TD, TS, TF)
-        TD[t, TD_WHERE] = IN_IH
-        TD[t, TD_FROM] = r
-    return ih_n
-
-
 @njit(cache=True, _nrt=False, error_model="numpy")
 def _ps_rate(t, psres_ptr, psres_idx, used, r_cap):
     rate = 1.0
@@ -685,13 +795,17 @@ def _sw_ring(h, base, cap, head, n, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_
 
 
 @njit(cache=True, _nrt=False, error_model="numpy")
-def _sw_pick(t, ih, ih_n, qh, qn, qhd, r_disc, rq_base, TS, TF, sw_w, sw_prio, sw_res, qres_idx,
-             used, r_cap, cand, stk, rng):
+def _sw_pick(t, ih, ih_n, ih_hd, ih_heap, qh, qn, qhd, r_disc, rq_base, TS, TF, sw_w, sw_prio, sw_res,
+             qres_idx, used, r_cap, cand, stk, rng):
     """The random switch: ``t`` (weighted, able to start, the scan's next start) or a weighted
     candidate competing with it, drawn with probability proportional to weight. One uniform is drawn
     only when there are two or more to choose from; they are ordered by rank first."""
     cand[0] = t
-    nc = _sw_heap(ih, _I0, ih_n, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap, cand, _I1, stk)
+    if ih_heap:
+        nc = _sw_heap(ih, _I0, ih_n, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap, cand, _I1, stk)
+    else:
+        nc = _sw_ring(ih, _I0, ih.size, ih_hd, ih_n, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap,
+                      cand, _I1)
     for j in range(sw_res.size):
         r = sw_res[j]
         if qn[r] > 0 and used[r] < r_cap[r]:
@@ -793,8 +907,13 @@ def run_replication(
         rq_off[t] = rq_used
         rq_used += c
     rq_pool = np.zeros(max(rq_used, cap_requests), dtype=np.float64)
+    # the instant queue (a sorted ring, a heap when long and out of order: see _iq_push)
     ih = np.zeros(max(nT, 1), dtype=np.int64)
+    ihs = np.zeros(max(nT, 1), dtype=np.int64)  # scratch of the ring -> heap switch
     ih_n = _I0  # an int64 from the start: a literal 0 would compile the heap helpers twice
+    ih_hd = _I0  # ring head
+    ih_heap = False
+    ih_cap = ih.size
     qh = np.zeros(max(rq_base[nR], 1), dtype=np.int64)
     qn = np.zeros(nR, dtype=np.int64)
     qhd = np.zeros(nR, dtype=np.int64)  # fifo resources: ring head of the sorted queue
@@ -1112,22 +1231,76 @@ def run_replication(
                             qn[r] = _c_push(qh, rq_base[r], qn[r], t, TD, TS, TF)
                         TD[t, TD_WHERE] = r
                     else:
-                        if ih_n == 0:
-                            ih[0] = t
-                            TD[t, TD_CPOS] = 0
-                            ih_n = 1
+                        # the instant queue's common push, written out at its hot call sites (deliberate
+                        # duplication, for speed): after the last entry, else _iq_push
+                        iq_p = ih_hd + ih_n
+                        if iq_p >= ih_cap:
+                            iq_p -= ih_cap
+                        iq_ok = ih_n == 0
+                        if not iq_ok and not ih_heap:
+                            iq_y = ih[iq_p - 1] if iq_p > 0 else ih[ih_cap - 1]
+                            iq_a = TS[t, TS_PCLS]
+                            iq_b = TS[iq_y, TS_PCLS]
+                            if iq_a != iq_b:
+                                iq_ok = iq_a > iq_b
+                            elif TF[t, TF_KTIME] != TF[iq_y, TF_KTIME]:
+                                iq_ok = TF[t, TF_KTIME] > TF[iq_y, TF_KTIME]
+                            else:
+                                iq_ok = TS[t, TS_RANK] > TS[iq_y, TS_RANK]
+                        if iq_ok:
+                            ih[iq_p] = t
+                            TD[t, TD_CPOS] = iq_p
+                            ih_n += 1
                         else:
-                            ih_n = _c_push(ih, _I0, ih_n, t, TD, TS, TF)
+                            ih_n, ih_hd, ih_heap = _iq_push(ih, ihs, ih_hd, ih_n, ih_heap, t, TD, TS, TF)
                         TD[t, TD_WHERE] = IN_IH
             elif TD[t, TD_WHERE] != NONE:
                 wt = TD[t, TD_WHERE]
                 TD[t, TD_WHERE] = NONE
                 if wt == IN_IH:
-                    ih_n = _c_remove(ih, _I0, ih_n, t, TD, TS, TF)
+                    ih_n, ih_hd, ih_heap = _iq_remove(ih, ih_hd, ih_n, ih_heap, t, TD, TS, TF)
                     src = TD[t, TD_FROM]
                     if src >= 0:
                         TD[t, TD_FROM] = NONE
-                        ih_n = _promote(src, ih, ih_n, qh, qn, qhd, r_disc, rq_base, TD, TS, TF, used, r_cap)
+                        # the promotion of src's queue head: written out here, at the end of B
+                        # and in C's releases (deliberate duplication, for speed: no helper call
+                        # on the hot path of every FIFO hand-over)
+                        if used[src] < r_cap[src] and qn[src] > 0:
+                            qb = rq_base[src]
+                            if r_disc[src] == 0:
+                                qd = qhd[src]
+                                u = qh[qb + qd]
+                                qd += 1
+                                if qd == rq_base[src + 1] - qb:
+                                    qd = 0
+                                qhd[src] = qd
+                                qn[src] -= 1
+                            else:
+                                u = qh[qb]
+                                qn[src] = _c_pop(qh, qb, qn[src], TD, TS, TF)
+                            # the instant queue's common push (written out, see A)
+                            iq_p = ih_hd + ih_n
+                            if iq_p >= ih_cap:
+                                iq_p -= ih_cap
+                            iq_ok = ih_n == 0
+                            if not iq_ok and not ih_heap:
+                                iq_y = ih[iq_p - 1] if iq_p > 0 else ih[ih_cap - 1]
+                                iq_a = TS[u, TS_PCLS]
+                                iq_b = TS[iq_y, TS_PCLS]
+                                if iq_a != iq_b:
+                                    iq_ok = iq_a > iq_b
+                                elif TF[u, TF_KTIME] != TF[iq_y, TF_KTIME]:
+                                    iq_ok = TF[u, TF_KTIME] > TF[iq_y, TF_KTIME]
+                                else:
+                                    iq_ok = TS[u, TS_RANK] > TS[iq_y, TS_RANK]
+                            if iq_ok:
+                                ih[iq_p] = u
+                                TD[u, TD_CPOS] = iq_p
+                                ih_n += 1
+                            else:
+                                ih_n, ih_hd, ih_heap = _iq_push(ih, ihs, ih_hd, ih_n, ih_heap, u, TD, TS, TF)
+                            TD[u, TD_WHERE] = IN_IH
+                            TD[u, TD_FROM] = src
                 else:
                     if r_disc[wt] == 0:
                         qn[wt] = _d_remove(qh, rq_base[wt], rq_base[wt + 1] - rq_base[wt], qhd[wt],
@@ -1140,11 +1313,14 @@ def run_replication(
 
         if ih_n > 0:
             # ---------------------------------------- B: examine the first candidate
-            t = ih[0]
-            if ih_n == 1:
-                ih_n = 0
-            else:
-                ih_n = _c_pop(ih, _I0, ih_n, TD, TS, TF)
+            if ih_heap:
+                t, ih_n, ih_hd, ih_heap = _iq_pop(ih, ih_hd, ih_n, ih_heap, TD, TS, TF)
+            else:  # the ring's head (the common case of _iq_pop, written out)
+                t = ih[ih_hd]
+                ih_hd += 1
+                if ih_hd == ih_cap:
+                    ih_hd = 0
+                ih_n -= 1
             TD[t, TD_WHERE] = NONE
             src = TD[t, TD_FROM]
             TD[t, TD_FROM] = NONE
@@ -1165,16 +1341,16 @@ def run_replication(
                 # start t: take its oldest request
                 f = TS[t, TS_FL]
                 if f & F_SW:
-                    c = _sw_pick(t, ih, ih_n, qh, qn, qhd, r_disc, rq_base, TS, TF, sw_w, sw_prio, sw_res,
-                                 qres_idx, used, r_cap, sw_cand, sw_stk, rng)
+                    c = _sw_pick(t, ih, ih_n, ih_hd, ih_heap, qh, qn, qhd, r_disc, rq_base, TS, TF, sw_w,
+                                 sw_prio, sw_res, qres_idx, used, r_cap, sw_cand, sw_stk, rng)
                     if c != t:
                         # start c instead: t stays a candidate (with the promotion it carries)
-                        ih_n = _c_push(ih, _I0, ih_n, t, TD, TS, TF)
+                        ih_n, ih_hd, ih_heap = _iq_push(ih, ihs, ih_hd, ih_n, ih_heap, t, TD, TS, TF)
                         TD[t, TD_WHERE] = IN_IH
                         TD[t, TD_FROM] = src
                         wc = TD[c, TD_WHERE]
                         if wc == IN_IH:
-                            ih_n = _c_remove(ih, _I0, ih_n, c, TD, TS, TF)
+                            ih_n, ih_hd, ih_heap = _iq_remove(ih, ih_hd, ih_n, ih_heap, c, TD, TS, TF)
                             src = TD[c, TD_FROM]
                         elif r_disc[wc] == 0:
                             qn[wc] = _d_remove(qh, rq_base[wc], rq_base[wc + 1] - rq_base[wc], qhd[wc],
@@ -1218,12 +1394,27 @@ def run_replication(
                     # degree and requests dropped by exactly one: t stays a candidate
                     # (never for one server: its degree is 0 while it runs)
                     TF[t, TF_KTIME] = rq_pool[TD[t, TD_RQOFF] + TD[t, TD_RQHEAD]]
-                    if ih_n == 0:
-                        ih[0] = t
-                        TD[t, TD_CPOS] = 0
-                        ih_n = 1
+                    # the instant queue's common push (written out, see A)
+                    iq_p = ih_hd + ih_n
+                    if iq_p >= ih_cap:
+                        iq_p -= ih_cap
+                    iq_ok = ih_n == 0
+                    if not iq_ok and not ih_heap:
+                        iq_y = ih[iq_p - 1] if iq_p > 0 else ih[ih_cap - 1]
+                        iq_a = TS[t, TS_PCLS]
+                        iq_b = TS[iq_y, TS_PCLS]
+                        if iq_a != iq_b:
+                            iq_ok = iq_a > iq_b
+                        elif TF[t, TF_KTIME] != TF[iq_y, TF_KTIME]:
+                            iq_ok = TF[t, TF_KTIME] > TF[iq_y, TF_KTIME]
+                        else:
+                            iq_ok = TS[t, TS_RANK] > TS[iq_y, TS_RANK]
+                    if iq_ok:
+                        ih[iq_p] = t
+                        TD[t, TD_CPOS] = iq_p
+                        ih_n += 1
                     else:
-                        ih_n = _c_push(ih, _I0, ih_n, t, TD, TS, TF)
+                        ih_n, ih_hd, ih_heap = _iq_push(ih, ihs, ih_hd, ih_n, ih_heap, t, TD, TS, TF)
                     TD[t, TD_WHERE] = IN_IH
                 if f & F_QRES:
                     for k in range(TS[t, TS_Q0], TS[t, TS_Q1]):
@@ -1399,8 +1590,43 @@ def run_replication(
                             _rerate(psres_idx[k], now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate,
                                     s_ctime, s_seq, eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap)
                             ev_limit -= ps_n[r_ps[psres_idx[k]]] // WORK_PER_EVENT
-            if src >= 0 and qn[src] > 0:
-                ih_n = _promote(src, ih, ih_n, qh, qn, qhd, r_disc, rq_base, TD, TS, TF, used, r_cap)
+            if src >= 0 and qn[src] > 0 and used[src] < r_cap[src]:
+                # the promotion of src's queue head (written out, see A)
+                qb = rq_base[src]
+                if r_disc[src] == 0:
+                    qd = qhd[src]
+                    u = qh[qb + qd]
+                    qd += 1
+                    if qd == rq_base[src + 1] - qb:
+                        qd = 0
+                    qhd[src] = qd
+                    qn[src] -= 1
+                else:
+                    u = qh[qb]
+                    qn[src] = _c_pop(qh, qb, qn[src], TD, TS, TF)
+                # the instant queue's common push (written out, see A)
+                iq_p = ih_hd + ih_n
+                if iq_p >= ih_cap:
+                    iq_p -= ih_cap
+                iq_ok = ih_n == 0
+                if not iq_ok and not ih_heap:
+                    iq_y = ih[iq_p - 1] if iq_p > 0 else ih[ih_cap - 1]
+                    iq_a = TS[u, TS_PCLS]
+                    iq_b = TS[iq_y, TS_PCLS]
+                    if iq_a != iq_b:
+                        iq_ok = iq_a > iq_b
+                    elif TF[u, TF_KTIME] != TF[iq_y, TF_KTIME]:
+                        iq_ok = TF[u, TF_KTIME] > TF[iq_y, TF_KTIME]
+                    else:
+                        iq_ok = TS[u, TS_RANK] > TS[iq_y, TS_RANK]
+                if iq_ok:
+                    ih[iq_p] = u
+                    TD[u, TD_CPOS] = iq_p
+                    ih_n += 1
+                else:
+                    ih_n, ih_hd, ih_heap = _iq_push(ih, ihs, ih_hd, ih_n, ih_heap, u, TD, TS, TF)
+                TD[u, TD_WHERE] = IN_IH
+                TD[u, TD_FROM] = src
             continue
 
         # -------------------------------------------- C: the next batch of completions
@@ -1808,8 +2034,43 @@ def run_replication(
                     if hist:
                         _hadd(o_hs, r, now - s_req[s], hb_f, hb_i)
                 used[r] -= 1
-                if qn[r] > 0:
-                    ih_n = _promote(r, ih, ih_n, qh, qn, qhd, r_disc, rq_base, TD, TS, TF, used, r_cap)
+                if qn[r] > 0 and used[r] < r_cap[r]:
+                    # the promotion of r's queue head (written out, see A)
+                    qb = rq_base[r]
+                    if r_disc[r] == 0:
+                        qd = qhd[r]
+                        u = qh[qb + qd]
+                        qd += 1
+                        if qd == rq_base[r + 1] - qb:
+                            qd = 0
+                        qhd[r] = qd
+                        qn[r] -= 1
+                    else:
+                        u = qh[qb]
+                        qn[r] = _c_pop(qh, qb, qn[r], TD, TS, TF)
+                    # the instant queue's common push (written out, see A)
+                    iq_p = ih_hd + ih_n
+                    if iq_p >= ih_cap:
+                        iq_p -= ih_cap
+                    iq_ok = ih_n == 0
+                    if not iq_ok and not ih_heap:
+                        iq_y = ih[iq_p - 1] if iq_p > 0 else ih[ih_cap - 1]
+                        iq_a = TS[u, TS_PCLS]
+                        iq_b = TS[iq_y, TS_PCLS]
+                        if iq_a != iq_b:
+                            iq_ok = iq_a > iq_b
+                        elif TF[u, TF_KTIME] != TF[iq_y, TF_KTIME]:
+                            iq_ok = TF[u, TF_KTIME] > TF[iq_y, TF_KTIME]
+                        else:
+                            iq_ok = TS[u, TS_RANK] > TS[iq_y, TS_RANK]
+                    if iq_ok:
+                        ih[iq_p] = u
+                        TD[u, TD_CPOS] = iq_p
+                        ih_n += 1
+                    else:
+                        ih_n, ih_hd, ih_heap = _iq_push(ih, ihs, ih_hd, ih_n, ih_heap, u, TD, TS, TF)
+                    TD[u, TD_WHERE] = IN_IH
+                    TD[u, TD_FROM] = r
             if counting and f & F_PS:
                 # sojourn at shared resources (ps, links): completion - request
                 for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):

@@ -96,7 +96,9 @@ def predict(variant: Any, model: Any, cluster: Any, **kwargs: Any) -> Any:
             return predict_net(variant, model, cluster, cn, meta={**hit[1], "cluster": cluster},
                                **kwargs)
     net = get(variant).build(model, cluster, kwargs.get("granularity", "fine"))
-    _TEMPLATES[key] = (compile_net(net), dict(net.meta), bw)
+    # not shared by structure: a template is built once per group (hashing it cost ~8% of the
+    # fine sweep's CPU), and predict_net below finds this very net's compiled form again
+    _TEMPLATES[key] = (compile_net(net, share=False), dict(net.meta), bw)
     while len(_TEMPLATES) > _CACHE_SIZE:
         _TEMPLATES.popitem(last=False)
     return predict_net(variant, model, cluster, net, **kwargs)
