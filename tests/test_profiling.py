@@ -128,7 +128,9 @@ def test_from_chrome_trace_raw_spans(trace):
     p = from_chrome_trace(path, overhead="none")
     # forward = the leaf module spans (Linear + the ReLUs folded into them)
     assert p.forward_s == pytest.approx(statistics.fmean(module_fwd), rel=1e-6)
-    assert 0.2 < p.meta["covered_fraction"] <= 1.0
+    # the layer spans cover the forward spans (read here from the trace) and backward ones, and no
+    # more than the steps (a bound that holds however loaded the machine that recorded it was)
+    assert statistics.fmean(module_fwd) / statistics.fmean(steps) < p.meta["covered_fraction"] <= 1.0
     assert p.compute_s < statistics.fmean(steps)
 
 
