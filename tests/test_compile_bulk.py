@@ -111,3 +111,66 @@ def test_flatten_of_shared_objects_is_flatten_of_copies():
     copies = [from_dict(d.to_dict()) for d in with_samples]
     for a, b in zip(flatten(with_samples), flatten(copies)):
         assert np.array_equal(a, b)
+
+
+# ------------------------------------------------------------------ validation's bulk guard
+def _corruptions():
+    """(label, edit) pairs: each edit makes one transition, place or arc of a valid net bad
+    (or odd but valid: a numpy weight, a float cap)."""
+    def arc(kind, w):
+        return lambda net, t: getattr(t, kind).__setitem__(next(iter(net.places)), w)
+
+    def attr(name, v):
+        return lambda net, t: setattr(t, name, v)
+
+    return [
+        ("input weight 0", arc("inputs", 0)), ("output weight True", arc("outputs", True)),
+        ("inhibitor 2.0", arc("inhibitors", 2.0)), ("weight beyond the limit", arc("inputs", 2**63)),
+        ("numpy weight", arc("inputs", np.int64(1))),
+        ("unknown place", lambda net, t: t.outputs.__setitem__("nowhere", 1)),
+        ("no inputs", lambda net, t: (t.inputs.clear(), t.inhibitors.clear())),
+        ("unknown resource", attr("resources", ("nope",))),
+        ("resource twice", lambda net, t: setattr(t, "resources", (*t.resources, *t.resources)
+                                                  or ("r0", "r0"))),
+        ("list of resources", attr("resources", ["r0"])),
+        ("cap nan", attr("flow_cap", float("nan"))), ("cap -1", attr("flow_cap", -1.0)),
+        ("cap without a link", attr("flow_cap", 5.0)), ("cap True", attr("flow_cap", True)),
+        ("servers 0", attr("servers", 0)), ("servers 2.0", attr("servers", 2.0)),
+        ("servers huge", attr("servers", 2**63)), ("priority True", attr("priority", True)),
+        ("priority 2**62", attr("priority", 2**62)), ("priority -2**62", attr("priority", -2**62)),
+        ("weight 0", attr("weight", 0.0)), ("weight inf", attr("weight", math.inf)),
+        ("weight 2", attr("weight", 2)), ("unknown modulator", attr("modulator", "m?")),
+        ("unknown gate", attr("gate", ("g?", 0))), ("gate member list", attr("gate", ("g?", [0]))),
+        ("tokens -1", lambda net, t: setattr(next(iter(net.places.values())), "tokens", -1)),
+        ("tokens True", lambda net, t: setattr(next(iter(net.places.values())), "tokens", True)),
+        ("tokens huge", lambda net, t: setattr(next(iter(net.places.values())), "tokens", 2**63)),
+    ]
+
+
+def _element_by_element(net, monkeypatch):
+    from sgdnet.net import problems
+
+    with monkeypatch.context() as m:
+        m.setattr(problems, "_tokens_ok", lambda *a: False)
+        m.setattr(problems, "_transitions_ok", lambda *a: False)
+        return problems.net_problems(net)
+
+
+@pytest.mark.parametrize("label,edit", _corruptions(), ids=[c[0] for c in _corruptions()])
+def test_bulk_validation_finds_what_the_element_checks_find(label, edit, monkeypatch):
+    from sgdnet.net.problems import net_problems
+
+    for net in (_features_net(), exotic_net(), ps_net()):
+        net.resource("r0")  # held by nobody unless an edit uses it
+        for pick in (0, len(net.transitions) // 2, -1):
+            t = list(net.transitions.values())[pick]
+            n2 = net.copy()
+            edit(n2, n2.transitions[t.name])
+            assert net_problems(n2) == _element_by_element(n2, monkeypatch), label
+
+
+@pytest.mark.parametrize("net", _nets(), ids=lambda n: n.name)
+def test_valid_nets_pass_both_validations(net, monkeypatch):
+    from sgdnet.net.problems import net_problems
+
+    assert net_problems(net) == _element_by_element(net, monkeypatch) == []
