@@ -30,6 +30,8 @@ from .elements import (  # noqa: F401 - the element types and kinds are re-expor
     _names,
     _new,
     _TrackedDict,
+    new_place,
+    new_transition,
 )
 from .problems import net_problems
 
@@ -319,6 +321,26 @@ class Net:
         )
         self._add(self.transitions, name, t)
         return t
+
+    def insert(self, places: list[Place], transitions: list[Transition]) -> bool:
+        """Add prepared places and transitions at once (the builders' fast path).
+
+        The elements come from :func:`~sgdnet.net.elements.new_place` /
+        :func:`~sgdnet.net.elements.new_transition` (or are otherwise well formed: names and
+        weights are not checked here; :meth:`validate` checks the net as a whole). Inserts
+        nothing and returns False when a name is already used or repeated, so that the caller
+        can go the checked way (:meth:`place`, :meth:`transition`), which reports it.
+        """
+        pt, tt = self.places, self.transitions
+        pn = [p.name for p in places]
+        tn = [t.name for t in transitions]
+        if (len(set(pn)) != len(pn) or len(set(tn)) != len(tn)
+                or not pt.keys().isdisjoint(pn) or not tt.keys().isdisjoint(tn)):
+            return False
+        dict.update(pt, zip(pn, places))
+        dict.update(tt, zip(tn, transitions))
+        self.__dict__["_version"] += 1
+        return True
 
     def gate(self, name: str, kind: str, counters: Iterable, *, s: int = 0, s_lower: int = 0, r_max: int = 0,
              s_upper: int | None = None) -> Gate:
