@@ -70,3 +70,16 @@ def test_a_taken_chain_name_is_reported_by_the_checked_builder():
     net.place("w0.f1.done")
     with pytest.raises(NetError, match="'w0.f1.done' is already used"):
         compute_chain(net, fab, resolve_model("resnet18"), SMALL, 0)
+
+
+def test_add_places_is_place_one_by_one():
+    a, b = Net(), Net()
+    specs = [("p", 1, {"worker": 0}), ("q", 0, {}), ("r", 2, {"layer": 3, "worker": 1})]
+    assert a.add_places(iter(specs)) == ["p", "q", "r"]
+    for name, tokens, tags in specs:
+        b.place(name, tokens, **tags)
+    assert _elements(a) == _elements(b)
+    with pytest.raises(NetError, match="'q' is already used"):
+        a.add_places([("s", 0, {}), ("q", 0, {})])
+    with pytest.raises(NetError, match="must be a non-empty string"):
+        Net().add_places([("", 0, {})])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from itertools import chain
 from typing import Any
 
 from ..dists import Distribution, as_distribution
@@ -334,13 +335,24 @@ class Net:
         pt, tt = self.places, self.transitions
         pn = [p.name for p in places]
         tn = [t.name for t in transitions]
-        if (len(set(pn)) != len(pn) or len(set(tn)) != len(tn)
+        if (not all(type(n) is str and n for n in chain(pn, tn))
+                or len(set(pn)) != len(pn) or len(set(tn)) != len(tn)
                 or not pt.keys().isdisjoint(pn) or not tt.keys().isdisjoint(tn)):
             return False
         dict.update(pt, zip(pn, places))
         dict.update(tt, zip(tn, transitions))
         self.__dict__["_version"] += 1
         return True
+
+    def add_places(self, specs: Iterable[tuple[str, int, dict]]) -> list[str]:
+        """Add places ``(name, tokens, tags)`` in order, as :meth:`place` would one by one
+        (at once, :meth:`insert`; one by one through :meth:`place`, which reports a bad or
+        taken name, when that refuses); return their names."""
+        ps = [new_place(n, k, tg) for n, k, tg in specs]
+        if not self.insert(ps, []):
+            for p in ps:
+                self.place(p.name, p.tokens, **p.tags)
+        return [p.name for p in ps]
 
     def gate(self, name: str, kind: str, counters: Iterable, *, s: int = 0, s_lower: int = 0, r_max: int = 0,
              s_upper: int | None = None) -> Gate:

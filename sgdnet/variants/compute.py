@@ -150,7 +150,7 @@ def _chain_at_once(net: Net, model: ModelProfile, default_cv: float, i: int, sp:
     :meth:`Net.insert` (the same elements, in the same order); None, adding nothing, when a
     name is taken."""
     L = model.n_layers
-    layers = model.layers
+    fwd_d, bwd_d = _layer_durations(model, sp, default_cv)
     start = f"w{i}.start"
     places = [new_place(start, 1, {"worker": i})]
     trans = []
@@ -164,8 +164,7 @@ def _chain_at_once(net: Net, model: ModelProfile, default_cv: float, i: int, sp:
                 return None
             ins[p] = 1
         trans.append(new_transition(
-            f"w{i}.fwd{l}", duration(layers[l].forward_s / sp, model.layer_cv(l, default_cv)),
-            ins, {out: 1}, (gpu,),
+            f"w{i}.fwd{l}", fwd_d[l], ins, {out: 1}, (gpu,),
             {"worker": i, "kind": "compute", "layer": l, "phase": "fwd", "step": False}))
         prev = out
     for l in range(L - 1, -1, -1):
@@ -180,13 +179,33 @@ def _chain_at_once(net: Net, model: ModelProfile, default_cv: float, i: int, sp:
                 return None
             outs[p] = 1
         trans.append(new_transition(
-            f"w{i}.bwd{l}", duration(layers[l].backward_s / sp, model.layer_cv(l, default_cv)),
-            {prev: 1}, outs, (gpu,),
+            f"w{i}.bwd{l}", bwd_d[l], {prev: 1}, outs, (gpu,),
             {"worker": i, "kind": "compute", "layer": l, "phase": "bwd", "step": l == 0}))
         prev = nxt
     if not net.insert(places, trans):
         return None
     return Chain(i, start, [t.name for t in trans[:L]], [t.name for t in trans[:L - 1:-1]])
+
+
+_DURATIONS: dict[tuple, tuple[Any, list, list]] = {}
+
+
+def _layer_durations(model: ModelProfile, sp: float, default_cv: float) -> tuple[list, list]:
+    """Each layer's forward and backward duration at speed ``sp`` (as :func:`_chain_checked`
+    makes them), computed once per profile and speed (the workers of a net mostly share both;
+    a profile's layers are a frozen sequence, checked by identity)."""
+    key = (id(model), sp, default_cv, model.cv)
+    got = _DURATIONS.get(key)
+    if got is None or got[0] is not model.layers:
+        if len(_DURATIONS) > 256:
+            _DURATIONS.clear()
+        fwd = [duration(la.forward_s / sp, model.layer_cv(l, default_cv))
+               for l, la in enumerate(model.layers)]
+        bwd = [duration(la.backward_s / sp, model.layer_cv(l, default_cv))
+               for l, la in enumerate(model.layers)]
+        got = (model.layers, fwd, bwd)
+        _DURATIONS[key] = got
+    return got[1], got[2]
 
 
 def _chain_checked(net: Net, model: ModelProfile, default_cv: float, i: int, sp: float,
