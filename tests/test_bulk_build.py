@@ -81,5 +81,6 @@ def test_add_places_is_place_one_by_one():
     assert _elements(a) == _elements(b)
     with pytest.raises(NetError, match="'q' is already used"):
         a.add_places([("s", 0, {}), ("q", 0, {})])
-    with pytest.raises(NetError, match="must be a non-empty string"):
-        Net().add_places([("", 0, {})])
+    for bad in ("", 3, None):
+        with pytest.raises(NetError, match="must be a non-empty string"):
+            Net().add_places([(bad, 0, {})])

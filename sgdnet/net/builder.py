@@ -335,9 +335,11 @@ class Net:
         pt, tt = self.places, self.transitions
         pn = [p.name for p in places]
         tn = [t.name for t in transitions]
-        if (not all(type(n) is str and n for n in chain(pn, tn))
-                or len(set(pn)) != len(pn) or len(set(tn)) != len(tn)
-                or not pt.keys().isdisjoint(pn) or not tt.keys().isdisjoint(tn)):
+        if not set(map(type, chain(pn, tn))) <= {str}:
+            return False
+        sp, st = set(pn), set(tn)
+        if (len(sp) != len(pn) or len(st) != len(tn) or "" in sp or "" in st
+                or not pt.keys().isdisjoint(sp) or not tt.keys().isdisjoint(st)):
             return False
         dict.update(pt, zip(pn, places))
         dict.update(tt, zip(tn, transitions))
