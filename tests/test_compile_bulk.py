@@ -40,7 +40,10 @@ def _features_net() -> Net:
 
 
 def _nets() -> list[Net]:
-    out = [_features_net(), exotic_net(), ps_net()]
+    by_hand = _features_net()
+    by_hand.name = "by-hand edits"
+    by_hand.transitions["t1"].resources = ["r"]  # a list set by hand (the builder makes tuples)
+    out = [_features_net(), by_hand, exotic_net(), ps_net()]
     for v in ("allreduce", "sync-ps", "ssp", "dssp", "local-sgd", "backup"):
         out.append(get(v).build("resnet18", SMALL, "fine"))
     out.append(get("allreduce").build("resnet18", SMALL, "coarse"))

@@ -47,6 +47,7 @@ import math
 import weakref
 from collections import OrderedDict
 from itertools import chain
+from operator import methodcaller
 from typing import Any
 
 import numpy as np
@@ -75,6 +76,9 @@ def _csr(lists: list[list]) -> tuple[np.ndarray, np.ndarray]:
     return ptr, idx
 
 
+_values = methodcaller("values")
+
+
 def _arcs_csr(arcs: tuple, pidx: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(ptr, place, weight)`` of one kind of arc (``arcs[t]``: transition t's ``{place:
     weight}``), built at C speed."""
@@ -83,7 +87,7 @@ def _arcs_csr(arcs: tuple, pidx: dict) -> tuple[np.ndarray, np.ndarray, np.ndarr
     np.cumsum(np.fromiter(map(len, arcs), dtype=_I, count=n), out=ptr[1:])
     m = int(ptr[-1])
     place = np.fromiter(map(pidx.__getitem__, chain.from_iterable(arcs)), dtype=_I, count=m)
-    w = np.fromiter(chain.from_iterable(map(dict.values, arcs)), dtype=_I, count=m)
+    w = np.fromiter(chain.from_iterable(map(_values, arcs)), dtype=_I, count=m)
     return ptr, place, w
 
 
@@ -205,6 +209,7 @@ class CompiledNet:
                            t.weight) for t in T])) or [()] * 13
         (t_names, t_tags, t_in, t_out, t_inh, t_res, t_srv, t_prio, t_mod, t_dur, t_cap,
          t_gate, t_weight) = cols
+        t_res = tuple(r if type(r) is tuple else tuple(r) for r in t_res)  # a list set by hand
         self.place_names = [p.name for p in P]
         pidx = dict(zip(self.place_names, range(nP)))
         tidx = dict(zip(t_names, range(nT)))
