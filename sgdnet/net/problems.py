@@ -163,6 +163,8 @@ def _bulk_ok(net: Any, T: list, max_tokens: int) -> bool:
     for g in set(gates):
         if g is None:
             continue
+        if type(g) is not tuple or len(g) != 2:
+            return False
         gate = net.gates.get(g[0])
         if gate is None or not (isinstance(g[1], int) and 0 <= g[1] < len(gate.counters)):
             return False
