@@ -177,3 +177,28 @@ def test_valid_nets_pass_both_validations(net, monkeypatch):
     from sgdnet.net.problems import net_problems
 
     assert net_problems(net) == _element_by_element(net, monkeypatch) == []
+
+
+def test_zero_rows_is_can_be_zero_row_by_row():
+    from sgdnet.dists import Deterministic, Exponential, ShiftedExponential, Uniform
+    from sgdnet.engine.fastpath import _can_be_zero, zero_rows
+
+    dists = [Deterministic(0.0), Deterministic(1.0), Uniform(0.0, 1.0), Uniform(0.5, 1.0),
+             ShiftedExponential(0.0, 1.0), ShiftedExponential(0.1, 1.0), Exponential(1.0),
+             Gamma(1.0, 0.5), Empirical([0.0, 1.0]), Empirical([1.0, 2.0]),
+             Straggler(Deterministic(0.0), 0.1, 2.0), Straggler(Uniform(0.2, 1.0), 0.1, 2.0),
+             Straggler(Empirical([0.0, 2.0]), 0.5, 3.0), Straggler(Empirical([1.0]), 0.5, 3.0)]
+    net = Net("zeros")
+    net.place("a", 1)
+    for k, d in enumerate(dists):
+        net.transition(f"t{k}", d, inputs={"a": 1}, outputs={"a": 1})
+    cn = CompiledNet(net)
+    want = [_can_be_zero(int(cn.d_code[t]), cn.d_par[t], cn.d_pool) for t in range(len(dists))]
+    assert zero_rows(cn).tolist() == want
+    assert want == [True, False, True, False, True, False, False, False, True, False, True,
+                    False, True, False]
+    for net in _nets():
+        cn = CompiledNet(net)
+        assert zero_rows(cn).tolist() == [
+            _can_be_zero(int(cn.d_code[t]), cn.d_par[t], cn.d_pool)
+            for t in range(cn.n_transitions)]
