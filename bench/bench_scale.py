@@ -21,8 +21,13 @@ its wall seconds: on a shared machine they are the steadier of the two.
 order ``predict`` does them: build (``VariantSpec.build`` less its validation), validate
 (``Net.validate``, timed again after the build), hash (``structural_key``; skipped, 0, for nets
 above ``HASH_MAX_ELEMENTS``), compile (``CompiledNet``), kernel (``simulate`` of the compiled
-net) and summaries (``Prediction``); validate, hash and compile with the garbage collector
-paused, as ``compile_net`` runs them.
+net) and summaries (``Prediction``); from the build to the end of the simulation with the
+garbage collector paused, as ``predict`` runs them (since #15's fine 1,024-GPU round; before
+it, validate, hash and compile only, as ``compile_net`` runs them).
+
+Case ``sync-ps-16-split``: the 16 shards with ``shard_min_bytes=0``, every layer cut over all
+shards, so that the fine net carries each layer's pieces as flow groups
+(``sgdnet.variants.parameter_server._grouped``).
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ CASES = {"hierarchical": ("allreduce", {"algorithm": "hierarchical"}, {}),
                                                   "ring_form": "pipelined"}, {}),
          "hierarchical-fused": ("allreduce", {"algorithm": "hierarchical",
                                               "fuse_layers": True}, {}),
-         "sync-ps-16": ("sync-ps", {}, {"ps_shards": 16})}
+         "sync-ps-16": ("sync-ps", {}, {"ps_shards": 16}),
+         "sync-ps-16-split": ("sync-ps", {}, {"ps_shards": 16, "shard_min_bytes": 0})}
 
 
 def one(gpus: int, case: str, granularity: str, steps: int) -> dict:
@@ -98,34 +104,33 @@ def phases(gpus: int, case: str, granularity: str, steps: int) -> dict:
     spec = get(variant)
     out: dict = {"gpus": gpus, "case": case, "granularity": granularity}
     clock = time.process_time
-    t = clock()
-    net = spec.build("resnet50", cl, granularity, **opts)  # validates the net at its end
-    build = clock() - t
-    t = clock()
-    with paused_gc():  # as VariantSpec.build and compile_net do
+    with paused_gc():  # from the build to the end of the simulation, as predict does
+        t = clock()
+        net = spec.build("resnet50", cl, granularity, **opts)  # validates the net at its end
+        build = clock() - t
+        t = clock()
         net.touch().validate()
-    out["validate"] = clock() - t
-    out["build"] = build - out["validate"]
-    t = clock()
-    big = len(net.transitions) + len(net.places) > compiled.HASH_MAX_ELEMENTS
-    with paused_gc():
+        out["validate"] = clock() - t
+        out["build"] = build - out["validate"]
+        t = clock()
+        big = len(net.transitions) + len(net.places) > compiled.HASH_MAX_ELEMENTS
         key = None if big else compiled.structural_key(net)
-    out["hash"] = clock() - t
-    t = clock()
-    with paused_gc():
+        out["hash"] = clock() - t
+        t = clock()
         cn = compiled.CompiledNet(net, key or "unhashed")
-    out["compile"] = clock() - t
-    meta, n = net.meta, cl.workers
-    warmup = spec.default_warmup(cl, meta.get("options", {}))
-    t = clock()
-    res = simulate(cn, steps=steps * n, warmup=warmup * n, replications=1, parallel=False)
-    out["kernel"] = clock() - t
+        out["compile"] = clock() - t
+        meta, n = net.meta, cl.workers
+        warmup = spec.default_warmup(cl, meta.get("options", {}))
+        t = clock()
+        res = simulate(cn, steps=steps * n, warmup=warmup * n, replications=1, parallel=False)
+        out["kernel"] = clock() - t
+        out["transitions"] = len(net.transitions)
+        del net, cn
     t = clock()
     p = Prediction(spec.name, resolve_model("resnet50"), meta.get("cluster", cl), granularity,
                    meta.get("options", {}), steps, warmup, res, meta)
     out["summaries"] = clock() - t
     out["total"] = sum(out[k] for k in PHASES)
-    out["transitions"] = len(net.transitions)
     out["samples_per_s"] = float(p.samples_per_s.mean)
     return out
 

@@ -480,6 +480,14 @@ def flatten(dists: Sequence[Distribution]) -> tuple[np.ndarray, np.ndarray, np.n
         (for a Straggler over an Empirical base the pair sits in columns 3 and 4).
     """
     n = len(dists)
+    ids = list(map(id, dists))
+    first = dict(zip(ids, dists))  # each distinct object once, in order of first use
+    if len(first) < n and not any(_samples_of(d) is not None for d in first.values()):
+        # a large net shares few distribution objects: one row each, then gathered
+        codes_u, params_u, pool_u = flatten(list(first.values()))
+        pos = dict(zip(first, range(len(first))))
+        inv = np.fromiter(map(pos.__getitem__, ids), dtype=np.int64, count=n)
+        return codes_u[inv], params_u[inv], pool_u
     codes = np.zeros(n, dtype=np.int64)
     params = np.zeros((n, N_PARAMS), dtype=np.float64)
     pool: list[np.ndarray] = []
@@ -494,7 +502,7 @@ def flatten(dists: Sequence[Distribution]) -> tuple[np.ndarray, np.ndarray, np.n
         codes[i] = d.code
         row = d._params()
         params[i, : len(row)] = row
-        emp = d if isinstance(d, Empirical) else (d.base if isinstance(d, Straggler) and isinstance(d.base, Empirical) else None)
+        emp = _samples_of(d)
         if emp is None:
             seen[id(d)] = i
         else:
@@ -505,6 +513,14 @@ def flatten(dists: Sequence[Distribution]) -> tuple[np.ndarray, np.ndarray, np.n
             off += emp.samples.size
     pool_arr = np.concatenate(pool) if pool else np.zeros(1)
     return codes, params, pool_arr
+
+
+def _samples_of(d: Distribution) -> Empirical | None:
+    """The Empirical whose samples row ``d`` of :func:`flatten` points into (``d`` itself, or a
+    Straggler's base), else None."""
+    if isinstance(d, Empirical):
+        return d
+    return d.base if isinstance(d, Straggler) and isinstance(d.base, Empirical) else None
 
 
 def _base_deterministic(code: int, a: float, b: float, pool: np.ndarray) -> bool:

@@ -96,7 +96,7 @@ class Result:
         self.engine = "generic"
         with paused_gc():  # one object per transition: no gen-2 walks of the large live heap
             self.transition_names: list[str] = list(meta.transition_names)
-            self.transition_tags: list[dict] = [dict(t) for t in meta.transition_tags]
+            self.transition_tags: list[dict] = list(map(dict, meta.transition_tags))
             self.transition_resources: list[tuple] = [tuple(r) for r in meta.transition_resources]
             self.resource_names: list[str] = list(meta.resource_names)
             self.resource_tags: list[dict] = [dict(t) for t in meta.resource_tags]
@@ -104,8 +104,8 @@ class Result:
             self.gate_names: list[str] = list(meta.gate_names)
             self.gate_kinds: list[str] = list(meta.gate_kinds)
             self.place_names: list[str] = list(meta.place_names)
-            self._tidx = {n: i for i, n in enumerate(self.transition_names)}
-            self._ridx = {n: i for i, n in enumerate(self.resource_names)}
+            self._tidx = dict(zip(self.transition_names, range(len(self.transition_names))))
+            self._ridx = dict(zip(self.resource_names, range(len(self.resource_names))))
         self._raws = list(raws)
         self._wgroups: tuple[dict, np.ndarray] | None = None  # see _worker_groups
         self._rep_groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # see _steps_of_group
@@ -118,7 +118,7 @@ class Result:
         self._busy = np.array([r.busy for r in raws], dtype=float).reshape(R, NR)
         self._wait_sum = np.array([r.wait_sum for r in raws], dtype=float).reshape(R, NR)
         self._wait_n = np.array([r.wait_n for r in raws], dtype=np.int64).reshape(R, NR)
-        self._pidx = {n: i for i, n in enumerate(self.place_names)}
+        self._pidx = dict(zip(self.place_names, range(len(self.place_names))))
         P = len(self.place_names)
         self._token_time = _stack(raws, "token_time", (R, P), float)
         self._sojourn_sum = _stack(raws, "sojourn_sum", (R, NR), float)

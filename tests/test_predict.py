@@ -209,3 +209,28 @@ def test_scaling_refuses_fixed_speeds_and_bad_worker_lists():
         sgdnet.scaling("allreduce", TOY, Cluster(workers=2, speeds=[1, 1]), workers=[1, 2])
     with pytest.raises(ClusterError, match="workers="):
         sgdnet.scaling("allreduce", TOY, Cluster(), workers=[0, 2])
+
+
+def test_predict_pauses_the_collector_only_while_it_runs():
+    # predict_net pauses the cyclic GC from the build to the end of the simulation (#15):
+    # the collector is on again afterwards, after a failure too, and off stays off
+    import gc
+
+    cl = Cluster(workers=2)
+    seen = []
+    assert gc.isenabled()
+    p = sgdnet.predict("allreduce", "resnet18", cl, granularity="coarse", steps=3, replications=1,
+                parallel=False)
+    assert p.samples_per_s.mean > 0 and gc.isenabled()
+    with pytest.raises(VariantError):
+        sgdnet.predict("allreduce", "resnet18", cl, granularity="coarse", steps=3, replications=1,
+                parallel=False, algorithm="nope")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        sgdnet.predict("allreduce", "resnet18", cl, granularity="coarse", steps=3, replications=1,
+                parallel=False)
+        seen.append(gc.isenabled())
+    finally:
+        gc.enable()
+    assert seen == [False]

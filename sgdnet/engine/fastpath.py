@@ -111,6 +111,20 @@ def _can_be_zero(code: int, par: np.ndarray, pool: np.ndarray) -> bool:
     return False
 
 
+def zero_rows(cn: CompiledNet) -> np.ndarray:
+    """Per transition: :func:`_can_be_zero` of its duration row (in bulk; rows with samples
+    one by one)."""
+    T = cn.n_transitions
+    code, par = cn.d_code[:T], cn.d_par[:T]
+    strag = code == CODE_STRAG
+    base = np.where(strag, par[:, 2].astype(np.int64) if T else code, code)
+    a = np.where(strag, par[:, 3], par[:, 0]) if T else np.zeros(0)
+    out = np.isin(base, (CODE_DET, CODE_UNIF, CODE_SHEXP)) & (a == 0.0)
+    for t in np.flatnonzero(base == CODE_EMP):
+        out[t] = _can_be_zero(int(code[t]), par[t], cn.d_pool)
+    return out
+
+
 def _topo(n: int, arcs: list[tuple[int, int]]) -> list[int] | None:
     """Kahn's order (ties by index), or None if the arcs have a cycle."""
     import heapq
@@ -138,9 +152,8 @@ def _analyse(cn: CompiledNet) -> tuple[FastPlan | None, list[str]]:
     names = cn.transition_names
     why: list[str] = []
     if int(cn.qres_ptr[-1]) or int(cn.psres_ptr[-1]):
-        held = [names[t] for t in range(T)
-                if cn.qres_ptr[t + 1] > cn.qres_ptr[t] or cn.psres_ptr[t + 1] > cn.psres_ptr[t]]
-        why.append(f"transitions hold resources (e.g. {held[0]!r})")
+        held = np.flatnonzero((np.diff(cn.qres_ptr) > 0) | (np.diff(cn.psres_ptr) > 0))
+        why.append(f"transitions hold resources (e.g. {names[int(held[0])]!r})")
     if int(cn.inh_ptr[-1]):
         why.append("the net has inhibitor arcs")
     if (cn.guard >= 0).any():
@@ -171,7 +184,7 @@ def _analyse(cn: CompiledNet) -> tuple[FastPlan | None, list[str]]:
                        " and a random duration (firings could overtake one another)")
             break
     arcs0, arcsz = [], []
-    zero = [_can_be_zero(int(cn.d_code[t]), cn.d_par[t], cn.d_pool) for t in range(T)]
+    zero = zero_rows(cn).tolist()
     for t in range(T):
         if zero[t] and cn.in_ptr[t + 1] == cn.in_ptr[t]:
             why.append(f"transition {names[t]!r} has no input place and can take zero time")

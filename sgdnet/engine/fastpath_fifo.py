@@ -56,7 +56,7 @@ from ..dists import CODE_EXP, CODE_LOGN
 from ..net.compiled import DISC_CODES, CompiledNet
 from ..results import RawReplication
 from . import fifo_record
-from .fastpath import _STREAM_XOR, _can_be_zero, _lanes_done, _topo, _xo, _zig, fixed_durations
+from .fastpath import _STREAM_XOR, _lanes_done, _topo, _xo, _zig, fixed_durations, zero_rows
 from .fastrun import POLL_WORK, run_lanes
 from .fifo_record import Acc, replication
 from .kernel import sample, seed_state
@@ -115,10 +115,9 @@ def _analyse(cn: CompiledNet) -> tuple[FifoPlan | None, list[str]]:
             break
     if (np.diff(cn.in_ptr) == 0).any():
         why.append(f"transition {names[int(np.argmax(np.diff(cn.in_ptr) == 0))]!r} has no input place")
-    for t in range(T):
-        if _can_be_zero(int(cn.d_code[t]), cn.d_par[t], cn.d_pool):
-            why.append(f"transition {names[t]!r} can take zero time")
-            break
+    zero = np.flatnonzero(zero_rows(cn))
+    if zero.size:
+        why.append(f"transition {names[int(zero[0])]!r} can take zero time")
     if why:
         return None, why
     ncons = np.bincount(cn.in_place, minlength=P)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from itertools import chain
 from typing import Any
 
 from ..dists import Distribution, as_distribution
@@ -30,6 +31,8 @@ from .elements import (  # noqa: F401 - the element types and kinds are re-expor
     _names,
     _new,
     _TrackedDict,
+    new_place,
+    new_transition,
 )
 from .problems import net_problems
 
@@ -319,6 +322,39 @@ class Net:
         )
         self._add(self.transitions, name, t)
         return t
+
+    def insert(self, places: list[Place], transitions: list[Transition]) -> bool:
+        """Add prepared places and transitions at once (the builders' fast path).
+
+        The elements come from :func:`~sgdnet.net.elements.new_place` /
+        :func:`~sgdnet.net.elements.new_transition` (or are otherwise well formed: names and
+        weights are not checked here; :meth:`validate` checks the net as a whole). Inserts
+        nothing and returns False when a name is already used or repeated, so that the caller
+        can go the checked way (:meth:`place`, :meth:`transition`), which reports it.
+        """
+        pt, tt = self.places, self.transitions
+        pn = [p.name for p in places]
+        tn = [t.name for t in transitions]
+        if not set(map(type, chain(pn, tn))) <= {str}:
+            return False
+        sp, st = set(pn), set(tn)
+        if (len(sp) != len(pn) or len(st) != len(tn) or "" in sp or "" in st
+                or not pt.keys().isdisjoint(sp) or not tt.keys().isdisjoint(st)):
+            return False
+        dict.update(pt, zip(pn, places))
+        dict.update(tt, zip(tn, transitions))
+        self.__dict__["_version"] += 1
+        return True
+
+    def add_places(self, specs: Iterable[tuple[str, int, dict]]) -> list[str]:
+        """Add places ``(name, tokens, tags)`` in order, as :meth:`place` would one by one
+        (at once, :meth:`insert`; one by one through :meth:`place`, which reports a bad or
+        taken name, when that refuses); return their names."""
+        ps = [new_place(n, k, tg) for n, k, tg in specs]
+        if not self.insert(ps, []):
+            for p in ps:
+                self.place(p.name, p.tokens, **p.tags)
+        return [p.name for p in ps]
 
     def gate(self, name: str, kind: str, counters: Iterable, *, s: int = 0, s_lower: int = 0, r_max: int = 0,
              s_upper: int | None = None) -> Gate:

@@ -47,6 +47,7 @@ import math
 import weakref
 from collections import OrderedDict
 from itertools import chain
+from operator import methodcaller
 from typing import Any
 
 import numpy as np
@@ -73,6 +74,37 @@ def _csr(lists: list[list]) -> tuple[np.ndarray, np.ndarray]:
     np.cumsum(np.fromiter(map(len, lists), dtype=_I, count=n), out=ptr[1:])
     idx = np.fromiter(chain.from_iterable(lists), dtype=_I, count=int(ptr[-1]))
     return ptr, idx
+
+
+_values = methodcaller("values")
+
+
+def _arcs_csr(arcs: tuple, pidx: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(ptr, place, weight)`` of one kind of arc (``arcs[t]``: transition t's ``{place:
+    weight}``), built at C speed."""
+    n = len(arcs)
+    ptr = np.zeros(n + 1, dtype=_I)
+    np.cumsum(np.fromiter(map(len, arcs), dtype=_I, count=n), out=ptr[1:])
+    m = int(ptr[-1])
+    place = np.fromiter(map(pidx.__getitem__, chain.from_iterable(arcs)), dtype=_I, count=m)
+    w = np.fromiter(chain.from_iterable(map(_values, arcs)), dtype=_I, count=m)
+    return ptr, place, w
+
+
+def _readers(n_places: int, in_ptr: np.ndarray, in_place: np.ndarray, inh_ptr: np.ndarray,
+             inh_place: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR place -> the transitions that read it (consumers and inhibited transitions), each
+    once, in increasing order."""
+    nT = len(in_ptr) - 1
+    tr = np.concatenate([np.repeat(np.arange(nT, dtype=_I), np.diff(in_ptr)),
+                         np.repeat(np.arange(nT, dtype=_I), np.diff(inh_ptr))])
+    pl = np.concatenate([in_place, inh_place])
+    key = np.sort(pl * max(nT, 1) + tr)  # by place, then transition
+    if key.size:
+        key = key[np.concatenate(([True], key[1:] != key[:-1]))]  # each pair once
+    ptr = np.zeros(n_places + 1, dtype=_I)
+    np.cumsum(np.bincount(key // max(nT, 1), minlength=n_places), out=ptr[1:])
+    return ptr, (key % max(nT, 1)).astype(_I)
 
 
 def _dist_key(d: Distribution):
@@ -169,17 +201,25 @@ class CompiledNet:
         self.name = net.name
         P, T = list(net.places.values()), list(net.transitions.values())
         Rs, Gs, Ms = list(net.resources.values()), list(net.gates.values()), list(net.modulators.values())
-        pidx = {p.name: i for i, p in enumerate(P)}
-        tidx = {t.name: i for i, t in enumerate(T)}
+        nT, nP, nR = len(T), len(P), len(Rs)
+        # one pass over the transitions for every field read below: a large net's elements
+        # are scattered over memory, so each pass over them costs mostly cache misses
+        cols = list(zip(*[(t.name, t.tags, t.inputs, t.outputs, t.inhibitors, t.resources,
+                           t.servers, t.priority, t.modulator, t.duration, t.flow_cap, t.gate,
+                           t.weight) for t in T])) or [()] * 13
+        (t_names, t_tags, t_in, t_out, t_inh, t_res, t_srv, t_prio, t_mod, t_dur, t_cap,
+         t_gate, t_weight) = cols
+        t_res = tuple(r if type(r) is tuple else tuple(r) for r in t_res)  # a list set by hand
+        self.place_names = [p.name for p in P]
+        pidx = dict(zip(self.place_names, range(nP)))
+        tidx = dict(zip(t_names, range(nT)))
         ridx = {r.name: i for i, r in enumerate(Rs)}
         gidx = {g.name: i for i, g in enumerate(Gs)}
         midx = {m.name: i for i, m in enumerate(Ms)}
-        nT = len(T)
 
-        self.place_names = [p.name for p in P]
-        self.transition_names = [t.name for t in T]
-        self.transition_tags = [dict(t.tags) for t in T]
-        self.transition_resources = [tuple(t.resources) for t in T]
+        self.transition_names = list(t_names)
+        self.transition_tags = list(map(dict, t_tags))
+        self.transition_resources = list(map(tuple, t_res))
         self.resource_names = [r.name for r in Rs]
         self.resource_tags = [dict(r.tags) for r in Rs]
         self.resource_capacity = [int(r.capacity) for r in Rs]
@@ -188,61 +228,57 @@ class CompiledNet:
         self.gate_kinds = [g.kind for g in Gs]
         self.gate_members = [len(g.counters) for g in Gs]
         self.modulator_names = [m.name for m in Ms]
-        self.step_transitions = [i for i, t in enumerate(T) if t.is_step]
-        self.no_input_inf = [t.name for t in T if not t.inputs and t.servers == math.inf]
+        step = [bool(tg.get("step", False)) for tg in t_tags]
+        self.step_transitions = [i for i, s in enumerate(step) if s]
+        self.no_input_inf = [t_names[i] for i in range(nT) if not t_in[i] and t_srv[i] == math.inf]
 
         self.m0 = np.array([p.tokens for p in P], dtype=_I)
-        dep: list[list[int]] = [[] for _ in P]
-        for i, t in enumerate(T):
-            for p in list(t.inputs) + list(t.inhibitors):
-                if not dep[pidx[p]] or dep[pidx[p]][-1] != i:
-                    dep[pidx[p]].append(i)
-        self.dep_ptr, self.dep_trans = _csr(dep)
-
-        self.in_ptr, self.in_place = _csr([[pidx[p] for p in t.inputs] for t in T])
-        self.in_w = np.array([w for t in T for w in t.inputs.values()], dtype=_I)
-        self.out_ptr, self.out_place = _csr([[pidx[p] for p in t.outputs] for t in T])
-        self.out_w = np.array([w for t in T for w in t.outputs.values()], dtype=_I)
-        self.inh_ptr, self.inh_place = _csr([[pidx[p] for p in t.inhibitors] for t in T])
-        self.inh_thr = np.array([w for t in T for w in t.inhibitors.values()], dtype=_I)
+        self.in_ptr, self.in_place, self.in_w = _arcs_csr(t_in, pidx)
+        self.out_ptr, self.out_place, self.out_w = _arcs_csr(t_out, pidx)
+        self.inh_ptr, self.inh_place, self.inh_thr = _arcs_csr(t_inh, pidx)
+        self.dep_ptr, self.dep_trans = _readers(nP, self.in_ptr, self.in_place, self.inh_ptr,
+                                                self.inh_place)
 
         self.r_cap = np.array(self.resource_capacity, dtype=_I)
         self.r_disc = np.array([DISC_CODES[r.discipline] for r in Rs], dtype=_I)
         ps_list = [i for i, r in enumerate(Rs) if r.discipline in _SHARED]
-        self.r_ps = np.full(len(Rs), -1, dtype=_I)
+        self.r_ps = np.full(nR, -1, dtype=_I)
         for k, i in enumerate(ps_list):
             self.r_ps[i] = k
-        users = np.zeros(len(Rs), dtype=_I)
-        for t in T:
-            for r in t.resources:
-                users[ridx[r]] += 1
-        self.r_users = users
-        self.rq_base = np.zeros(len(Rs) + 1, dtype=_I)
-        self.rq_base[1:] = np.cumsum(users)
-        self.qres_ptr, self.qres_idx = _csr(
-            [[ridx[r] for r in t.resources if net.resources[r].discipline not in _SHARED] for t in T])
-        self.psres_ptr, self.psres_idx = _csr(
-            [[ridx[r] for r in t.resources if net.resources[r].discipline in _SHARED] for t in T])
+        # a transition's resources, split once per distinct resource tuple (few of them)
+        split: dict[tuple, tuple[list[int], list[int], bool]] = {}
+        for rt in set(t_res):
+            ix = [ridx[r] for r in rt]
+            split[rt] = ([i for i in ix if Rs[i].discipline not in _SHARED],
+                         [i for i in ix if Rs[i].discipline in _SHARED],
+                         any(Rs[i].discipline == "priority" for i in ix))
+        parts = [split[rt] for rt in t_res]
+        res_flat = np.fromiter(map(ridx.__getitem__, chain.from_iterable(t_res)), dtype=_I,
+                               count=sum(map(len, t_res)))
+        self.r_users = np.bincount(res_flat, minlength=nR).astype(_I)
+        self.rq_base = np.zeros(nR + 1, dtype=_I)
+        self.rq_base[1:] = np.cumsum(self.r_users)
+        self.qres_ptr, self.qres_idx = _csr([q for q, _, _ in parts])
+        self.psres_ptr, self.psres_idx = _csr([s for _, s, _ in parts])
         self.r_bw = np.array([float(r.bandwidth) if r.discipline == "flow" else 0.0 for r in Rs], dtype=_F)
         effs = [list(r.efficiency) if r.discipline == "flow" else [] for r in Rs]
         self.re_ptr, _ = _csr([[0] * len(e) for e in effs])
         self.re_val = np.array([e for lst in effs for e in lst], dtype=_F)
-        self.fl_cap = np.array([float(t.flow_cap) for t in T], dtype=_F)
+        self.fl_cap = np.array(t_cap, dtype=_F).reshape(nT)
 
-        self.servers = np.array([INF_SERVERS if t.servers == math.inf else int(t.servers) for t in T], dtype=_I)
-        self.priority = np.array([t.priority for t in T], dtype=_I)
-        self.prio_class = np.array(
-            [t.priority if any(net.resources[r].discipline == "priority" for r in t.resources) else 0 for t in T],
-            dtype=_I)
-        order = sorted(range(nT), key=lambda i: (T[i].priority, i))
-        self.rank = np.zeros(nT, dtype=_I)
-        for k, i in enumerate(order):
-            self.rank[i] = k
-        self.is_step = np.array([1 if t.is_step else 0 for t in T], dtype=_I)
-        self.worker = np.array([_int_tag(t.tags.get("worker")) for t in T], dtype=_I)
-        self.mod_of = np.array([-1 if t.modulator is None else midx[t.modulator] for t in T], dtype=_I)
+        self.servers = np.array([s if type(s) is int else (INF_SERVERS if s == math.inf else int(s))
+                                 for s in t_srv], dtype=_I).reshape(nT)
+        self.priority = np.array(t_prio, dtype=_I).reshape(nT)
+        self.prio_class = np.where(np.array([pr for _, _, pr in parts], dtype=bool).reshape(nT),
+                                   self.priority, 0).astype(_I)
+        self.rank = np.zeros(nT, dtype=_I)  # position in the (priority, index) order
+        self.rank[np.argsort(self.priority, kind="stable")] = np.arange(nT, dtype=_I)
+        self.is_step = np.array(step, dtype=_I).reshape(nT)
+        self.worker = np.array([v if type(v) is int and v >= 0 else _int_tag(v)
+                                for v in (tg.get("worker") for tg in t_tags)], dtype=_I).reshape(nT)
+        self.mod_of = np.array([-1 if m is None else midx[m] for m in t_mod], dtype=_I).reshape(nT)
 
-        dists = [t.duration for t in T] + [
+        dists = [*t_dur] + [
             m.multiplier if m.kind == "iid" and m.multiplier is not None else _unit() for m in Ms]
         self.d_code, self.d_par, self.d_pool = flatten(dists)
         self.d_code = self.d_code.astype(_I)
@@ -265,10 +301,10 @@ class CompiledNet:
         self.guard = np.full(nT, -1, dtype=_I)
         gg: list[list[int]] = [[] for _ in Gs]
         mg: list[list[int]] = [[] for _ in range(nm)]
-        for i, t in enumerate(T):
-            if t.gate is not None:
-                gi = gidx[t.gate[0]]
-                k = int(self.g_ptr[gi]) + int(t.gate[1])
+        for i, tg in enumerate(t_gate):
+            if tg is not None:
+                gi = gidx[tg[0]]
+                k = int(self.g_ptr[gi]) + int(tg[1])
                 self.guard[i] = k
                 gg[gi].append(i)
                 mg[k].append(i)
@@ -286,9 +322,10 @@ class CompiledNet:
         self.rs_ptr, self.rs_mod = _csr(rs)
 
         # random switches
-        self.sw_w = np.array([0.0 if t.weight is None else float(t.weight) for t in T], dtype=_F)
+        self.sw_w = np.array([0.0 if w is None else float(w) for w in t_weight], dtype=_F).reshape(nT)
         self.sw_prio = self.priority.copy()
-        self.sw_res = np.array(sorted({ridx[r] for t in T if t.weight is not None for r in t.resources
+        self.sw_res = np.array(sorted({ridx[r] for w, rt in zip(t_weight, t_res) if w is not None
+                                       for r in rt
                                        if net.resources[r].discipline not in _SHARED}), dtype=_I)
         #: True when some transitions are random switches (weighted; see Transition.weight)
         self.weighted = bool((self.sw_w > 0).sum() >= 2)

@@ -13,7 +13,7 @@ from ..dists import Distribution
 from ..errors import NetError
 
 __all__ = ["Place", "Resource", "Transition", "Gate", "Modulator", "DISCIPLINES", "GATE_KINDS",
-           "MODULATOR_KINDS"]
+           "MODULATOR_KINDS", "new_place", "new_transition"]
 
 DISCIPLINES = ("fifo", "priority", "ps", "flow")
 GATE_KINDS = ("lag", "dynamic_lag")
@@ -80,6 +80,26 @@ def _new(cls, **fields):
     builder's path: no tracked assignment per field, which would cost more than the rest)."""
     obj = object.__new__(cls)
     obj.__dict__.update(fields)
+    return obj
+
+
+def new_place(name: str, tokens: int, tags: dict) -> Place:
+    """A place as :meth:`Net.place` makes it (``tags`` taken over), for :meth:`Net.insert`."""
+    obj = object.__new__(Place)
+    obj.__dict__.update(name=name, tokens=tokens, tags=_TrackedDict(tags))
+    return obj
+
+
+def new_transition(name: str, duration: Distribution, inputs: dict[str, int],
+                   outputs: dict[str, int], resources: tuple[str, ...], tags: dict) -> Transition:
+    """A transition as :meth:`Net.transition` makes it from a distribution, ``{place name:
+    weight}`` arcs, resource names and tags (all taken over; one server, priority 0, no
+    inhibitors, modulator, gate, cap or weight), for :meth:`Net.insert`."""
+    obj = object.__new__(Transition)
+    obj.__dict__.update(name=name, duration=duration, inputs=_TrackedDict(inputs),
+                        outputs=_TrackedDict(outputs), inhibitors=_TrackedDict(),
+                        resources=resources, servers=1, priority=0, tags=_TrackedDict(tags),
+                        modulator=None, gate=None, flow_cap=math.inf, weight=None)
     return obj
 
 

@@ -4,6 +4,7 @@ its fix (``Net.problems()`` / ``Net.validate()``)."""
 from __future__ import annotations
 
 import math
+from itertools import chain
 from typing import Any
 
 from ..limits import limit
@@ -18,13 +19,8 @@ def net_problems(net: Any) -> list[str]:
     max_tokens = limit("max_tokens")
     if not net.transitions:
         P.append("the net has no transitions; add at least one with net.transition(...)")
-    for p in net.places.values():
-        if isinstance(p.tokens, bool) or not isinstance(p.tokens, int) or p.tokens < 0:
-            P.append(f"place {p.name!r}: tokens={p.tokens!r} must be an integer >= 0")
-        elif p.tokens > max_tokens:
-            P.append(f"place {p.name!r}: tokens={p.tokens!r} exceeds the limit {max_tokens:,} "
-                     "(max_tokens: markings are 64-bit integers; raise it with "
-                     "SGDNET_MAX_TOKENS=N)")
+    if not _tokens_ok(net.places.values(), max_tokens):
+        _place_problems(net, P, max_tokens)
     used_res: set[str] = set()
     for r in net.resources.values():
         if isinstance(r.capacity, bool) or not isinstance(r.capacity, int) or r.capacity < 1:
@@ -44,7 +40,141 @@ def net_problems(net: Any) -> list[str]:
                 if not (isinstance(e, (int, float)) and 0 < e <= 1):
                     P.append(f"link {r.name!r}: efficiency {e!r} must be in (0, 1]")
                     break
-    for t in net.transitions.values():
+    T = list(net.transitions.values())
+    if _transitions_ok(net, T, max_tokens):
+        used_res.update(chain.from_iterable({t.resources for t in T}))
+    else:
+        _transition_problems(net, T, P, used_res, max_tokens)
+    for r in net.resources:
+        if r not in used_res and net.resources[r].discipline != "flow":  # an idle link is fine
+            P.append(f"resource {r!r} is held by no transition; remove it or add it to a transition's resources")
+    for g in net.gates.values():
+        where = f"gate {g.name!r}"
+        if g.kind not in GATE_KINDS:
+            P.append(f"{where}: kind={g.kind!r} is unknown; use one of {list(GATE_KINDS)}")
+        if len(g.counters) < 1:
+            P.append(f"{where} has no counters; give one counter transition per member")
+        for c in g.counters:
+            if c not in net.transitions:
+                P.append(f"{where}: counter transition {c!r} does not exist")
+        for k in ("s", "s_lower", "r_max"):
+            v = getattr(g, k)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                P.append(f"{where}: {k}={v!r} must be an integer >= 0")
+        su = g.s_upper
+        if su is not None and (isinstance(su, bool) or not isinstance(su, int) or not
+                               (isinstance(g.s_lower, int) and su >= g.s_lower)):
+            P.append(f"{where}: s_upper={su!r} must be None (no cap) or an integer >= "
+                     f"s_lower={g.s_lower!r}")
+        if not any(t.gate is not None and t.gate[0] == g.name for t in net.transitions.values()):
+            P.append(f"{where} guards no transition; pass gate=({g.name!r}, i) to the guarded transitions")
+    for m in net.modulators.values():
+        where = f"modulator {m.name!r}"
+        if m.kind == "iid":
+            for t in m.resample_on:
+                if t not in net.transitions:
+                    P.append(f"{where}: resample_on transition {t!r} does not exist")
+            if not m.resample_on:
+                P.append(f"{where}: resample_on is empty, so its value would never change; use a constant factor instead")
+        elif m.kind == "markov":
+            if not (isinstance(m.slow_factor, (int, float)) and math.isfinite(m.slow_factor) and m.slow_factor > 0):
+                P.append(f"{where}: slow_factor={m.slow_factor!r} must be a finite number > 0")
+            for k in ("mean_fast", "mean_slow"):
+                if not getattr(m, k) > 0:
+                    P.append(f"{where}: {k}={getattr(m, k)!r} must be > 0 seconds")
+        else:
+            P.append(f"{where}: kind={m.kind!r} is unknown; use one of {list(MODULATOR_KINDS)}")
+    return P
+
+
+def _place_problems(net: Any, P: list[str], max_tokens: int) -> None:
+    """Append the problems of ``net``'s places to ``P``."""
+    for p in net.places.values():
+        if isinstance(p.tokens, bool) or not isinstance(p.tokens, int) or p.tokens < 0:
+            P.append(f"place {p.name!r}: tokens={p.tokens!r} must be an integer >= 0")
+        elif p.tokens > max_tokens:
+            P.append(f"place {p.name!r}: tokens={p.tokens!r} exceeds the limit {max_tokens:,} "
+                     "(max_tokens: markings are 64-bit integers; raise it with "
+                     "SGDNET_MAX_TOKENS=N)")
+
+
+def _tokens_ok(places: Any, max_tokens: int) -> bool:
+    """Whether every place's tokens are an ``int`` in ``0..max_tokens`` (in bulk)."""
+    toks = [p.tokens for p in places]
+    return not toks or (set(map(type, toks)) == {int} and min(toks) >= 0
+                        and max(toks) <= max_tokens)
+
+
+def _ints_in(values: list, lo: int, hi: int) -> bool:
+    """Whether every value is an ``int`` (not a bool) in ``lo..hi``."""
+    return not values or (set(map(type, values)) == {int} and min(values) >= lo
+                          and max(values) <= hi)
+
+
+def _transitions_ok(net: Any, T: list, max_tokens: int) -> bool:
+    """Whether :func:`_transition_problems` would find nothing, checked in bulk (one read of
+    every transition, then set and min / max operations): the fast path of a valid net. False
+    may be wrong (an odd but valid value, e.g. a numpy integer weight), True never is."""
+    try:
+        return _bulk_ok(net, T, max_tokens)
+    except TypeError:  # an unhashable or otherwise odd value: the element by element checks
+        return False
+
+
+def _bulk_ok(net: Any, T: list, max_tokens: int) -> bool:
+    if not T:
+        return True
+    (ins, outs, inhs, res, caps, servers, prios, weights, mods, gates) = zip(*[
+        (t.inputs, t.outputs, t.inhibitors, t.resources, t.flow_cap, t.servers, t.priority,
+         t.weight, t.modulator, t.gate) for t in T])
+    places = net.places
+    for arcs in (ins, outs, inhs):
+        if not all(map(places.__contains__, chain.from_iterable(arcs))):
+            return False
+        if not _ints_in(list(chain.from_iterable(map(dict.values, arcs))), 1, max_tokens):
+            return False
+    if not all(map(bool, ins)) and any(not i and not h for i, h in zip(ins, inhs)):
+        return False
+    resources = net.resources
+    flow: dict[tuple, bool] = {}
+    for rt in set(res):
+        if not all(r in resources for r in rt) or len(set(rt)) != len(rt):
+            return False
+        discs = {resources[r].discipline for r in rt}
+        if "flow" in discs and "ps" in discs:
+            return False
+        flow[rt] = "flow" in discs
+    if not set(map(type, caps)) <= {float, int} or not all(c > 0 for c in caps):  # nan: not > 0
+        return False
+    if any(c != math.inf and not flow[r] for c, r in zip(caps, res) if c != math.inf):
+        return False
+    finite = [s for s in servers if s != math.inf]
+    if not _ints_in(finite, 1, max_tokens):
+        return False
+    if not _ints_in(list(prios), -2**62, 2**62 - 1):
+        return False
+    if set(weights) != {None}:
+        for w in weights:
+            if w is not None and (isinstance(w, bool) or not isinstance(w, (int, float))
+                                  or not (math.isfinite(w) and w > 0)):
+                return False
+    if not {m for m in mods if m is not None} <= net.modulators.keys():
+        return False
+    for g in set(gates):
+        if g is None:
+            continue
+        if type(g) is not tuple or len(g) != 2:
+            return False
+        gate = net.gates.get(g[0])
+        if gate is None or not (isinstance(g[1], int) and 0 <= g[1] < len(gate.counters)):
+            return False
+    return True
+
+
+def _transition_problems(net: Any, T: list, P: list[str], used_res: set[str],
+                         max_tokens: int) -> None:
+    """Append the problems of the transitions ``T`` to ``P``, their resources to ``used_res``."""
+    for t in T:
         where = f"transition {t.name!r}"
         for kind, arcs in (("input", t.inputs), ("output", t.outputs), ("inhibitor", t.inhibitors)):
             for p, w in arcs.items():
@@ -95,43 +225,3 @@ def net_problems(net: Any) -> list[str]:
                 P.append(f"{where}: gate {gname!r} does not exist; known: {sorted(net.gates)}")
             elif not (isinstance(member, int) and 0 <= member < len(g.counters)):
                 P.append(f"{where}: gate member {member!r} is out of range 0..{len(g.counters) - 1} of gate {gname!r}")
-    for r in net.resources:
-        if r not in used_res and net.resources[r].discipline != "flow":  # an idle link is fine
-            P.append(f"resource {r!r} is held by no transition; remove it or add it to a transition's resources")
-    for g in net.gates.values():
-        where = f"gate {g.name!r}"
-        if g.kind not in GATE_KINDS:
-            P.append(f"{where}: kind={g.kind!r} is unknown; use one of {list(GATE_KINDS)}")
-        if len(g.counters) < 1:
-            P.append(f"{where} has no counters; give one counter transition per member")
-        for c in g.counters:
-            if c not in net.transitions:
-                P.append(f"{where}: counter transition {c!r} does not exist")
-        for k in ("s", "s_lower", "r_max"):
-            v = getattr(g, k)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                P.append(f"{where}: {k}={v!r} must be an integer >= 0")
-        su = g.s_upper
-        if su is not None and (isinstance(su, bool) or not isinstance(su, int) or not
-                               (isinstance(g.s_lower, int) and su >= g.s_lower)):
-            P.append(f"{where}: s_upper={su!r} must be None (no cap) or an integer >= "
-                     f"s_lower={g.s_lower!r}")
-        if not any(t.gate is not None and t.gate[0] == g.name for t in net.transitions.values()):
-            P.append(f"{where} guards no transition; pass gate=({g.name!r}, i) to the guarded transitions")
-    for m in net.modulators.values():
-        where = f"modulator {m.name!r}"
-        if m.kind == "iid":
-            for t in m.resample_on:
-                if t not in net.transitions:
-                    P.append(f"{where}: resample_on transition {t!r} does not exist")
-            if not m.resample_on:
-                P.append(f"{where}: resample_on is empty, so its value would never change; use a constant factor instead")
-        elif m.kind == "markov":
-            if not (isinstance(m.slow_factor, (int, float)) and math.isfinite(m.slow_factor) and m.slow_factor > 0):
-                P.append(f"{where}: slow_factor={m.slow_factor!r} must be a finite number > 0")
-            for k in ("mean_fast", "mean_slow"):
-                if not getattr(m, k) > 0:
-                    P.append(f"{where}: {k}={getattr(m, k)!r} must be > 0 seconds")
-        else:
-            P.append(f"{where}: kind={m.kind!r} is unknown; use one of {list(MODULATOR_KINDS)}")
-    return P

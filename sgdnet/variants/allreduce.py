@@ -191,10 +191,12 @@ def build_fine(model: ModelProfile, cluster: Cluster, *, algorithm: str, bucket_
     L = prof.n_layers
     sizes = [math.fsum(prof.layers[la].grad_bytes for la in b) for b in buckets]
     B = len(buckets)
-    param = {(i, l): net.place(f"w{i}.l{l}.param", 1, worker=i, layer=l).name
-             for i in range(n) for l in range(L)}
-    grad = {(i, b): net.place(f"w{i}.b{b}.grad", worker=i, bucket=b).name
-            for i in range(n) for b in range(B)}
+    keys = [(i, l) for i in range(n) for l in range(L)]
+    param = dict(zip(keys, net.add_places((f"w{i}.l{l}.param", 1, {"worker": i, "layer": l})
+                                          for i, l in keys)))
+    keys = [(i, b) for i in range(n) for b in range(B)]
+    grad = dict(zip(keys, net.add_places((f"w{i}.b{b}.grad", 0, {"worker": i, "bucket": b})
+                                         for i, b in keys)))
     # one collective at a time, in bucket order: sequence place b enables bucket b's begin
     seq = [net.place(f"ar.seq{b}", 1 if b == 0 else 0).name for b in range(B)]
     chains = []

@@ -37,6 +37,7 @@ from typing import Any
 
 from ..errors import VariantError
 from ..net import Net
+from ..net.elements import new_place, new_transition
 from ..workload import Cluster, ModelProfile
 from .durations import duration
 from .fabric import Fabric
@@ -135,6 +136,82 @@ def compute_chain(
     bwd_outputs = bwd_outputs or {}
     sp = cluster.speed(i)
     gpu = fabric.gpu(i)
+    ch = _chain_at_once(net, model, cluster.compute_cv, i, sp, gpu, fwd_inputs, bwd_outputs)
+    if ch is None:
+        ch = _chain_checked(net, model, cluster.compute_cv, i, sp, gpu, fwd_inputs, bwd_outputs)
+    apply_straggler(net, cluster, i, ch.fwd[0], ch.all)
+    return ch
+
+
+def _chain_at_once(net: Net, model: ModelProfile, default_cv: float, i: int, sp: float,
+                   gpu: str, fwd_inputs: Mapping[int, Sequence[str]],
+                   bwd_outputs: Mapping[int, Sequence[str]]) -> Chain | None:
+    """:func:`_chain_checked`'s places and transitions made directly and added with one
+    :meth:`Net.insert` (the same elements, in the same order); None, adding nothing, when a
+    name is taken."""
+    L = model.n_layers
+    fwd_d, bwd_d = _layer_durations(model, sp, default_cv)
+    start = f"w{i}.start"
+    places = [new_place(start, 1, {"worker": i})]
+    trans = []
+    prev = start
+    for l in range(L):
+        out = f"w{i}.f{l}.done"
+        places.append(new_place(out, 0, {"worker": i}))
+        ins = {prev: 1}
+        for p in fwd_inputs.get(l, ()):
+            if type(p) is not str:  # a node, not a name: the checked way resolves it
+                return None
+            ins[p] = 1
+        trans.append(new_transition(
+            f"w{i}.fwd{l}", fwd_d[l], ins, {out: 1}, (gpu,),
+            {"worker": i, "kind": "compute", "layer": l, "phase": "fwd", "step": False}))
+        prev = out
+    for l in range(L - 1, -1, -1):
+        if l == 0:
+            nxt = start
+        else:
+            nxt = f"w{i}.b{l}.done"
+            places.append(new_place(nxt, 0, {"worker": i}))
+        outs = {nxt: 1}
+        for p in bwd_outputs.get(l, ()):
+            if type(p) is not str:
+                return None
+            outs[p] = 1
+        trans.append(new_transition(
+            f"w{i}.bwd{l}", bwd_d[l], {prev: 1}, outs, (gpu,),
+            {"worker": i, "kind": "compute", "layer": l, "phase": "bwd", "step": l == 0}))
+        prev = nxt
+    if not net.insert(places, trans):
+        return None
+    return Chain(i, start, [t.name for t in trans[:L]], [t.name for t in trans[:L - 1:-1]])
+
+
+_DURATIONS: dict[tuple, tuple[Any, list, list]] = {}
+
+
+def _layer_durations(model: ModelProfile, sp: float, default_cv: float) -> tuple[list, list]:
+    """Each layer's forward and backward duration at speed ``sp`` (as :func:`_chain_checked`
+    makes them), computed once per profile and speed (the workers of a net mostly share both;
+    a profile's layers are a frozen sequence, checked by identity)."""
+    key = (id(model), sp, default_cv, model.cv)
+    got = _DURATIONS.get(key)
+    if got is None or got[0] is not model.layers:
+        if len(_DURATIONS) > 256:
+            _DURATIONS.clear()
+        fwd = [duration(la.forward_s / sp, model.layer_cv(l, default_cv))
+               for l, la in enumerate(model.layers)]
+        bwd = [duration(la.backward_s / sp, model.layer_cv(l, default_cv))
+               for l, la in enumerate(model.layers)]
+        got = (model.layers, fwd, bwd)
+        _DURATIONS[key] = got
+    return got[1], got[2]
+
+
+def _chain_checked(net: Net, model: ModelProfile, default_cv: float, i: int, sp: float,
+                   gpu: str, fwd_inputs: Mapping[int, Sequence[str]],
+                   bwd_outputs: Mapping[int, Sequence[str]]) -> Chain:
+    """The chain of :func:`compute_chain` through the checked builder methods."""
     L = model.n_layers
     start = net.place(f"w{i}.start", 1, worker=i).name
     ch = Chain(i, start, [None] * L, [None] * L)  # type: ignore[list-item]
@@ -144,7 +221,7 @@ def compute_chain(
         out = net.place(f"w{i}.f{l}.done", worker=i).name
         ins = {prev: 1, **{p: 1 for p in fwd_inputs.get(l, ())}}
         t = net.transition(
-            f"w{i}.fwd{l}", duration(la.forward_s / sp, model.layer_cv(l, cluster.compute_cv)),
+            f"w{i}.fwd{l}", duration(la.forward_s / sp, model.layer_cv(l, default_cv)),
             inputs=ins, outputs={out: 1}, resources=[gpu],
             tags={"worker": i, "kind": "compute", "layer": l, "phase": "fwd", "step": False})
         ch.fwd[l] = t.name
@@ -154,12 +231,11 @@ def compute_chain(
         nxt = start if l == 0 else net.place(f"w{i}.b{l}.done", worker=i).name
         outs = {nxt: 1, **{p: 1 for p in bwd_outputs.get(l, ())}}
         t = net.transition(
-            f"w{i}.bwd{l}", duration(la.backward_s / sp, model.layer_cv(l, cluster.compute_cv)),
+            f"w{i}.bwd{l}", duration(la.backward_s / sp, model.layer_cv(l, default_cv)),
             inputs={prev: 1}, outputs=outs, resources=[gpu],
             tags={"worker": i, "kind": "compute", "layer": l, "phase": "bwd", "step": l == 0})
         ch.bwd[l] = t.name
         prev = nxt
-    apply_straggler(net, cluster, i, ch.fwd[0], ch.all)
     return ch
 
 

@@ -119,6 +119,7 @@ class Fabric:
         self.nic_discipline = "priority" if priority else discipline
         self._res: dict[str, str] = {}
         self._paths: dict[tuple[Host, Host], list[str]] = {}
+        self._ps_hosts: dict[int, Host] = {}  # a frozen cluster's shard hosts, asked per piece
 
     # resources
     def _resource(self, name: str, discipline: str, **tags) -> str:
@@ -149,8 +150,13 @@ class Fabric:
 
     def ps_host(self, k: int) -> Host:
         """Host of PS shard ``k``: ``("worker", k)`` if colocated, else ``("ps", k)``."""
-        h = self.cluster.ps_host(k)
-        return ("ps", k) if h is None else ("worker", h)
+        got = self._ps_hosts.get(k) if type(k) is int else None
+        if got is None:
+            h = self.cluster.ps_host(k)  # checks k
+            got = ("ps", k) if h is None else ("worker", h)
+            if type(k) is int:
+                self._ps_hosts[k] = got
+        return got
 
     def ps_cpu(self, k: int) -> str:
         """PS shard ``k``'s CPU (update) resource."""

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import math
 
+from ..dists import Deterministic
 from ..net import Net
 from ..workload import Cluster, ModelProfile
 from .collectives import PSExchange, ps_cluster
 from .compute import compute_chain, compute_phase, worker_profiles
+from .durations import duration
 from .fabric import Fabric
 from .layers import comm_profile, group_layers
+from .ps_coarse import fine_groups, worker_links
 
 __all__ = ["build_ps_net"]
 
@@ -44,6 +47,7 @@ def build_ps_net(
     comm_granularity: str = "layer",
     bucket_bytes: float = 25e6,
     balance: str = "none",
+    flow_groups: bool = True,
 ) -> Net:
     """The parameter-server net shared by ``sync-ps``, ``async-ps`` and ``ssp``.
 
@@ -74,6 +78,10 @@ def build_ps_net(
 
     A push from worker ``k`` to a shard colocated on its own host, and the pull back, stay on
     the host (no transfer).
+
+    * Flow groups (``flow_groups=True``, fine BSP nets): when every layer is cut into one
+      piece per shard and the shards are dedicated and alike (:func:`.ps_coarse.fine_groups`),
+      a worker's pieces of a layer travel as one flow per direction (:func:`_grouped`).
     """
     cl = ps_cluster(cluster, shards, placement)
     n = cl.workers
@@ -89,6 +97,9 @@ def build_ps_net(
         plan = [_chunks(p, partition_bytes)
                 for p in cl.shard_plan([la.grad_bytes for la in prof.layers], shard_policy)]
     L = len(plan)
+    if (flow_groups and synchronous and not coarse and staleness is None
+            and partition_bytes is None and fine_groups(cl, plan, discipline, priority)):
+        return _grouped(net, fab, ex, prof, cl, plan, balance)
 
     local = ex.local
 
@@ -172,6 +183,97 @@ def build_ps_net(
                         outputs=[param[i, l, c]], tags=ltag(l), priority=l)
     net.meta["ps_plan"] = [[(int(k), float(b)) for k, b in p] for p in plan]
     net.meta["cluster"] = cl
+    if balance != "none":
+        net.meta["batch_sizes"] = bs
+    return net
+
+
+def _grouped(net: Net, fab: Fabric, ex: PSExchange, prof: ModelProfile, cl: Cluster,
+             plan: list[list[tuple[int, float]]], balance: str) -> Net:
+    """The fine BSP net with each layer's ``S`` pieces carried as one flow group per worker
+    and direction (#15), as :mod:`.ps_coarse` does for the whole model.
+
+    Every layer is one piece of ``b`` bytes on each shard ``0..S-1`` (shards dedicated, of
+    equal bandwidths; no incast curve, no per-byte CPU costs): worker ``i``'s ``S`` pushes of
+    layer ``l`` start together (at the end of the layer's backward), on ``S`` connections
+    whose histories are alike, over the same worker-side links and one shard downlink each,
+    where every shard sees the same flows. So their max-min rates are equal at every instant
+    and they end together, and one flow ``w{i}.push.l{l}`` of ``S b`` bytes over the
+    worker-side links and a link ``ps.down`` of the shards' summed bandwidth (on one
+    connection ``worker{i}->ps``) has ``S`` times their rate under the same constraints and
+    ends when they do (:mod:`.ps_coarse`'s argument, flow by flow). Its latency stage gives
+    one token to each shard's mailbox ``ps{k}.l{l}.recv``, whose update takes the ``n``
+    workers' tokens; each update gives one token to every worker's ``w{i}.l{l}.back``, whose
+    pull (``ps.up``, ``S b`` bytes) takes all ``S`` (the pieces of a step: a worker's next
+    push of the layer waits for this pull, so no token of another step is there). Without
+    noise every time is the per-piece net's; with ``comm_cv`` (or the share CVs) a group's
+    bytes have the CV of the sum of ``S`` independent pieces (``cv / sqrt(S)``) and, with
+    ``compute_cv``, a pull waits for the slowest of the layer's ``S`` updates: an
+    approximation. ``4 W L + 2 W L + S L`` transitions instead of ``4 W L S + 2 W L + S L``.
+    """
+    n, L, S = cl.workers, len(plan), cl.ps_shards
+    host = ("ps", 0)
+    ps_down = net.link("ps.down", S * fab.down_bw(host), host="ps", kind="nic_down",
+                       shards=S).name
+    ps_up = net.link("ps.up", S * fab.up_bw(host), host="ps", kind="nic_up", shards=S).name
+    cv_in = fab.flow_cv("in" if ex.shared(0) else None) / math.sqrt(S)
+    cv_out = fab.flow_cv("out" if ex.shared(0) else None) / math.sqrt(S)
+    keys = [(i, l) for i in range(n) for l in range(L)]
+    param = dict(zip(keys, net.add_places((f"w{i}.l{l}.param", 1, {"worker": i, "layer": l})
+                                          for i, l in keys)))
+    grad = dict(zip(keys, net.add_places((f"w{i}.l{l}.grad", 0, {"worker": i, "layer": l})
+                                         for i, l in keys)))
+    back = dict(zip(keys, net.add_places((f"w{i}.l{l}.back", 0, {"worker": i, "layer": l})
+                                         for i, l in keys)))
+    rkeys = [(l, k) for l in range(L) for k in range(S)]
+    recv = dict(zip(rkeys, net.add_places((f"ps{k}.l{l}.recv", 0, {"layer": l, "shard": k})
+                                          for l, k in rkeys)))
+    profs, bs = worker_profiles(prof, cl, balance)
+    for i in range(n):
+        compute_chain(net, fab, profs[i], cl, i,
+                      fwd_inputs={l: [param[i, l]] for l in range(L)},
+                      bwd_outputs={l: [grad[i, l]] for l in range(L)})
+    out = {i: worker_links(fab, i, "out") for i in range(n)}
+    inn = {i: worker_links(fab, i, "in") for i in range(n)}
+    hn = {i: fab.host_name(("worker", i)) for i in range(n)}
+    lat_in = [fab.latency(("worker", i), host) for i in range(n)]
+    lat_out = [fab.latency(host, ("worker", i)) for i in range(n)]
+
+    def group(name: str, i: int, l: int, nbytes: float, cv: float, path: list[str], ins: dict,
+              outs: dict, key: str, lat: float, direction: str) -> None:
+        tags = {"kind": "comm", "step": False, "worker": i, "layer": l, "direction": direction,
+                "shards": S}
+        arrive = outs
+        if lat > 0:
+            arrive = {net.place(f"{name}.wire").name: 1}
+        net.transfer(name, duration(nbytes, cv), path, inputs=ins, outputs=arrive,
+                     connection=key, connection_tags={"host": key.split("->", 1)[0]},
+                     priority=l, tags={**tags, "stage": "link", "bytes": nbytes})
+        if lat > 0:
+            net.transition(f"{name}.lat", Deterministic(lat), inputs=arrive, outputs=outs,
+                           servers=math.inf, tags={**tags, "stage": "latency"})
+
+    for l in range(L - 1, -1, -1):
+        b = plan[l][0][1]
+        for i in range(n):
+            group(f"w{i}.push.l{l}", i, l, S * b, cv_in, [*out[i], ps_down], {grad[i, l]: 1},
+                  {recv[l, k]: 1 for k in range(S)}, f"{hn[i]}->ps", lat_in[i], "push")
+    for l in range(L - 1, -1, -1):
+        b = plan[l][0][1]
+        for k in range(S):
+            ex.update(f"ps{k}.update.l{l}", k, b, chunk=0, inputs=[], outputs=[],
+                      tags={"layer": l})
+            t = net.transitions[f"ps{k}.update.l{l}"]
+            t.inputs = {recv[l, k]: n}
+            t.outputs = {back[i, l]: 1 for i in range(n)}
+    for l in range(L - 1, -1, -1):
+        b = plan[l][0][1]
+        for i in range(n):
+            group(f"w{i}.pull.l{l}", i, l, S * b, cv_out, [ps_up, *inn[i]], {back[i, l]: S},
+                  {param[i, l]: 1}, f"ps->{hn[i]}", lat_out[i], "pull")
+    net.meta["ps_plan"] = [[(int(k), float(x)) for k, x in p] for p in plan]
+    net.meta["cluster"] = cl
+    net.meta["ps_form"] = "flow-groups"
     if balance != "none":
         net.meta["batch_sizes"] = bs
     return net

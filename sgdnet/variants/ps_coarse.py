@@ -50,7 +50,7 @@ from .compute import compute_phase, worker_profiles
 from .durations import duration
 from .fabric import Fabric
 
-__all__ = ["build", "applies"]
+__all__ = ["build", "applies", "worker_links", "fine_groups"]
 
 
 def applies(cluster: Cluster, discipline: str, priority: bool) -> bool:
@@ -102,7 +102,6 @@ def build(name: str, model: ModelProfile, cluster: Cluster, *, shards: int | Non
     net = Net(name)
     fab = Fabric(net, cl, discipline, priority)
     ex = PSExchange(fab)
-    topo = cl.topology
     host = ("ps", used[0])  # every shard alike: one stands for all in the paths' shapes
     lat_in = max(fab.latency(("worker", i), ("ps", k)) for i in (0, n - 1) for k in used)
     lat_out = max(fab.latency(("ps", k), ("worker", i)) for i in (0, n - 1) for k in used)
@@ -111,14 +110,10 @@ def build(name: str, model: ModelProfile, cluster: Cluster, *, shards: int | Non
     ps_up = net.link("ps.up", S * fab.up_bw(host), host="ps", kind="nic_up", shards=S).name
 
     def out_links(i: int) -> list[str]:
-        if topo is None:
-            return [fab.up(("worker", i))]
-        return [fab._topo_link(s) for s in topo.out_path(i)]
+        return worker_links(fab, i, "out")
 
     def in_links(i: int) -> list[str]:
-        if topo is None:
-            return [fab.down(("worker", i))]
-        return [fab._topo_link(s) for s in topo.in_path(i)]
+        return worker_links(fab, i, "in")
 
     cv_in = fab.flow_cv("in" if ex.shared(used[0]) else None) / math.sqrt(S)
     cv_out = fab.flow_cv("out" if ex.shared(used[0]) else None) / math.sqrt(S)
@@ -153,3 +148,32 @@ def build(name: str, model: ModelProfile, cluster: Cluster, *, shards: int | Non
     if balance != "none":
         net.meta["batch_sizes"] = bs
     return net
+
+
+def worker_links(fab: Fabric, i: int, direction: str) -> list[str]:
+    """The worker-side links of worker ``i``'s flows to (``"out"``) or from (``"in"``) a
+    dedicated PS host: its NIC link, or its topology path out of / into its node."""
+    topo = fab.cluster.topology
+    if direction == "out":
+        return [fab.up(("worker", i))] if topo is None else [
+            fab._topo_link(s) for s in topo.out_path(i)]
+    return [fab.down(("worker", i))] if topo is None else [
+        fab._topo_link(s) for s in topo.in_path(i)]
+
+
+def fine_groups(cluster: Cluster, plan: list[list[tuple[int, float]]], discipline: str,
+                priority: bool) -> bool:
+    """Whether the fine ``sync-ps`` net may carry each layer's pieces as one flow group per
+    worker and direction (:func:`.parameter_server.build_ps_net`): :func:`applies`, and every
+    layer of ``plan`` cut into one piece of equal bytes > 0 on each of the ``S >= 2`` shards
+    (then every connection, shard link and shard CPU sees the same traffic at every instant,
+    so the pieces of a worker's layer start, flow and end together)."""
+    S = cluster.ps_shards
+    if S < 2 or not applies(cluster, discipline, priority):
+        return False
+    for pieces in plan:
+        if [k for k, _ in pieces] != list(range(S)) or len({b for _, b in pieces}) != 1:
+            return False
+        if not pieces[0][1] > 0:
+            return False
+    return True
