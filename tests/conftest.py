@@ -199,3 +199,59 @@ def pytest_collection_finish(session):
             simulate(_fifo_round_net(), engine="fast", **kw)
     except Exception:  # noqa: BLE001 - a broken engine is the tests' to report, not this hook's
         pass
+
+
+# ------------------------------------------------------------------ PS flow-group nets
+# The clusters on which the parameter-server flow-group nets (coarse: variants/ps_coarse.py;
+# fine: parameter_server's per-layer groups) are checked against the per-piece nets they replace
+# (tests/test_ps_coarse.py, tests/test_ps_fine_groups.py).
+PS_B = 1.25e9  # 10 Gbit/s in bytes/s
+PS_ALPHA = 50e-6
+
+
+def toy3():
+    """A three-layer profile made by hand (forward, backward seconds; gradient bytes)."""
+    from sgdnet import Layer, ModelProfile
+
+    return ModelProfile("toy3", [Layer("a", 0.004, 0.008, 8e6), Layer("b", 0.006, 0.012, 20e6),
+                                 Layer("c", 0.002, 0.004, 12e6)], batch_size=32, device="test",
+                        source="hand-made for tests")
+
+
+def run_exact(net, n, steps=30, warmup=6):
+    """Simulate a deterministic net of ``n`` workers: one replication is exact."""
+    from sgdnet import simulate
+
+    return simulate(net, steps=steps * n, warmup=warmup * n, replications=1, seed=0,
+                    parallel=False)
+
+
+def ps_topology(**kw):
+    """Nodes of 4 GPUs with 2 NICs at ``PS_B`` and a fast intra-node link, as ``kw`` changes."""
+    from sgdnet import Topology
+
+    base = dict(gpus_per_node=4, nics_per_node=2, nic_bandwidth=PS_B, intra_bandwidth=40 * PS_B,
+                intra_latency=3e-6)
+    return Topology(**{**base, **kw})
+
+
+def ps_cases():
+    """Cluster keyword sets, by name: plain, heterogeneous speeds, fast/slow PS NICs, update
+    costs, and topologies (switch, one slow GPU, leaf-spine 2:1, PCIe)."""
+    B, ALPHA = PS_B, PS_ALPHA
+    return {
+        "plain": dict(workers=5, bandwidth=B, latency=ALPHA, ps_shards=3),
+        "speeds": dict(workers=4, bandwidth=B, latency=ALPHA, ps_shards=2,
+                       speeds=[1.0, 0.5, 0.8, 1.0]),
+        "fast-ps": dict(workers=6, bandwidth=B, ps_bandwidth=8 * B, latency=ALPHA, ps_shards=4),
+        "slow-ps": dict(workers=3, bandwidth=B, ps_bandwidth=B / 3, latency=ALPHA, ps_shards=2),
+        "update": dict(workers=4, bandwidth=B, latency=ALPHA, ps_shards=2,
+                       update_s_per_byte=1e-10, update_s_per_layer=2e-3),
+        "topology": dict(workers=8, latency=15e-6, ps_shards=4, topology=ps_topology()),
+        "topology-speeds": dict(workers=8, latency=15e-6, ps_shards=2, topology=ps_topology(),
+                                speeds=[1.0] * 7 + [0.6]),
+        "leaf-spine": dict(workers=16, latency=10e-6, ps_shards=4,
+                           topology=ps_topology(fabric="leaf-spine", rack_nodes=2,
+                                                oversubscription=2.0)),
+        "pcie": dict(workers=8, latency=15e-6, ps_shards=3, topology=ps_topology(intra="pcie")),
+    }

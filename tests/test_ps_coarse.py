@@ -9,24 +9,19 @@ import math
 
 import numpy as np
 import pytest
+from conftest import PS_ALPHA, PS_B, ps_cases, ps_topology, run_exact, toy3
 
-from sgdnet import Cluster, Layer, ModelProfile, Topology, simulate, variants
+from sgdnet import Cluster, simulate, variants
 from sgdnet.variants import ps_coarse
 from sgdnet.variants.parameter_server import build_ps_net
 
-B = 1.25e9  # 10 Gbit/s in bytes/s
-ALPHA = 50e-6
-TOY = ModelProfile("toy3", [Layer("a", 0.004, 0.008, 8e6), Layer("b", 0.006, 0.012, 20e6),
-                            Layer("c", 0.002, 0.004, 12e6)], batch_size=32, device="test",
-                   source="hand-made for tests")
+B, ALPHA = PS_B, PS_ALPHA
+TOY = toy3()
 TC = TOY.forward_s + TOY.backward_s
 M = TOY.grad_bytes
 
 
-def run(net, n, steps=30, warmup=6):
-    """Deterministic nets: one replication is exact."""
-    return simulate(net, steps=steps * n, warmup=warmup * n, replications=1, seed=0,
-                    parallel=False)
+run = run_exact
 
 
 def old(cl: Cluster, **opts):
@@ -59,28 +54,8 @@ def test_slower_ps_nic_is_the_bottleneck():
     assert run(net, n).throughput.mean == pytest.approx(n / period, rel=1e-9)
 
 
-def _topo(**kw) -> Topology:
-    base = dict(gpus_per_node=4, nics_per_node=2, nic_bandwidth=B, intra_bandwidth=40 * B,
-                intra_latency=3e-6)
-    return Topology(**{**base, **kw})
-
-
-CASES = {
-    "plain": dict(workers=5, bandwidth=B, latency=ALPHA, ps_shards=3),
-    "speeds": dict(workers=4, bandwidth=B, latency=ALPHA, ps_shards=2,
-                   speeds=[1.0, 0.5, 0.8, 1.0]),
-    "fast-ps": dict(workers=6, bandwidth=B, ps_bandwidth=8 * B, latency=ALPHA, ps_shards=4),
-    "slow-ps": dict(workers=3, bandwidth=B, ps_bandwidth=B / 3, latency=ALPHA, ps_shards=2),
-    "update": dict(workers=4, bandwidth=B, latency=ALPHA, ps_shards=2,
-                   update_s_per_byte=1e-10, update_s_per_layer=2e-3),
-    "topology": dict(workers=8, latency=15e-6, ps_shards=4, topology=_topo()),
-    "topology-speeds": dict(workers=8, latency=15e-6, ps_shards=2, topology=_topo(),
-                            speeds=[1.0] * 7 + [0.6]),
-    "leaf-spine": dict(workers=16, latency=10e-6, ps_shards=4,
-                       topology=_topo(fabric="leaf-spine", rack_nodes=2,
-                                      oversubscription=2.0)),
-    "pcie": dict(workers=8, latency=15e-6, ps_shards=3, topology=_topo(intra="pcie")),
-}
+_topo = ps_topology
+CASES = ps_cases()
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
