@@ -45,3 +45,49 @@ def test_a_net_over_the_budget_is_built_with_fewer_layer_groups_and_says_so(monk
         warnings.simplefilter("error")
         net = variants.build("async-ps", RESNET, cl, max_layers=50)
     assert "layer_fallback" not in net.meta
+
+
+def _fit_without_reuse(build, model, workers, default_cv):
+    """``fit_layer_groups`` as it was before probes were reused: every estimate builds both
+    of its probes."""
+    from sgdnet.limits import limit
+    from sgdnet.variants.layers import group_layers
+
+    cap = limit("max_net_bytes")
+    est = budget.estimate_elements(build, model) * budget.BYTES_PER_ELEMENT
+    if est <= cap:
+        return None
+    L = model.n_layers
+    groups = max(1, min(L - 1, int(L * cap / est * budget.MARGIN)))
+    while True:
+        g_est = budget.estimate_elements(build, group_layers(model, groups, default_cv))
+        if g_est * budget.BYTES_PER_ELEMENT <= cap * budget.MARGIN or groups == 1:
+            return groups
+        groups = max(1, groups // 2)
+
+
+@pytest.mark.parametrize("name,kw", [("async-ps", {}), ("local-sgd", {}), ("ssp", {}),
+                                     ("backup", {}), ("sync-ps", {"ps_shards": 4}),
+                                     ("sync-ps", {}), ("allreduce", {})])
+@pytest.mark.parametrize("fraction", [2, 8])
+def test_reusing_the_probes_chooses_the_same_groups(monkeypatch, name, kw, fraction):
+    cl = Cluster(workers=8, bandwidth="10Gbps", **kw)
+    spec = variants.get(name)
+    opts = spec.resolve({})
+    model = RESNET.with_step_costs_folded()
+    calls = []
+
+    def build(m):
+        calls.append(m.n_layers)
+        return spec.build_fine(m, cl, **opts)
+
+    full = build(model)
+    size = len(full.places) + len(full.transitions)
+    monkeypatch.setattr(budget, "PROBE_FROM", 1)
+    monkeypatch.setenv("SGDNET_MAX_NET_BYTES", str(size * budget.BYTES_PER_ELEMENT // fraction))
+    calls.clear()
+    groups, note = budget.fit_layer_groups(build, model, cl.workers, cl.compute_cv)
+    reused = len(calls)
+    calls.clear()
+    assert groups == _fit_without_reuse(build, model, cl.workers, cl.compute_cv)
+    assert reused <= len(calls)

@@ -46,22 +46,62 @@ def _sample(model: ModelProfile, k: int) -> ModelProfile:
                         model.device, model.source, model.cv, model.meta)
 
 
-def estimate_elements(build: Callable[[ModelProfile], Any], model: ModelProfile) -> int:
+def _probe(build: Callable[[ModelProfile], Any], model: ModelProfile, k: int) -> tuple[int, int]:
+    """``(layers, places + transitions)`` of the probe build with ``k`` of the model's layers."""
+    sub = _sample(model, k)
+    net = build(sub)
+    return sub.n_layers, len(net.places) + len(net.transitions)
+
+
+def _line(model: ModelProfile, probes: tuple[tuple[int, int], tuple[int, int]]) -> int:
+    """The probes' line at the model's layer count (never below the larger probe)."""
+    (k1, e1), (k2, e2) = probes
+    per_layer = (e2 - e1) / (k2 - k1)
+    return max(e2, round(e1 + per_layer * (model.n_layers - k1)))
+
+
+def estimate_elements(build: Callable[[ModelProfile], Any], model: ModelProfile,
+                      reuse: tuple[tuple[int, int], tuple[int, int]] | None = None,
+                      probes_out: list | None = None) -> int:
     """Places + transitions of ``build(model)``, extrapolated from two probe builds with
     :data:`_PROBE_LAYERS` and twice as many of the model's layers (exact count when the model
-    is that small)."""
-    L = model.n_layers
-    if L <= 2 * _PROBE_LAYERS:
+    is that small).
+
+    Parameters
+    ----------
+    build : callable
+        Builds the net of a profile.
+    model : ModelProfile
+        The profile whose net is estimated.
+    reuse : pair of (layers, elements) or None
+        The probes of an earlier estimate on a profile of the same kind (the same model with
+        its layers grouped differently). When the smaller probe of ``model`` lands exactly on
+        the smaller of ``reuse`` (same layers, same elements) and ``reuse``'s elements are
+        proportional to its layers (no part shared between layers, such as all-reduce
+        buckets), the larger probe is assumed to land on the larger one too and is not built: the estimate is ``reuse``'s line at
+        ``model``'s layer count. This assumes that what changes between the two profiles
+        (layer sizes and times) changes the elements per layer of every probe alike or not at
+        all, as for nets whose pieces, buckets and transfers per layer do not depend on the
+        layers' sizes.
+    probes_out : list or None
+        When given, the probes used are appended to it (nothing for an exact count).
+
+    Returns
+    -------
+    int
+        The estimated number of places and transitions.
+    """
+    if model.n_layers <= 2 * _PROBE_LAYERS:
         net = build(model)
         return len(net.places) + len(net.transitions)
-    sizes = []
-    for k in (_PROBE_LAYERS, 2 * _PROBE_LAYERS):
-        sub = _sample(model, k)
-        net = build(sub)
-        sizes.append((sub.n_layers, len(net.places) + len(net.transitions)))
-    (k1, e1), (k2, e2) = sizes
-    per_layer = (e2 - e1) / (k2 - k1)
-    return max(e2, round(e1 + per_layer * (L - k1)))
+    first = _probe(build, model, _PROBE_LAYERS)
+    if reuse is not None and first == reuse[0] and reuse[1][1] * first[0] == first[1] * reuse[1][0]:
+        probes = (first, reuse[1])
+    else:
+        probes = (first, _probe(build, model, 2 * _PROBE_LAYERS))
+    if probes_out is not None:
+        probes_out.extend(probes)
+    return _line(model, probes)
 
 
 def fit_layer_groups(build: Callable[[ModelProfile], Any], model: ModelProfile, workers: int,
@@ -79,12 +119,14 @@ def fit_layer_groups(build: Callable[[ModelProfile], Any], model: ModelProfile, 
     if workers * L < PROBE_FROM:
         return None, None
     budget = limit("max_net_bytes")
-    est = estimate_elements(build, model) * BYTES_PER_ELEMENT
+    probes: list = []
+    est = estimate_elements(build, model, probes_out=probes) * BYTES_PER_ELEMENT
     if est <= budget:
         return None, None
     groups = max(1, min(L - 1, math.floor(L * budget / est * MARGIN)))
     while True:
-        g_est = estimate_elements(build, group_layers(model, groups, default_cv))
+        g_est = estimate_elements(build, group_layers(model, groups, default_cv),
+                                  reuse=(probes[0], probes[1]) if probes else None)
         if g_est * BYTES_PER_ELEMENT <= budget * MARGIN or groups == 1:
             break
         groups = max(1, groups // 2)
