@@ -114,7 +114,7 @@ class Net:
     def place(self, name: str, tokens: int = 0, **tags) -> Place:
         """Add a place with ``tokens`` initial tokens."""
         self._fresh(name, self.places, "place")
-        p = _new(Place, name=name, tokens=tokens, tags=_TrackedDict(tags))
+        p = new_place(name, tokens, tags)
         self._add(self.places, name, p)
         return p
 

@@ -85,9 +85,7 @@ def _new(cls, **fields):
 
 def new_place(name: str, tokens: int, tags: dict) -> Place:
     """A place as :meth:`Net.place` makes it (``tags`` taken over), for :meth:`Net.insert`."""
-    obj = object.__new__(Place)
-    obj.__dict__.update(name=name, tokens=tokens, tags=_TrackedDict(tags))
-    return obj
+    return _new(Place, name=name, tokens=tokens, tags=_TrackedDict(tags))
 
 
 def new_transition(name: str, duration: Distribution, inputs: dict[str, int],
@@ -95,12 +93,10 @@ def new_transition(name: str, duration: Distribution, inputs: dict[str, int],
     """A transition as :meth:`Net.transition` makes it from a distribution, ``{place name:
     weight}`` arcs, resource names and tags (all taken over; one server, priority 0, no
     inhibitors, modulator, gate, cap or weight), for :meth:`Net.insert`."""
-    obj = object.__new__(Transition)
-    obj.__dict__.update(name=name, duration=duration, inputs=_TrackedDict(inputs),
-                        outputs=_TrackedDict(outputs), inhibitors=_TrackedDict(),
-                        resources=resources, servers=1, priority=0, tags=_TrackedDict(tags),
-                        modulator=None, gate=None, flow_cap=math.inf, weight=None)
-    return obj
+    return _new(Transition, name=name, duration=duration, inputs=_TrackedDict(inputs),
+                outputs=_TrackedDict(outputs), inhibitors=_TrackedDict(), resources=resources,
+                servers=1, priority=0, tags=_TrackedDict(tags), modulator=None, gate=None,
+                flow_cap=math.inf, weight=None)
 
 
 @dataclass(eq=False)

@@ -14,7 +14,8 @@ __all__ = ["net_problems"]
 
 
 def net_problems(net: Any) -> list[str]:
-    """Every structural problem of ``net`` (a :class:`~sgdnet.net.builder.Net`; empty when valid): what :meth:`Net.problems` returns."""
+    """Every structural problem of ``net`` (a :class:`~sgdnet.net.builder.Net`), empty when it
+    is valid: what :meth:`Net.problems` returns."""
     P: list[str] = []
     max_tokens = limit("max_tokens")
     if not net.transitions:
@@ -100,9 +101,7 @@ def _place_problems(net: Any, P: list[str], max_tokens: int) -> None:
 
 def _tokens_ok(places: Any, max_tokens: int) -> bool:
     """Whether every place's tokens are an ``int`` in ``0..max_tokens`` (in bulk)."""
-    toks = [p.tokens for p in places]
-    return not toks or (set(map(type, toks)) == {int} and min(toks) >= 0
-                        and max(toks) <= max_tokens)
+    return _ints_in([p.tokens for p in places], 0, max_tokens)
 
 
 def _ints_in(values: list, lo: int, hi: int) -> bool:
@@ -146,7 +145,7 @@ def _bulk_ok(net: Any, T: list, max_tokens: int) -> bool:
         flow[rt] = "flow" in discs
     if not set(map(type, caps)) <= {float, int} or not all(c > 0 for c in caps):  # nan: not > 0
         return False
-    if any(c != math.inf and not flow[r] for c, r in zip(caps, res) if c != math.inf):
+    if any(c != math.inf and not flow[r] for c, r in zip(caps, res)):
         return False
     finite = [s for s in servers if s != math.inf]
     if not _ints_in(finite, 1, max_tokens):
