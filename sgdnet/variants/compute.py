@@ -191,8 +191,8 @@ _DURATIONS: dict[tuple, tuple[Any, list, list]] = {}
 
 
 def _layer_durations(model: ModelProfile, sp: float, default_cv: float) -> tuple[list, list]:
-    """Each layer's forward and backward duration at speed ``sp`` (as :func:`_chain_checked`
-    makes them), computed once per profile and speed (the workers of a net mostly share both;
+    """Each layer's forward and backward duration at speed ``sp`` (for both chain builders),
+    computed once per profile and speed (the workers of a net mostly share both;
     a profile's layers are a frozen sequence, checked by identity)."""
     key = (id(model), sp, default_cv, model.cv)
     got = _DURATIONS.get(key)
@@ -213,26 +213,23 @@ def _chain_checked(net: Net, model: ModelProfile, default_cv: float, i: int, sp:
                    bwd_outputs: Mapping[int, Sequence[str]]) -> Chain:
     """The chain of :func:`compute_chain` through the checked builder methods."""
     L = model.n_layers
+    fwd_d, bwd_d = _layer_durations(model, sp, default_cv)
     start = net.place(f"w{i}.start", 1, worker=i).name
     ch = Chain(i, start, [None] * L, [None] * L)  # type: ignore[list-item]
     prev = start
     for l in range(L):
-        la = model.layers[l]
         out = net.place(f"w{i}.f{l}.done", worker=i).name
         ins = {prev: 1, **{p: 1 for p in fwd_inputs.get(l, ())}}
         t = net.transition(
-            f"w{i}.fwd{l}", duration(la.forward_s / sp, model.layer_cv(l, default_cv)),
-            inputs=ins, outputs={out: 1}, resources=[gpu],
+            f"w{i}.fwd{l}", fwd_d[l], inputs=ins, outputs={out: 1}, resources=[gpu],
             tags={"worker": i, "kind": "compute", "layer": l, "phase": "fwd", "step": False})
         ch.fwd[l] = t.name
         prev = out
     for l in range(L - 1, -1, -1):
-        la = model.layers[l]
         nxt = start if l == 0 else net.place(f"w{i}.b{l}.done", worker=i).name
         outs = {nxt: 1, **{p: 1 for p in bwd_outputs.get(l, ())}}
         t = net.transition(
-            f"w{i}.bwd{l}", duration(la.backward_s / sp, model.layer_cv(l, default_cv)),
-            inputs={prev: 1}, outputs=outs, resources=[gpu],
+            f"w{i}.bwd{l}", bwd_d[l], inputs={prev: 1}, outputs=outs, resources=[gpu],
             tags={"worker": i, "kind": "compute", "layer": l, "phase": "bwd", "step": l == 0})
         ch.bwd[l] = t.name
         prev = nxt

@@ -13,7 +13,7 @@ from .compute import compute_chain, compute_phase, worker_profiles
 from .durations import duration
 from .fabric import Fabric
 from .layers import comm_profile, group_layers
-from .ps_coarse import fine_groups, worker_links
+from .ps_coarse import fine_groups, merged_shards, worker_links
 
 __all__ = ["build_ps_net"]
 
@@ -213,11 +213,7 @@ def _grouped(net: Net, fab: Fabric, ex: PSExchange, prof: ModelProfile, cl: Clus
     """
     n, L, S = cl.workers, len(plan), cl.ps_shards
     host = ("ps", 0)
-    ps_down = net.link("ps.down", S * fab.down_bw(host), host="ps", kind="nic_down",
-                       shards=S).name
-    ps_up = net.link("ps.up", S * fab.up_bw(host), host="ps", kind="nic_up", shards=S).name
-    cv_in = fab.flow_cv("in" if ex.shared(0) else None) / math.sqrt(S)
-    cv_out = fab.flow_cv("out" if ex.shared(0) else None) / math.sqrt(S)
+    ps_down, ps_up, cv_in, cv_out = merged_shards(net, fab, ex, 0, S)
     keys = [(i, l) for i in range(n) for l in range(L)]
     param = dict(zip(keys, net.add_places((f"w{i}.l{l}.param", 1, {"worker": i, "layer": l})
                                           for i, l in keys)))

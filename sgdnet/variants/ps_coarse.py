@@ -50,7 +50,7 @@ from .compute import compute_phase, worker_profiles
 from .durations import duration
 from .fabric import Fabric
 
-__all__ = ["build", "applies", "worker_links", "fine_groups"]
+__all__ = ["build", "applies", "worker_links", "merged_shards", "fine_groups"]
 
 
 def applies(cluster: Cluster, discipline: str, priority: bool) -> bool:
@@ -102,21 +102,9 @@ def build(name: str, model: ModelProfile, cluster: Cluster, *, shards: int | Non
     net = Net(name)
     fab = Fabric(net, cl, discipline, priority)
     ex = PSExchange(fab)
-    host = ("ps", used[0])  # every shard alike: one stands for all in the paths' shapes
     lat_in = max(fab.latency(("worker", i), ("ps", k)) for i in (0, n - 1) for k in used)
     lat_out = max(fab.latency(("ps", k), ("worker", i)) for i in (0, n - 1) for k in used)
-    ps_down = net.link("ps.down", S * fab.down_bw(host), host="ps", kind="nic_down",
-                       shards=S).name
-    ps_up = net.link("ps.up", S * fab.up_bw(host), host="ps", kind="nic_up", shards=S).name
-
-    def out_links(i: int) -> list[str]:
-        return worker_links(fab, i, "out")
-
-    def in_links(i: int) -> list[str]:
-        return worker_links(fab, i, "in")
-
-    cv_in = fab.flow_cv("in" if ex.shared(used[0]) else None) / math.sqrt(S)
-    cv_out = fab.flow_cv("out" if ex.shared(used[0]) else None) / math.sqrt(S)
+    ps_down, ps_up, cv_in, cv_out = merged_shards(net, fab, ex, used[0], S)
     profs, bs = worker_profiles(model, cl, balance)
     recv = net.place("ps.recv").name
     go = {i: net.place(f"w{i}.pull.go", worker=i).name for i in range(n)}
@@ -125,10 +113,10 @@ def build(name: str, model: ModelProfile, cluster: Cluster, *, shards: int | Non
         grad = net.place(f"w{i}.grad", worker=i).name
         compute_phase(net, fab, profs[i], cl, i, inputs=[param], outputs=[grad])
         tg = {"worker": i, "kind": "comm", "step": False, "shards": S, "bytes": S * b}
-        net.transfer(f"w{i}.push", duration(S * b, cv_in), [*out_links(i), ps_down],
+        net.transfer(f"w{i}.push", duration(S * b, cv_in), [*worker_links(fab, i, "out"), ps_down],
                      inputs={grad: 1}, outputs={recv: 1},
                      tags={**tg, "direction": "push"})
-        net.transfer(f"w{i}.pull", duration(S * b, cv_out), [ps_up, *in_links(i)],
+        net.transfer(f"w{i}.pull", duration(S * b, cv_out), [ps_up, *worker_links(fab, i, "in")],
                      inputs={go[i]: 1}, outputs={param: 1},
                      tags={**tg, "direction": "pull"})
     sync = {"kind": "sync", "step": False}
@@ -148,6 +136,21 @@ def build(name: str, model: ModelProfile, cluster: Cluster, *, shards: int | Non
     if balance != "none":
         net.meta["batch_sizes"] = bs
     return net
+
+
+def merged_shards(net: Net, fab: Fabric, ex: PSExchange, k: int, S: int
+                  ) -> tuple[str, str, float, float]:
+    """The ``S`` alike shards' downlinks and uplinks side by side, as the links ``ps.down`` and
+    ``ps.up`` of ``S`` times shard ``k``'s bandwidths, and the CVs of a group's bytes into and
+    out of them (a group of ``S`` pieces: their mean's noise, ``cv / sqrt(S)``); returns
+    ``(ps_down, ps_up, cv_in, cv_out)``."""
+    host = ("ps", k)  # every shard alike: one stands for all
+    ps_down = net.link("ps.down", S * fab.down_bw(host), host="ps", kind="nic_down",
+                       shards=S).name
+    ps_up = net.link("ps.up", S * fab.up_bw(host), host="ps", kind="nic_up", shards=S).name
+    cv_in = fab.flow_cv("in" if ex.shared(k) else None) / math.sqrt(S)
+    cv_out = fab.flow_cv("out" if ex.shared(k) else None) / math.sqrt(S)
+    return ps_down, ps_up, cv_in, cv_out
 
 
 def worker_links(fab: Fabric, i: int, direction: str) -> list[str]:
