@@ -50,19 +50,27 @@ CASES = {"hierarchical": ("allreduce", {"algorithm": "hierarchical"}, {}),
          "sync-ps-16-split": ("sync-ps", {}, {"ps_shards": 16, "shard_min_bytes": 0})}
 
 
-def one(gpus: int, case: str, granularity: str, steps: int) -> dict:
-    import resource
-    import warnings
-
+def _setup(gpus: int, case: str, granularity: str) -> tuple[str, dict, object]:
+    """``(variant, options, cluster of gpus)`` of ``case``, after a small prediction of the same
+    kind that loads the JIT cache."""
     from sgdnet import Cluster, predict
-    from sgdnet.net.compiled import _CACHE, compile_net
-    from sgdnet.variants import get
 
     variant, opts, ckw = CASES[case]
     small = Cluster.from_file(CLUSTER, workers=8, **ckw)
     predict(variant, "resnet18", small, granularity=granularity, steps=2, replications=1,
-            parallel=False, **opts)  # loads the JIT cache
-    cl = Cluster.from_file(CLUSTER, workers=gpus, **ckw)
+            parallel=False, **opts)
+    return variant, opts, Cluster.from_file(CLUSTER, workers=gpus, **ckw)
+
+
+def one(gpus: int, case: str, granularity: str, steps: int) -> dict:
+    import resource
+    import warnings
+
+    from sgdnet import predict
+    from sgdnet.net.compiled import _CACHE, compile_net
+    from sgdnet.variants import get
+
+    variant, opts, cl = _setup(gpus, case, granularity)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         t, c = time.perf_counter(), time.process_time()
@@ -88,7 +96,6 @@ def one(gpus: int, case: str, granularity: str, steps: int) -> dict:
 
 def phases(gpus: int, case: str, granularity: str, steps: int) -> dict:
     """CPU seconds of each phase of one prediction (see the module docstring)."""
-    from sgdnet import Cluster, predict
     from sgdnet._gc import paused_gc
     from sgdnet.engine import simulate
     from sgdnet.net import compiled
@@ -96,11 +103,7 @@ def phases(gpus: int, case: str, granularity: str, steps: int) -> dict:
     from sgdnet.variants import get
     from sgdnet.variants.inputs import resolve_model
 
-    variant, opts, ckw = CASES[case]
-    small = Cluster.from_file(CLUSTER, workers=8, **ckw)
-    predict(variant, "resnet18", small, granularity=granularity, steps=2, replications=1,
-            parallel=False, **opts)  # loads the JIT cache
-    cl = Cluster.from_file(CLUSTER, workers=gpus, **ckw)
+    variant, opts, cl = _setup(gpus, case, granularity)
     spec = get(variant)
     out: dict = {"gpus": gpus, "case": case, "granularity": granularity}
     clock = time.process_time
