@@ -427,17 +427,23 @@ class PSExchange:
                                   "shard": shard, "chunk": chunk})
 
     def update(self, name: str, shard: int, nbytes: float, *, chunk: int,
-               inputs: Iterable[str], outputs: Iterable[str],
+               inputs: Iterable[str] | Mapping[str, int],
+               outputs: Iterable[str] | Mapping[str, int],
                tags: Mapping[str, Any] | None = None) -> str:
-        """The shard's update ``name`` of a piece of ``nbytes`` on its CPU (``kind="update"``)."""
+        """The shard's update ``name`` of a piece of ``nbytes`` on its CPU (``kind="update"``);
+        ``inputs`` / ``outputs``: place names (weight 1 each) or ``{place: weight}``."""
         cl = self.cluster
         d = duration(cl.update_time(nbytes), cl.compute_cv)
-        self.net.transition(name, d, inputs={p: 1 for p in inputs},
-                            outputs={p: 1 for p in outputs},
+        self.net.transition(name, d, inputs=_weights(inputs), outputs=_weights(outputs),
                             resources=[self.fabric.ps_cpu(shard)],
                             tags={"kind": "update", **(tags or {}), "shard": shard,
                                   "chunk": chunk, "step": False})
         return name
+
+
+def _weights(arcs: Iterable[str] | Mapping[str, int]) -> dict[str, int]:
+    """``{place: weight}`` of arcs given as such or as place names (weight 1 each)."""
+    return dict(arcs) if isinstance(arcs, Mapping) else {p: 1 for p in arcs}
 
 
 def ps_average(net: Net, fab: Fabric, cl: Cluster, nbytes: float, ins: dict, outs: dict,

@@ -257,11 +257,8 @@ def _grouped(net: Net, fab: Fabric, ex: PSExchange, prof: ModelProfile, cl: Clus
     for l in range(L - 1, -1, -1):
         b = plan[l][0][1]
         for k in range(S):
-            ex.update(f"ps{k}.update.l{l}", k, b, chunk=0, inputs=[], outputs=[],
-                      tags={"layer": l})
-            t = net.transitions[f"ps{k}.update.l{l}"]
-            t.inputs = {recv[l, k]: n}
-            t.outputs = {back[i, l]: 1 for i in range(n)}
+            ex.update(f"ps{k}.update.l{l}", k, b, chunk=0, inputs={recv[l, k]: n},
+                      outputs={back[i, l]: 1 for i in range(n)}, tags={"layer": l})
     for l in range(L - 1, -1, -1):
         b = plan[l][0][1]
         for i in range(n):
