@@ -179,12 +179,10 @@ class TransferBatch:
         """:meth:`.Fabric.transfer` (same arguments, same elements), added at the flush."""
         fab, c = self.fabric, self.fabric.cluster
         ins, outputs, link_outputs = list(inputs), list(outputs), list(link_outputs)
-        kw = dict(inputs=ins, outputs=outputs, link_outputs=link_outputs, tags=tags,
-                  priority=priority, reduce=reduce, lane=lane, share=share, latency=latency,
-                  messages=messages)
-        args = (name, nbytes, src, dst)
+        call = (name, nbytes, src, dst, ins, outputs, link_outputs, tags, priority, reduce, lane,
+                share, latency, messages)
         if src == dst or type(name) is not str or not _all_str(ins, outputs, link_outputs):
-            return self._checked(fab.transfer, args, kw)
+            return self._checked(self._transfer_checked, call, {})
         ccv, cv = self._cv(share, messages)
         tg = {"kind": "comm", "step": False, **(tags or {})}
         places, trans = [], []
@@ -205,7 +203,7 @@ class TransferBatch:
             places.append(new_place(arrived[0], 0, {}))
         pair = self._pair(src, dst, lane)
         if pair is None:
-            return self._checked(fab.transfer, args, kw)
+            return self._checked(self._transfer_checked, call, {})
         res, lat, bw = pair
         if latency is not None:
             lat = float(latency)
@@ -235,5 +233,13 @@ class TransferBatch:
             names.append(f"{name}.recv")
         self._places += places
         self._trans += trans
-        self._calls.append((fab.transfer, args, kw))
+        self._calls.append((self._transfer_checked, call, {}))
         return names
+
+    def _transfer_checked(self, name, nbytes, src, dst, inputs, outputs, link_outputs, tags,
+                          priority, reduce, lane, share, latency, messages) -> list[str]:
+        """:meth:`.Fabric.transfer` of a call of :meth:`transfer` (its arguments in order)."""
+        return self.fabric.transfer(name, nbytes, src, dst, inputs=inputs, outputs=outputs,
+                                    link_outputs=link_outputs, tags=tags, priority=priority,
+                                    reduce=reduce, lane=lane, share=share, latency=latency,
+                                    messages=messages)
