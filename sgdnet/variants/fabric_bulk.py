@@ -176,7 +176,11 @@ class TransferBatch:
         latency: float | None = None,
         messages: int = 1,
     ) -> list[str]:
-        """:meth:`.Fabric.transfer` (same arguments, same elements), added at the flush."""
+        """:meth:`.Fabric.transfer` (same arguments, same elements), added at the flush.
+
+        Written again on purpose: this is the bulk twin of the checked
+        :meth:`.Fabric.transfer`, which stays the reference; tests/test_bulk_ps.py ties the
+        two (a change to one must be made to the other, or that test fails)."""
         fab, c = self.fabric, self.fabric.cluster
         ins, outputs, link_outputs = list(inputs), list(outputs), list(link_outputs)
         call = (name, nbytes, src, dst, ins, outputs, link_outputs, tags, priority, reduce, lane,
