@@ -13,8 +13,9 @@ Contract: a batch builds the net :meth:`.Fabric.transfer`, :meth:`Net.place` and
 checked one is the reference). What the batch does not prepare itself (a node instead of a name,
 a duration that is not a distribution, a path link with a latency of its own, a transfer to the
 same host) goes the checked way at once, after what is pending; when :meth:`Net.insert` refuses
-(a name taken or repeated) the pending calls are replayed through the checked methods, which
-report it.
+(a name taken or repeated) the pending elements are added one by one, in the checked path's
+order, through :meth:`Net.place` and :meth:`Net.transition`, which report the first taken name
+as the checked path does. No record of the calls is kept: a batch holds its elements only.
 """
 
 from __future__ import annotations
@@ -62,9 +63,9 @@ class TransferBatch:
     def __init__(self, fabric: Fabric):
         self.fabric = fabric
         self.net: Net = fabric.net
-        self._places: list[Place] = []
-        self._trans: list[Transition] = []
-        self._calls: list[tuple[Any, tuple, dict]] = []  # the checked calls, for a replay
+        # the pending elements in the order the checked methods would create them (one list,
+        # no record of the calls: a replay goes element by element, see flush)
+        self._els: list[Place | Transition] = []
         self._pairs: dict[tuple[Host, Host, int], tuple | None] = {}
         self._cvs: dict[tuple[str | None, int], tuple[float, float]] = {}
         self._lats: dict[float, Deterministic] = {}
@@ -83,15 +84,25 @@ class TransferBatch:
         return fn(*args, **kw)
 
     def flush(self) -> None:
-        """Add the pending elements with one :meth:`Net.insert`; when it refuses, replay the
-        pending calls through the checked builder methods (which report the taken name)."""
-        places, trans, calls = self._places, self._trans, self._calls
-        if not calls:
+        """Add the pending elements with one :meth:`Net.insert`; when it refuses, add them one
+        by one, in the order the checked methods create them, through :meth:`Net.place` and
+        :meth:`Net.transition`, which report the first taken name as the checked path does."""
+        els = self._els
+        if not els:
             return
-        self._places, self._trans, self._calls = [], [], []
-        if not self.net.insert(places, trans):
-            for fn, args, kw in calls:
-                fn(*args, **kw)
+        self._els = []
+        places = [e for e in els if type(e) is Place]
+        trans = [e for e in els if type(e) is not Place]
+        if self.net.insert(places, trans):
+            return
+        net = self.net
+        for e in els:
+            if type(e) is Place:
+                net.place(e.name, e.tokens, **e.tags)
+            else:
+                net.transition(e.name, e.duration, inputs=dict(e.inputs),
+                               outputs=dict(e.outputs), resources=e.resources,
+                               servers=e.servers, priority=e.priority, tags=dict(e.tags))
 
     # -------------------------------------------------------------- places, transitions
     def place(self, name: str, tokens: int = 0, **tags) -> Place:
@@ -99,8 +110,7 @@ class TransferBatch:
         if type(name) is not str or type(tokens) is not int:
             return self._checked(self.net.place, (name, tokens), tags)
         p = new_place(name, tokens, tags)
-        self._places.append(p)
-        self._calls.append((self.net.place, (name, tokens), tags))
+        self._els.append(p)
         return p
 
     def transition(self, name: str, duration: Distribution, *, inputs: Mapping[str, int],
@@ -109,16 +119,15 @@ class TransferBatch:
                    servers: float = 1) -> Transition:
         """:meth:`Net.transition` with these arguments, added at the flush."""
         res = tuple(resources)
-        kw = dict(inputs=inputs, outputs=outputs, resources=res, tags=tags, priority=priority,
-                  servers=servers)
         if (type(name) is not str or not isinstance(duration, Distribution)
                 or type(inputs) is not dict or type(outputs) is not dict
                 or not _all_str(inputs, outputs, res)):
-            return self._checked(self.net.transition, (name, duration), kw)
+            return self._checked(self.net.transition, (name, duration),
+                                 dict(inputs=inputs, outputs=outputs, resources=res, tags=tags,
+                                      priority=priority, servers=servers))
         t = new_transition(name, duration, inputs, outputs, res, dict(tags or {}),
                            servers=servers, priority=priority)
-        self._trans.append(t)
-        self._calls.append((self.net.transition, (name, duration), kw))
+        self._els.append(t)
         return t
 
     # -------------------------------------------------------------- transfers
@@ -186,16 +195,16 @@ class TransferBatch:
         call = (name, nbytes, src, dst, ins, outputs, link_outputs, tags, priority, reduce, lane,
                 share, latency, messages)
         if src == dst or type(name) is not str or not _all_str(ins, outputs, link_outputs):
-            return self._checked(self._transfer_checked, call, {})
+            return self._transfer_now(*call)
         ccv, cv = self._cv(share, messages)
         tg = {"kind": "comm", "step": False, **(tags or {})}
-        places, trans = [], []
+        els: list[Place | Transition] = []  # in the checked path's order
         names = []
         arcs = {p: 1 for p in ins}
         if fab.flows and c.send_s_per_byte > 0:
             sent = f"{name}:sent"
-            places.append(new_place(sent, 0, {}))
-            trans.append(new_transition(
+            els.append(new_place(sent, 0, {}))
+            els.append(new_transition(
                 f"{name}.send", duration(nbytes * c.send_s_per_byte, ccv), arcs, {sent: 1},
                 (fab.host_compute(src),), {**tg, "stage": "send"}, priority=priority))
             names.append(f"{name}.send")
@@ -204,10 +213,10 @@ class TransferBatch:
         arrived = outputs
         if fab.flows and recv_s > 0:
             arrived = [f"{name}:arrived"]
-            places.append(new_place(arrived[0], 0, {}))
+            els.append(new_place(arrived[0], 0, {}))
         pair = self._pair(src, dst, lane)
         if pair is None:
-            return self._checked(self._transfer_checked, call, {})
+            return self._transfer_now(*call)
         res, lat, bw = pair
         if latency is not None:
             lat = float(latency)
@@ -215,34 +224,33 @@ class TransferBatch:
         ltags = {**tg, "stage": "link", "bytes": nbytes}
         if lat > 0:
             wire = f"{name}.wire"
-            places.append(new_place(wire, 0, {}))
-            trans.append(new_transition(name, work, arcs, {p: 1 for p in [*link_outputs, wire]},
+            els.append(new_place(wire, 0, {}))
+            els.append(new_transition(name, work, arcs, {p: 1 for p in [*link_outputs, wire]},
                                         res, ltags, priority=priority))
             d = self._lats.get(lat)
             if d is None:
                 d = self._lats[lat] = Deterministic(lat)
-            trans.append(new_transition(f"{name}.lat", d, {wire: 1}, {p: 1 for p in arrived},
+            els.append(new_transition(f"{name}.lat", d, {wire: 1}, {p: 1 for p in arrived},
                                         (), {**tg, "stage": "latency"}, servers=math.inf))
             names += [name, f"{name}.lat"]
         else:
-            trans.append(new_transition(name, work, arcs,
+            els.append(new_transition(name, work, arcs,
                                         {p: 1 for p in [*link_outputs, *arrived]}, res, ltags,
                                         priority=priority))
             names.append(name)
         if arrived is not outputs:
-            trans.append(new_transition(
+            els.append(new_transition(
                 f"{name}.recv", duration(recv_s, ccv), {arrived[0]: 1},
                 {p: 1 for p in outputs}, (fab.host_compute(dst),), {**tg, "stage": "recv"},
                 priority=priority))
             names.append(f"{name}.recv")
-        self._places += places
-        self._trans += trans
-        self._calls.append((self._transfer_checked, call, {}))
+        self._els += els
         return names
 
-    def _transfer_checked(self, name, nbytes, src, dst, inputs, outputs, link_outputs, tags,
-                          priority, reduce, lane, share, latency, messages) -> list[str]:
-        """:meth:`.Fabric.transfer` of a call of :meth:`transfer` (its arguments in order)."""
+    def _transfer_now(self, name, nbytes, src, dst, inputs, outputs, link_outputs, tags,
+                      priority, reduce, lane, share, latency, messages) -> list[str]:
+        """Flush, then :meth:`.Fabric.transfer` now (a transfer the batch does not prepare)."""
+        self.flush()
         return self.fabric.transfer(name, nbytes, src, dst, inputs=inputs, outputs=outputs,
                                     link_outputs=link_outputs, tags=tags, priority=priority,
                                     reduce=reduce, lane=lane, share=share, latency=latency,
