@@ -238,11 +238,7 @@ class Net:
         fcap = math.inf if cap is None else _bw(cap, what=f"transfer {name!r} cap")
         extra = [] if resources is None else _names(resources, Resource, f"transfer {name!r} resource")
         if connection is not None:
-            cname = f"conn:{connection}"
-            if cname not in self.resources:
-                self.resource(cname, 1, "fifo", **{"kind": "connection", "connection": str(connection),
-                                                  **(connection_tags or {})})
-            extra.append(cname)
+            extra.append(self.connection(connection, connection_tags))
         tg = {"kind": "comm", **(tags or {})}
         latency = sum(self.resources[ln].latency for ln in links)
         lout = _arcs(link_outputs, f"transfer {name!r}", "link_outputs")
@@ -263,6 +259,16 @@ class Net:
                             tags={**tg, "stage": "link"}, modulator=modulator)
         t.flow_cap = fcap
         return [name]
+
+    def connection(self, key: str, tags: Mapping[str, Any] | None = None) -> str:
+        """The connection resource ``"conn:" + key`` of :meth:`transfer` (a fifo resource of
+        one server tagged ``kind="connection"``, ``connection=key`` and ``tags``), created on
+        first use; returns its name."""
+        cname = f"conn:{key}"
+        if cname not in self.resources:
+            self.resource(cname, 1, "fifo", **{"kind": "connection", "connection": str(key),
+                                              **(tags or {})})
+        return cname
 
     def transition(
         self,

@@ -89,14 +89,15 @@ def new_place(name: str, tokens: int, tags: dict) -> Place:
 
 
 def new_transition(name: str, duration: Distribution, inputs: dict[str, int],
-                   outputs: dict[str, int], resources: tuple[str, ...], tags: dict) -> Transition:
+                   outputs: dict[str, int], resources: tuple[str, ...], tags: dict, *,
+                   servers: float = 1, priority: int = 0) -> Transition:
     """A transition as :meth:`Net.transition` makes it from a distribution, ``{place name:
-    weight}`` arcs, resource names and tags (all taken over; one server, priority 0, no
-    inhibitors, modulator, gate, cap or weight), for :meth:`Net.insert`."""
+    weight}`` arcs, resource names and tags (all taken over; ``servers`` and ``priority`` as
+    given, no inhibitors, modulator, gate, cap or weight), for :meth:`Net.insert`."""
     return _new(Transition, name=name, duration=duration, inputs=_TrackedDict(inputs),
                 outputs=_TrackedDict(outputs), inhibitors=_TrackedDict(), resources=resources,
-                servers=1, priority=0, tags=_TrackedDict(tags), modulator=None, gate=None,
-                flow_cap=math.inf, weight=None)
+                servers=servers, priority=priority, tags=_TrackedDict(tags), modulator=None,
+                gate=None, flow_cap=math.inf, weight=None)
 
 
 @dataclass(eq=False)

@@ -134,9 +134,10 @@ def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, backups: int,
             net.transition(f"w{i}.send{j}", 0.0, inputs={g: 1, lv: 1},
                            outputs={lane: 1, inflight: 1, **{p: 1 for p in pushq}},
                            tags={**w, **sync})
-        for c, (k, b) in enumerate(pieces):
-            if not local(i, k):
-                ex.push(i, k, b, f"c{c}", chunk=c, inputs=[pushq[c]], outputs=[recv[i, c]])
+        with ex.bulk():
+            for c, (k, b) in enumerate(pieces):
+                if not local(i, k):
+                    ex.push(i, k, b, f"c{c}", chunk=c, inputs=[pushq[c]], outputs=[recv[i, c]])
         got = {recv[i, c]: 1 for c in range(P)}
         net.transition(f"w{i}.drop", 0.0, inputs={**got, stalepush: 1}, priority=-1,
                        tags={**w, **sync})
@@ -162,16 +163,18 @@ def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, backups: int,
                    inputs={closing: 1, **{f"w{i}.closed": 1 for i in range(n)}},
                    inhibitors={arr: 1}, outputs={p: 1 for p in upd_in}, tags=sync)
     back = {}
-    for c, (k, b) in enumerate(pieces):
-        to = {}
-        for i in range(n):
-            back[i, c] = net.place(f"w{i}.c{c}.param", worker=i).name
-            to[i] = back[i, c] if local(i, k) else net.place(f"ps{k}.c{c}.to{i}", shard=k).name
-        ex.update(f"ps{k}.update.c{c}", k, b, chunk=c, inputs=[upd_in[c]],
-                  outputs=list(to.values()))
-        for i in range(n):
-            if not local(i, k):
-                ex.pull(i, k, b, f"c{c}", chunk=c, inputs=[to[i]], outputs=[back[i, c]])
+    with ex.bulk() as add:  # the places, updates and pulls added at once
+        for c, (k, b) in enumerate(pieces):
+            to = {}
+            for i in range(n):
+                back[i, c] = add.place(f"w{i}.c{c}.param", worker=i).name
+                to[i] = (back[i, c] if local(i, k)
+                         else add.place(f"ps{k}.c{c}.to{i}", shard=k).name)
+            ex.update(f"ps{k}.update.c{c}", k, b, chunk=c, inputs=[upd_in[c]],
+                      outputs=list(to.values()))
+            for i in range(n):
+                if not local(i, k):
+                    ex.pull(i, k, b, f"c{c}", chunk=c, inputs=[to[i]], outputs=[back[i, c]])
     for i in range(n):
         w = {"worker": i}
         pulled = net.place(f"w{i}.pulled", **w).name

@@ -360,6 +360,16 @@ def _build_ps(model: ModelProfile, cl: Cluster, h: Heuristics, *, synchronous: b
             late = g[names[0]] if names[0] == "l" else []
             early = g[names[0]] if names[0] == "e" else []
             _compute(net, fab, model, cl, i, h, ins, early, late)
+    with ex.bulk():  # pushes, updates and pulls added at once
+        _exchange(ex, n, names, pieces, synchronous, grad, recv, back, param)
+    net.meta["heuristics"] = dataclasses.asdict(h)
+    net.meta["cluster"] = cl
+    return net
+
+
+def _exchange(ex: PSExchange, n: int, names: list[str], pieces: dict, synchronous: bool,
+              grad: dict, recv: dict, back: dict, param: dict) -> None:
+    """The pushes, updates and pulls of :func:`_build_ps`, part by part and piece by piece."""
     for p in names:
         for c, (k, b, q) in enumerate(pieces[p]):
             for i in range(n):
@@ -379,9 +389,6 @@ def _build_ps(model: ModelProfile, cl: Cluster, h: Heuristics, *, synchronous: b
                 if not ex.local(i, k) and q > 0:
                     ex.pull(i, k, q, f"{p}.c{c}", chunk=c, inputs=[back[i, p, c]],
                             outputs=[param[i, p, c]], tags={"part": p})
-    net.meta["heuristics"] = dataclasses.asdict(h)
-    net.meta["cluster"] = cl
-    return net
 
 
 def build(variant: str, model: ModelProfile, cluster: Cluster, *,

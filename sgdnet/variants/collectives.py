@@ -62,7 +62,8 @@ Parameter-server exchange
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from ..errors import VariantError
@@ -70,6 +71,7 @@ from ..net import Net
 from ..workload import Cluster
 from .durations import duration
 from .fabric import Fabric
+from .fabric_bulk import TransferBatch
 from .rings import (  # noqa: F401 - ring forms re-exported: allreduce and tests import them from here
     LOOP_ROUNDS,
     RING_FORMS,
@@ -393,6 +395,22 @@ class PSExchange:
         self.fabric = fabric
         self.net = fabric.net
         self.cluster = fabric.cluster
+        self._to: Fabric | TransferBatch = fabric  # where transfers go
+        self._add: Net | TransferBatch = fabric.net  # where updates go
+
+    @contextmanager
+    def bulk(self) -> Iterator[TransferBatch]:
+        """Within the block, :meth:`push`, :meth:`pull` and :meth:`update` go to a
+        :class:`.fabric_bulk.TransferBatch` (yielded, for the block's places), whose elements
+        are added at once at the block's end (the same net, :mod:`.fabric_bulk`). The block
+        must add to the net only through the exchange and the batch."""
+        b = TransferBatch(self.fabric)
+        self._to = self._add = b
+        try:
+            yield b
+        finally:
+            self._to, self._add = self.fabric, self.net
+        b.flush()
 
     def local(self, worker: int, shard: int) -> bool:
         """True when shard ``shard`` lives on worker ``worker``'s host."""
@@ -408,7 +426,7 @@ class PSExchange:
              tags: Mapping[str, Any] | None = None, priority: int = 0) -> list[str]:
         """Transfer ``w{worker}.push.{suffix}`` of ``nbytes`` from the worker to the shard."""
         fab = self.fabric
-        return fab.transfer(f"w{worker}.push.{suffix}", nbytes, ("worker", worker),
+        return self._to.transfer(f"w{worker}.push.{suffix}", nbytes, ("worker", worker),
                             fab.ps_host(shard), inputs=inputs, outputs=outputs,
                             priority=priority, reduce=True,
                             share="in" if self.shared(shard) else None,
@@ -420,7 +438,7 @@ class PSExchange:
              tags: Mapping[str, Any] | None = None, priority: int = 0) -> list[str]:
         """Transfer ``w{worker}.pull.{suffix}`` of ``nbytes`` from the shard to the worker."""
         fab = self.fabric
-        return fab.transfer(f"w{worker}.pull.{suffix}", nbytes, fab.ps_host(shard),
+        return self._to.transfer(f"w{worker}.pull.{suffix}", nbytes, fab.ps_host(shard),
                             ("worker", worker), inputs=inputs, outputs=outputs,
                             priority=priority, share="out" if self.shared(shard) else None,
                             tags={"worker": worker, **(tags or {}), "direction": "pull",
@@ -434,7 +452,7 @@ class PSExchange:
         ``inputs`` / ``outputs``: place names (weight 1 each) or ``{place: weight}``."""
         cl = self.cluster
         d = duration(cl.update_time(nbytes), cl.compute_cv)
-        self.net.transition(name, d, inputs=_weights(inputs), outputs=_weights(outputs),
+        self._add.transition(name, d, inputs=_weights(inputs), outputs=_weights(outputs),
                             resources=[self.fabric.ps_cpu(shard)],
                             tags={"kind": "update", **(tags or {}), "shard": shard,
                                   "chunk": chunk, "step": False})
@@ -455,24 +473,28 @@ def ps_average(net: Net, fab: Fabric, cl: Cluster, nbytes: float, ins: dict, out
     ex = PSExchange(fab)
     pieces = cl.shard_tensor(0, nbytes)
     got: dict[int, list[str]] = {i: [] for i in range(n)}
-    for c, (k, b) in enumerate(pieces):
-        host = fab.ps_host(k)
-        recv, back = {}, {}
-        for i in range(n):
-            back[i] = net.place(f"w{i}.{name}.c{c}.back", worker=i).name
-            got[i].append(back[i])
-            if ex.local(i, k):
-                recv[i] = ins[i][c]
-                continue
-            recv[i] = net.place(f"ps{k}.{name}.c{c}.from{i}", shard=k).name
-            ex.push(i, k, b, f"{name}.c{c}", chunk=c, inputs=[ins[i][c]], outputs=[recv[i]])
-        to = {i: (back[i] if host == ("worker", i)
-                  else net.place(f"ps{k}.{name}.c{c}.to{i}", shard=k).name) for i in range(n)}
-        ex.update(f"ps{k}.{name}.c{c}", k, b, chunk=c, inputs=[recv[i] for i in range(n)],
-                  outputs=[to[i] for i in range(n)])
-        for i in range(n):
-            if not ex.local(i, k):
-                ex.pull(i, k, b, f"{name}.c{c}", chunk=c, inputs=[to[i]], outputs=[back[i]])
+    with ex.bulk() as add:  # the places, pushes, updates and pulls added at once
+        for c, (k, b) in enumerate(pieces):
+            host = fab.ps_host(k)
+            recv, back = {}, {}
+            for i in range(n):
+                back[i] = add.place(f"w{i}.{name}.c{c}.back", worker=i).name
+                got[i].append(back[i])
+                if ex.local(i, k):
+                    recv[i] = ins[i][c]
+                    continue
+                recv[i] = add.place(f"ps{k}.{name}.c{c}.from{i}", shard=k).name
+                ex.push(i, k, b, f"{name}.c{c}", chunk=c, inputs=[ins[i][c]],
+                        outputs=[recv[i]])
+            to = {i: (back[i] if host == ("worker", i)
+                      else add.place(f"ps{k}.{name}.c{c}.to{i}", shard=k).name)
+                  for i in range(n)}
+            ex.update(f"ps{k}.{name}.c{c}", k, b, chunk=c, inputs=[recv[i] for i in range(n)],
+                      outputs=[to[i] for i in range(n)])
+            for i in range(n):
+                if not ex.local(i, k):
+                    ex.pull(i, k, b, f"{name}.c{c}", chunk=c, inputs=[to[i]],
+                            outputs=[back[i]])
     for i in range(n):
         net.transition(f"w{i}.{name}.got", 0.0, inputs={p: 1 for p in got[i]},
                        outputs={outs[i]: 1}, tags={"worker": i, "kind": "sync", "step": False})

@@ -304,6 +304,9 @@ class Fabric:
         may be the fraction of the bytes the receiver reduces, and ``messages``: the number
         of independent messages the transfer stands for (their noise adds up: the CV of the
         bytes and of the CPU work is divided by ``sqrt(messages)``).
+
+        Its bulk twin is :meth:`.fabric_bulk.TransferBatch.transfer` (the same elements, added
+        at once; tests/test_bulk_ps.py ties them): change both together.
         """
         if src == dst:
             raise VariantError(f"transfer {name!r}: source and destination are the same host {src}")

@@ -103,22 +103,26 @@ def build_ps_net(
 
     local = ex.local
 
-    # places: parameters (1 token: step 0 may start), gradients, server-side mailboxes
-    param = {(i, l, c): net.place(f"w{i}.l{l}.c{c}.param", 1, worker=i, layer=l).name
-             for i in range(n) for l in range(L) for c in range(len(plan[l]))}
-    recv, back = {}, {}
+    # places (added at once, Net.add_places): parameters (1 token: step 0 may start),
+    # gradients, server-side mailboxes
+    keys = [(i, l, c) for i in range(n) for l in range(L) for c in range(len(plan[l]))]
+    param = dict(zip(keys, net.add_places((f"w{i}.l{l}.c{c}.param", 1, {"worker": i, "layer": l})
+                                          for i, l, c in keys)))
+    specs, recv, back = [], {}, {}
     for l in range(L):
         for c, (k, _b) in enumerate(plan[l]):
             for i in range(n):
-                recv[i, l, c] = net.place(f"ps{k}.l{l}.c{c}.from{i}", layer=l, shard=k).name
-                back[i, l, c] = (param[i, l, c] if local(i, k)
-                                 else net.place(f"ps{k}.l{l}.c{c}.to{i}", layer=l, shard=k).name)
+                recv[i, l, c] = f"ps{k}.l{l}.c{c}.from{i}"
+                specs.append((recv[i, l, c], 0, {"layer": l, "shard": k}))
+                back[i, l, c] = param[i, l, c] if local(i, k) else f"ps{k}.l{l}.c{c}.to{i}"
+                if not local(i, k):
+                    specs.append((back[i, l, c], 0, {"layer": l, "shard": k}))
+    net.add_places(specs)
     grad = {}
-    for i in range(n):
-        for l in range(L):
-            for c, (k, _b) in enumerate(plan[l]):
-                grad[i, l, c] = (recv[i, l, c] if local(i, k)
-                                 else net.place(f"w{i}.l{l}.c{c}.grad", worker=i, layer=l).name)
+    for i, l, c in keys:
+        grad[i, l, c] = recv[i, l, c] if local(i, plan[l][c][0]) else f"w{i}.l{l}.c{c}.grad"
+    net.add_places((grad[i, l, c], 0, {"worker": i, "layer": l}) for i, l, c in keys
+                   if not local(i, plan[l][c][0]))
     credit: dict[tuple[int, int], str] = {}
     if staleness is not None and staleness_impl == "places":
         for i in range(n):
@@ -152,8 +156,23 @@ def build_ps_net(
         for i, t in enumerate(starts):
             net.transitions[t].gate = ("ssp", i)
 
-    # pushes, in the order gradients become ready (last layer first)
+    # pushes, in the order gradients become ready (last layer first), updates and pulls,
+    # added at once (PSExchange.bulk)
     ltag = (lambda l: {}) if coarse else (lambda l: {"layer": l})
+    with ex.bulk():
+        _exchange(ex, plan, n, synchronous, grad, recv, back, param, ltag)
+    net.meta["ps_plan"] = [[(int(k), float(b)) for k, b in p] for p in plan]
+    net.meta["cluster"] = cl
+    if balance != "none":
+        net.meta["batch_sizes"] = bs
+    return net
+
+
+def _exchange(ex: PSExchange, plan: list[list[tuple[int, float]]], n: int, synchronous: bool,
+              grad: dict, recv: dict, back: dict, param: dict, ltag) -> None:
+    """The pushes (last layer first), the updates and the pulls of :func:`build_ps_net`."""
+    local = ex.local
+    L = len(plan)
     for l in range(L - 1, -1, -1):
         for c, (k, b) in enumerate(plan[l]):
             for i in range(n):
@@ -181,11 +200,6 @@ def build_ps_net(
                     continue
                 ex.pull(i, k, b, f"l{l}.c{c}", chunk=c, inputs=[back[i, l, c]],
                         outputs=[param[i, l, c]], tags=ltag(l), priority=l)
-    net.meta["ps_plan"] = [[(int(k), float(b)) for k, b in p] for p in plan]
-    net.meta["cluster"] = cl
-    if balance != "none":
-        net.meta["batch_sizes"] = bs
-    return net
 
 
 def _grouped(net: Net, fab: Fabric, ex: PSExchange, prof: ModelProfile, cl: Cluster,
