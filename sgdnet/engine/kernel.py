@@ -103,6 +103,10 @@ _U = np.uint64
 # integer arguments of helpers as int64 values, not literals: numba compiles a helper once per
 # distinct argument types, and a literal 0 is a type of its own (Literal[int](0))
 _I0, _I1, _IM1, _K7, _K45 = (np.int64(k) for k in (0, 1, -1, 7, 45))
+# and a bool argument as a bool value: a variable first set from a literal False is typed
+# Literal[bool](False) until type inference unifies it, and a helper it is passed to is compiled
+# for both types
+_FALSE = np.bool_(False)
 _INV53 = 1.0 / 9007199254740992.0
 TWO_PI = 2.0 * math.pi
 
@@ -912,7 +916,7 @@ def run_replication(
     ihs = np.zeros(max(nT, 1), dtype=np.int64)  # scratch of the ring -> heap switch
     ih_n = _I0  # an int64 from the start: a literal 0 would compile the heap helpers twice
     ih_hd = _I0  # ring head
-    ih_heap = False
+    ih_heap = _FALSE  # not a literal False (see _FALSE)
     ih_cap = ih.size
     qh = np.zeros(max(rq_base[nR], 1), dtype=np.int64)
     qn = np.zeros(nR, dtype=np.int64)
