@@ -60,7 +60,9 @@ Design (see DESIGN.md "The engine" and the normative firing semantics of the tea
   its request time) and, when the histogram arrays have rows, log-linear wait and sojourn
   histograms.
 - **Helpers** are compiled with ``_nrt=False``: array arguments then carry no reference-count
-  traffic, which otherwise dominated the event loop.
+  traffic, which otherwise dominated the event loop. Those that only jitted code calls (``_inner``)
+  are compiled without numba's CPython and C wrappers, which a cold compile would otherwise
+  build, optimise and emit for each of them.
 
 The kernel assumes a valid compiled net (see :mod:`sgdnet.net.compiled`) and never raises; it
 reports a status code: 0 done, 1 deadlock, 2 event budget exhausted, 3 time does not advance,
@@ -103,11 +105,22 @@ _U = np.uint64
 # integer arguments of helpers as int64 values, not literals: numba compiles a helper once per
 # distinct argument types, and a literal 0 is a type of its own (Literal[int](0))
 _I0, _I1, _IM1, _K7, _K45 = (np.int64(k) for k in (0, 1, -1, 7, 45))
+# and a bool argument as a bool value: a variable first set from a literal False is typed
+# Literal[bool](False) until type inference unifies it, and a helper it is passed to is compiled
+# for both types
+_FALSE = np.bool_(False)
 _INV53 = 1.0 / 9007199254740992.0
 TWO_PI = 2.0 * math.pi
 
+#: The decorator of the helpers only jitted code calls: without the CPython and C wrappers numba
+#: otherwise generates, optimises and emits for every compiled function (Python-side argument
+#: unboxing, never used for these; ~1/3 less LLVM work on a cold compile of the kernel). The
+#: helpers also called from Python (``sample``, the instant-queue functions) keep them.
+_inner = njit(cache=True, _nrt=False, error_model="numpy", no_cpython_wrapper=True,
+              no_cfunc_wrapper=True)
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+
+@_inner
 def _rotl(x, k):
     return (x << _U(k)) | (x >> _U(64 - k))
 
@@ -139,31 +152,31 @@ def _xo_step(s0, s1, s2, s3):
     return res, s0, s1, s2, _rotl(s3, _K45)
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def next_u64(s):
     res, s[0], s[1], s[2], s[3] = _xo_step(s[0], s[1], s[2], s[3])
     return res
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def uniform(s):
     """A double in [0, 1)."""
     return float(next_u64(s) >> _U(11)) * _INV53
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def exponential(s, mean):
     return -mean * math.log(1.0 - uniform(s))
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def std_normal(s):
     u1 = 1.0 - uniform(s)
     u2 = uniform(s)
     return math.sqrt(-2.0 * math.log(u1)) * math.cos(TWO_PI * u2)
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def gamma_unit(s, k):
     """Gamma(shape k, scale 1) by Marsaglia-Tsang (k < 1 via the u**(1/k) boost)."""
     boost = 1.0
@@ -183,7 +196,7 @@ def gamma_unit(s, k):
             return d * v * boost
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def sample_base(s, code, a, b, pool):
     """One draw of a non-mixture distribution with parameter row ``(a, b)``."""
     if code == 0:
@@ -253,7 +266,7 @@ HIST_SUB_BITS_SHIFT = 52 - HIST_SUB_BITS  # float64 bits -> (biased exponent, le
 
 
 # ------------------------------------------------------------ candidate heaps
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _cless(a, b, TS, TF):
     pa = TS[a, TS_PCLS]
     pb = TS[b, TS_PCLS]
@@ -266,7 +279,7 @@ def _cless(a, b, TS, TF):
     return TS[a, TS_RANK] < TS[b, TS_RANK]
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _c_up(h, base, i, TD, TS, TF):
     x = h[base + i]
     while i > 0:
@@ -282,7 +295,7 @@ def _c_up(h, base, i, TD, TS, TF):
     TD[x, TD_CPOS] = i
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _c_down(h, base, n, i, TD, TS, TF):
     x = h[base + i]
     while True:
@@ -302,14 +315,14 @@ def _c_down(h, base, n, i, TD, TS, TF):
     TD[x, TD_CPOS] = i
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _c_push(h, base, n, t, TD, TS, TF):
     h[base + n] = t
     _c_up(h, base, n, TD, TS, TF)
     return n + 1
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _c_pop(h, base, n, TD, TS, TF):
     """Remove the top; the caller reads ``h[base]`` before and passes the old size."""
     n -= 1
@@ -319,7 +332,7 @@ def _c_pop(h, base, n, TD, TS, TF):
     return n
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _c_remove(h, base, n, t, TD, TS, TF):
     i = TD[t, TD_CPOS]
     n -= 1
@@ -340,7 +353,7 @@ def _c_remove(h, base, n, t, TD, TS, TF):
 # newcomer usually has the latest request time and is placed after one comparison, and the head
 # leaves in O(1), where a heap of the ~50-280 waiting transfers at a PS link costs ~2 log n
 # scattered key comparisons per promotion. TD_CPOS holds the physical ring index.
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _d_push(h, base, cap, head, n, t, TD, TS, TF):
     p = head + n
     if p >= cap:
@@ -363,7 +376,7 @@ def _d_push(h, base, cap, head, n, t, TD, TS, TF):
     return n + 1
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _d_remove(h, base, cap, head, n, t, TD):
     """Remove t (anywhere in the ring): the elements after it move one place forward."""
     p = TD[t, TD_CPOS]
@@ -511,12 +524,12 @@ def _iq_remove(ih, hd, n, heap, t, TD, TS, TF):
 # ------------------------------------------------------------ completion heap
 # Slots ordered by (completion time, start sequence); the keys live in heap order next to the
 # slot ids (ekt, eks) so comparisons read adjacent memory; pos[slot] supports key updates (ps).
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _ekless(ta, qa, tb, qb):
     return (ta < tb) | ((ta == tb) & (qa < qb))
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _e_place(eh, ekt, eks, pos, i, n, s, t, q):
     """Put (s, t, q) into hole i and restore heap order (moving up or down)."""
     moved = False
@@ -556,7 +569,7 @@ def _e_place(eh, ekt, eks, pos, i, n, s, t, q):
     pos[s] = i
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _e_push(eh, ekt, eks, pos, n, s, t, q):
     i = n
     while i > 0:
@@ -579,7 +592,7 @@ def _e_push(eh, ekt, eks, pos, n, s, t, q):
     return n + 1
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _e_pop(eh, ekt, eks, pos, n):
     """Remove the top (bottom-up: the hole descends along the smaller children, then the last
     element is placed in it and moved up); return the new size."""
@@ -623,7 +636,7 @@ def _e_pop(eh, ekt, eks, pos, n):
 
 
 # ------------------------------------------------------------------ helpers
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _ps_rate(t, psres_ptr, psres_idx, used, r_cap):
     rate = 1.0
     for k in range(psres_ptr[t], psres_ptr[t + 1]):
@@ -634,7 +647,7 @@ def _ps_rate(t, psres_ptr, psres_idx, used, r_cap):
     return rate
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _rerate(r, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate, s_ctime, s_seq,
             eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap):
     rp = r_ps[r]
@@ -655,12 +668,12 @@ def _rerate(r, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate, s_ctime, s
             _e_place(eh, ekt, eks, eh_pos, eh_pos[s], eh_n, s, s_ctime[s], s_seq[s])
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _g_less(a, b, s_vf, s_seq):
     return s_vf[a] < s_vf[b] or (s_vf[a] == s_vf[b] and s_seq[a] < s_seq[b])
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _g_sift(gh, rp, n, i, s_gpos, s_vf, s_seq):
     """Restore the order of group heap ``rp`` (size ``n``) around position ``i``."""
     s = gh[rp, i]
@@ -693,7 +706,7 @@ def _g_sift(gh, rp, n, i, s_gpos, s_vf, s_seq):
     s_gpos[s] = i
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _g_remove(gh, rp, gn, s, s_gpos, s_vf, s_seq):
     """Take flow ``s`` out of the group heap ``rp``."""
     i = s_gpos[s]
@@ -705,14 +718,14 @@ def _g_remove(gh, rp, gn, s, s_gpos, s_vf, s_seq):
         _g_sift(gh, rp, n, i, s_gpos, s_vf, s_seq)
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _e_remove(eh, ekt, eks, pos, n, s):
     """Take slot ``s`` out of the completion heap; return the new size."""
     _e_place(eh, ekt, eks, pos, pos[s], n, s, -np.inf, _IM1)
     return _e_pop(eh, ekt, eks, pos, n)
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _flow_rem(s, now, s_grp, s_vf, g_V, g_rate, g_tau, s_rem, s_rate, s_last):
     """Bytes flow ``s`` still has to move at ``now``."""
     g = s_grp[s]
@@ -723,7 +736,7 @@ def _flow_rem(s, now, s_grp, s_vf, g_V, g_rate, g_tau, s_rem, s_rate, s_last):
     return rem if rem > 0.0 else 0.0
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _queued_busy(s, now, t0, s_trans, s_start, qres_ptr, qres_idx, o_busy):
     """Add the busy time firing ``s``, still running at the end, gave its queued resources."""
     t = s_trans[s]
@@ -735,7 +748,7 @@ def _queued_busy(s, now, t0, s_trans, s_start, qres_ptr, qres_idx, o_busy):
 
 
 # ------------------------------------------------------------ random switches
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _sw_ok(a, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap):
     """Whether candidate ``a`` is a weighted transition competing with ``t`` (same priority class
     and priority) whose queued resources all have a free server."""
@@ -748,7 +761,7 @@ def _sw_ok(a, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap):
     return True
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _sw_heap(h, base, n, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap, cand, nc, stk):
     """Append to ``cand`` the entries of heap ``h[base:base+n]`` that :func:`_sw_ok` admits.
 
@@ -777,7 +790,7 @@ def _sw_heap(h, base, n, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap, cand, 
     return nc
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _sw_ring(h, base, cap, head, n, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_cap, cand, nc):
     """:func:`_sw_heap` for a fifo resource's sorted ring: ``t``'s priority class leads it."""
     p = head
@@ -794,7 +807,7 @@ def _sw_ring(h, base, cap, head, n, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_
     return nc
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _sw_pick(t, ih, ih_n, ih_hd, ih_heap, qh, qn, qhd, r_disc, rq_base, TS, TF, sw_w, sw_prio, sw_res,
              qres_idx, used, r_cap, cand, stk, rng):
     """The random switch: ``t`` (weighted, able to start, the scan's next start) or a weighted
@@ -837,7 +850,7 @@ def _sw_pick(t, ih, ih_n, ih_hd, ih_heap, qh, qn, qhd, r_disc, rq_base, TS, TF, 
 
 
 # ------------------------------------------------------------ sojourn / wait histograms
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_inner
 def _hadd(h, r, x, hb_f, hb_i):
     """Count duration ``x`` in row ``r`` of a log-linear histogram (see :mod:`sgdnet.results`):
     the bin is read from the bits of ``x`` (``hb_f``, ``hb_i``: one float64 and its int64 view),
@@ -912,7 +925,7 @@ def run_replication(
     ihs = np.zeros(max(nT, 1), dtype=np.int64)  # scratch of the ring -> heap switch
     ih_n = _I0  # an int64 from the start: a literal 0 would compile the heap helpers twice
     ih_hd = _I0  # ring head
-    ih_heap = False
+    ih_heap = _FALSE  # not a literal False (see _FALSE)
     ih_cap = ih.size
     qh = np.zeros(max(rq_base[nR], 1), dtype=np.int64)
     qn = np.zeros(nR, dtype=np.int64)
