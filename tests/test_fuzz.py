@@ -25,6 +25,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+#: one xdist worker runs the whole module (``--dist loadgroup``, setup.cfg): its module-scoped
+#: worker process would otherwise be started again on each worker that gets one of its tests
+pytestmark = pytest.mark.xdist_group("fuzz")
+
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 N_NETS = 300

@@ -22,6 +22,10 @@ from pathlib import Path
 
 import pytest
 
+#: one xdist worker runs the whole module (``--dist loadgroup``, setup.cfg): its module-scoped
+#: processes would otherwise be started again on each worker that gets one of its tests
+pytestmark = pytest.mark.xdist_group("jit_cache")
+
 REPO = Path(__file__).resolve().parents[1]
 
 MODULE = """\
