@@ -74,8 +74,14 @@ def test_arrays_match_their_definitions(net):
         eptr, eidx = _csr_of([[pi[p] for p in r] for r in rows])
         assert np.array_equal(ptr, eptr) and np.array_equal(idx, eidx)
         assert np.array_equal(w, [x for r in rows for x in r.values()])
-    readers = [sorted({i for i, t in enumerate(T) if p in t.inputs or p in t.inhibitors})
-               for p in P]
+    # the transitions that read each place (input or inhibitor arc), in index order; collected
+    # arc by arc (the same sets as ``{i for i, t in enumerate(T) if p in t.inputs or p in
+    # t.inhibitors}`` for each p, without the places x transitions scan)
+    readers = [set() for _ in P]
+    for i, t in enumerate(T):
+        for p in (*t.inputs, *t.inhibitors):
+            readers[pi[p]].add(i)
+    readers = [sorted(r) for r in readers]
     eptr, eidx = _csr_of(readers)
     assert np.array_equal(cn.dep_ptr, eptr) and np.array_equal(cn.dep_trans, eidx)
     shared = {r.name for r in R if r.discipline in ("ps", "flow")}

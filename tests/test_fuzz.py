@@ -25,6 +25,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+#: one xdist worker runs the whole module (``--dist loadgroup``, setup.cfg): its module-scoped
+#: worker process would otherwise be started again on each worker that gets one of its tests
+pytestmark = pytest.mark.xdist_group("fuzz")
+
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 N_NETS = 300
@@ -268,28 +272,72 @@ def serve() -> None:  # pragma: no cover - runs in the worker process
         print(ans.replace("\n", " "), flush=True)
 
 
-def run_cases(cases: list[str]) -> list[str]:
-    env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{REPO}", "SGDNET_DEBUG": ""}
-    proc = subprocess.Popen([sys.executable, "-c", "import test_fuzz; test_fuzz.serve()"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
-                            cwd=str(REPO))
-    answers = []
+class Worker:
+    """A worker process answering the cases of :func:`serve`, killed on a hang or a death.
+
+    The tests of this module share one (:func:`worker`): the worker imports numpy, sgdnet and
+    numba once, not once per test; a test that kills it (a hang) leaves the next one a new one.
+    """
+
+    def __init__(self):
+        env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{REPO}", "SGDNET_DEBUG": ""}
+        self.proc = subprocess.Popen([sys.executable, "-c", "import test_fuzz; test_fuzz.serve()"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     env=env, cwd=str(REPO))
+        self.answered = 0
+
+    def alive(self) -> bool:
+        """Whether the process still runs (it may serve more cases)."""
+        return self.proc.poll() is None
+
+    def ask(self, case: str) -> str:
+        """One case's answer line; the test fails (and the worker is killed) on a hang or a
+        death."""
+        self.proc.stdin.write(case + "\n")
+        self.proc.stdin.flush()
+        limit = CASE_LIMIT_S * (4 if not self.answered else 1)  # the first case imports numba
+        ready, _, _ = select.select([self.proc.stdout], [], [], limit)
+        if not ready:
+            self.close()
+            pytest.fail(f"case {case!r} still running after {limit:.0f} s: a hang")
+        line = self.proc.stdout.readline()
+        if not line:
+            self.close()
+            pytest.fail(f"the worker died on case {case!r} (exit {self.proc.wait()})")
+        self.answered += 1
+        return line.strip()
+
+    def close(self) -> None:
+        """Kill the process and reap it."""
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def worker():
+    """A function returning the module's live :class:`Worker` (a new one after a hang)."""
+    box: list[Worker] = []
+
+    def get() -> Worker:
+        if not box or not box[0].alive():
+            box[:] = [Worker()]
+        return box[0]
+
+    yield get
+    if box:
+        box[0].close()
+
+
+def run_cases(cases: list[str], worker: Worker | None = None) -> list[str]:
+    """The answers to ``cases``, asked of ``worker`` (default: a worker of their own, killed
+    after them)."""
+    own = worker is None
+    w = Worker() if own else worker
     try:
-        for case in cases:
-            proc.stdin.write(case + "\n")
-            proc.stdin.flush()
-            limit = CASE_LIMIT_S * (4 if not answers else 1)  # the first case imports numba
-            ready, _, _ = select.select([proc.stdout], [], [], limit)
-            if not ready:
-                pytest.fail(f"case {case!r} still running after {limit:.0f} s: a hang")
-            line = proc.stdout.readline()
-            if not line:
-                pytest.fail(f"the worker died on case {case!r} (exit {proc.wait()})")
-            answers.append(line.strip())
+        return [w.ask(case) for case in cases]
     finally:
-        proc.kill()
-        proc.wait()
-    return answers
+        if own:
+            w.close()
 
 
 def _check(answers: list[str]) -> None:
@@ -297,8 +345,8 @@ def _check(answers: list[str]) -> None:
     assert not failed, f"{len(failed)} of {len(answers)} cases failed:\n" + "\n".join(failed[:20])
 
 
-def test_random_nets_kernel_and_oracle_agree_under_a_time_limit():
-    answers = run_cases([f"net {s}" for s in range(N_NETS)])
+def test_random_nets_kernel_and_oracle_agree_under_a_time_limit(worker):
+    answers = run_cases([f"net {s}" for s in range(N_NETS)], worker())
     _check(answers)
     kinds = {a.split()[2] if len(a.split()) > 2 else "" for a in answers}
     # the generator reaches every outcome: finished runs and both failure reports
@@ -306,21 +354,28 @@ def test_random_nets_kernel_and_oracle_agree_under_a_time_limit():
     assert sum(1 for a in answers if a.split()[2][0].isdigit()) > 100  # finished runs
 
 
-def test_random_bad_api_inputs_end_in_sgdnet_errors():
-    answers = run_cases([f"api {s}" for s in range(N_API)])
+def test_random_bad_api_inputs_end_in_sgdnet_errors(worker):
+    answers = run_cases([f"api {s}" for s in range(N_API)], worker())
     _check(answers)
     assert sum(a == f"ok {i}" for i, a in enumerate(answers)) > N_API // 2  # mostly refused
 
 
-def test_random_bad_cli_inputs_end_in_one_line_and_exit_2(tmp_path):
-    answers = run_cases([f"cli {s} {tmp_path}" for s in range(N_CLI)])
+def test_random_bad_cli_inputs_end_in_one_line_and_exit_2(tmp_path, worker):
+    answers = run_cases([f"cli {s} {tmp_path}" for s in range(N_CLI)], worker())
     _check(answers)
     assert sum(a == f"ok {i}" for i, a in enumerate(answers)) > N_CLI // 2
 
 
-def test_harness_catches_a_hang(monkeypatch):
+def test_harness_catches_a_hang(monkeypatch, worker):
     # the limit is enforced: a case that sleeps past it fails the test rather than hanging it
-    monkeypatch.setattr(sys.modules[__name__], "CASE_LIMIT_S", 0.5)
+    # (0.05 s, 0.2 s for a worker's first case: the sleeping case never answers, however slow
+    # the worker's start), on a worker of its own and on the shared one
+    monkeypatch.setattr(sys.modules[__name__], "CASE_LIMIT_S", 0.05)
     with pytest.raises(pytest.fail.Exception, match="still running"):
         run_cases(["sleep 0"])
+    shared = worker()
+    with pytest.raises(pytest.fail.Exception, match="still running"):
+        run_cases(["sleep 0"], shared)
+    assert not shared.alive()  # killed, not left running
+    assert worker() is not shared and worker().alive()  # the next test gets a new worker
 

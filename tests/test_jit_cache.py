@@ -1,13 +1,19 @@
 """Issue #17: a damaged numba cache (truncated, empty or garbage .nbi/.nbc) is detected, reported
 once and rebuilt, instead of an UnpicklingError/EOFError on every call forever.
 
-Each case runs in subprocesses with a NUMBA_CACHE_DIR of the module's own (built once, restored
-before each case) on a one-line njit(cache=True)
-module (compiles in about a second), so the kernel's own cache is never touched; a last test
-checks that simulate() runs the same check on the kernel."""
+The cases run in subprocesses with a NUMBA_CACHE_DIR of the module's own, on one-line
+njit(cache=True) modules (each compiles in well under a second), so the kernel's own cache is
+never touched; a last test checks that simulate() runs the same check on the kernel.
+
+Each damage case has a module of its own (same source, its own cache files), so the seven cases
+run in one process each time (build, heal, run again) instead of fifteen processes that each
+import numba and sgdnet: a case's damage is confined to its own files, and each case's outcome
+(compile flag, result, the warnings it raised, an exception) is recorded and checked on its own.
+The healthy cache is checked in a process of its own, whose whole stderr must stay empty."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -15,6 +21,10 @@ import sys
 from pathlib import Path
 
 import pytest
+
+#: one xdist worker runs the whole module (``--dist loadgroup``, setup.cfg): its module-scoped
+#: processes would otherwise be started again on each worker that gets one of its tests
+pytestmark = pytest.mark.xdist_group("jit_cache")
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -26,22 +36,61 @@ def plus_one(x):
     return x + 1
 """
 
-CALL = """\
-import warnings, sys
-warnings.simplefilter("always")
-import jc_mod
+#: imports each module named on the command line, checks its cache and calls it, in isolation
+#: (warnings recorded per module, an exception caught per module): one JSON line per module
+BATCH = """\
+import json, sys, traceback, warnings
 from sgdnet.engine.jitcache import check_cache
-{check}
-print("result", jc_mod.plus_one(41))
+for name in sys.argv[1:]:
+    rec = {"case": name, "compile": None, "result": None, "error": None}
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        try:
+            mod = __import__(name)
+            rec["compile"] = check_cache(mod)
+            rec["result"] = mod.plus_one(41)
+        except Exception:
+            rec["error"] = traceback.format_exc()
+    rec["warnings"] = [f"{w.category.__name__}: {w.message}" for w in seen]
+    print(json.dumps(rec), flush=True)
 """
 
+CASES = [("nbi", "truncated"), ("nbi", "empty"), ("nbi", "garbage"),
+         ("nbc", "truncated"), ("nbc", "empty"), ("nbc", "garbage"), ("nbc", "one-byte")]
+HEALTHY = "jc_healthy"
 
-def _run(tmp: Path, check: bool) -> subprocess.CompletedProcess:
-    code = CALL.format(check="print('compile', check_cache(jc_mod))" if check else "")
+
+def _name(which: str, how: str) -> str:
+    """The module of one damage case."""
+    return f"jc_{which}_{how.replace('-', '_')}"
+
+
+def _run(tmp: Path, names: list[str]) -> tuple[dict[str, dict], subprocess.CompletedProcess]:
+    """Run :data:`BATCH` on the modules ``names`` of ``tmp`` in one fresh process.
+
+    Parameters
+    ----------
+    tmp : Path
+        The directory of the modules; its ``cache`` subdirectory is the NUMBA_CACHE_DIR.
+    names : list of str
+        Module names, checked and called in this order.
+
+    Returns
+    -------
+    (dict, CompletedProcess)
+        Each module's record by name (``compile``, ``result``, ``warnings``, ``error``), and the
+        process.
+    """
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp / "cache"),
            "PYTHONPATH": f"{tmp}{os.pathsep}{REPO}"}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=240, env=env, cwd=tmp)
+    p = subprocess.run([sys.executable, "-c", BATCH, *names], capture_output=True, text=True,
+                       timeout=240, env=env, cwd=tmp)
+    recs = {}
+    for line in p.stdout.splitlines():
+        if line.startswith("{"):
+            rec = json.loads(line)
+            recs[rec["case"]] = rec
+    return recs, p
 
 
 def _damage(path: Path, how: str) -> None:
@@ -51,18 +100,27 @@ def _damage(path: Path, how: str) -> None:
                       "one-byte": data[:1]}[how])
 
 
+def _files(tmp: Path, name: str, suffix: str) -> list[Path]:
+    """The cache files of module ``name`` with this suffix (``nbi`` or ``nbc``)."""
+    return sorted((tmp / "cache").rglob(f"{name}.*.{suffix}"))
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    """A directory with the module and its freshly built cache (one compile for every case), and
-    a function restoring that pristine cache (the module's path and mtime, which numba's index
-    checks, never change)."""
+    """A directory with the modules and their freshly built caches (one process compiles them
+    all), and a function restoring those pristine caches (the modules' paths and mtimes, which
+    numba's index checks, never change)."""
     tmp = tmp_path_factory.mktemp("jc")
-    (tmp / "jc_mod.py").write_text(MODULE)
-    first = _run(tmp, check=True)
-    assert "result 42" in first.stdout and "compile True" in first.stdout, first.stderr
+    names = [_name(w, h) for w, h in CASES] + [HEALTHY]
+    for name in names:
+        (tmp / f"{name}.py").write_text(MODULE)
+    first, p = _run(tmp, names)
+    assert p.returncode == 0 and set(first) == set(names), p.stderr
+    for name in names:
+        assert first[name]["result"] == 42 and first[name]["compile"] is True, first[name]
+        assert _files(tmp, name, "nbi") and _files(tmp, name, "nbc"), \
+            f"numba wrote no cache files for {name}"
     pristine = {p: p.read_bytes() for p in (tmp / "cache").rglob("*") if p.is_file()}
-    assert any(p.suffix == ".nbi" for p in pristine) and any(p.suffix == ".nbc" for p in pristine), \
-        "numba wrote no cache files"
 
     def restore() -> Path:
         shutil.rmtree(tmp / "cache")
@@ -74,30 +132,48 @@ def built(tmp_path_factory):
     return restore
 
 
-@pytest.mark.parametrize("which, how", [
-    ("nbi", "truncated"), ("nbi", "empty"), ("nbi", "garbage"),
-    ("nbc", "truncated"), ("nbc", "empty"), ("nbc", "garbage"), ("nbc", "one-byte"),
-])
-def test_damaged_cache_is_detected_reported_once_and_rebuilt(built, which, how):
+@pytest.fixture(scope="module")
+def healed(built):
+    """Every case's damage applied to its own module's files, then two processes: the first
+    checks and calls every module (``healed``), the second does it again (``again``)."""
     tmp = built()
-    files = sorted((tmp / "cache").rglob(f"*.{which}"))
-    assert files, "numba wrote no cache files"
-    for f in files:
-        _damage(f, how)
-    healed = _run(tmp, check=True)
-    assert healed.returncode == 0, healed.stderr
-    assert "result 42" in healed.stdout and "compile True" in healed.stdout
-    assert healed.stderr.count("JitCacheWarning") == 1 and "damaged" in healed.stderr
-    again = _run(tmp, check=True)  # rebuilt: no warning, no compile
-    assert "result 42" in again.stdout and "compile False" in again.stdout
-    assert "JitCacheWarning" not in again.stderr
+    damaged = {}
+    for which, how in CASES:
+        name = _name(which, how)
+        files = _files(tmp, name, which)
+        for f in files:
+            _damage(f, how)
+        damaged[name] = files
+    names = list(damaged)
+    healed, p1 = _run(tmp, names)
+    again, p2 = _run(tmp, names)
+    return {"damaged": damaged, "healed": healed, "again": again, "stderr": (p1.stderr, p2.stderr)}
+
+
+@pytest.mark.parametrize("which, how", CASES)
+def test_damaged_cache_is_detected_reported_once_and_rebuilt(healed, which, how):
+    name = _name(which, how)
+    assert healed["damaged"][name], "numba wrote no cache files"
+    rec = healed["healed"].get(name)
+    assert rec is not None, healed["stderr"][0]
+    assert rec["error"] is None, rec["error"]
+    assert rec["result"] == 42 and rec["compile"] is True
+    warned = [w for w in rec["warnings"] if w.startswith("JitCacheWarning")]
+    assert len(warned) == 1 and "damaged" in warned[0], rec["warnings"]
+    again = healed["again"].get(name)  # rebuilt: no warning, no compile
+    assert again is not None, healed["stderr"][1]
+    assert again["error"] is None, again["error"]
+    assert again["result"] == 42 and again["compile"] is False
+    assert not [w for w in again["warnings"] if w.startswith("JitCacheWarning")]
 
 
 def test_healthy_cache_is_left_alone(built):
     tmp = built()
     before = {p: p.stat().st_mtime_ns for p in (tmp / "cache").rglob("*.nb*")}
-    r = _run(tmp, check=True)
-    assert "compile False" in r.stdout and r.stderr == ""
+    recs, r = _run(tmp, [HEALTHY])
+    assert r.returncode == 0 and recs[HEALTHY]["compile"] is False
+    assert recs[HEALTHY]["result"] == 42 and not recs[HEALTHY]["warnings"]
+    assert r.stderr == ""
     assert before == {p: p.stat().st_mtime_ns for p in (tmp / "cache").rglob("*.nb*")}
 
 

@@ -17,9 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-import distributed
 import numpy as np
-import pandas as pd
 import pytest
 
 import sgdnet
@@ -28,6 +26,10 @@ from sgdnet.results import Estimate
 from sgdnet.study import Study, read_table, row_id, row_seed, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# pandas and distributed are imported by the tests that use them, not here: the local-executor
+# workers and the killed script of the tests below import this module (its runners), and would
+# each pay for both (~0.7 s of CPU a process)
 
 
 # ---------------------------------------------------------------------------- fake runners
@@ -264,6 +266,8 @@ def test_table_file_round_trips(tmp_path, suffix):
 
 
 def test_frame_has_one_row_per_configuration():
+    import pandas as pd
+
     res = small_study().run("serial")
     df = res.frame()
     assert isinstance(df, pd.DataFrame) and len(df) == len(res)
@@ -559,6 +563,8 @@ def test_dask_local_cluster_gives_identical_rows():
     """Real predict on a Dask LocalCluster of two worker processes, reached through a Client
     and through the scheduler address: every row (metrics, seeds) equals the local run's, and
     every row really ran as a Dask task on those workers."""
+    import distributed
+
     s = Study(grid={"variant": ["sync-ps", "allreduce"], "cluster.workers": [1, 3],
                     "cluster.bandwidth": ["1Gbps", "10Gbps"]},
               fixed=QUICK, replications=3, seed=5)
