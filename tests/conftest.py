@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 import tempfile
+import time
+from pathlib import Path
 
 import pytest
 
@@ -183,17 +185,31 @@ def _fifo_round_net() -> Net:
     return net
 
 
+#: how long ``gw1`` waits for ``gw0``'s kernel before it goes on (and may compile it itself)
+KERNEL_WAIT_S = 600.0
+
+
+def _kernel_marker(config) -> Path:
+    """The file ``gw0`` writes once its kernel compile ended (one per xdist test run)."""
+    uid = config.workerinput.get("testrunuid", "run")
+    return Path(tempfile.gettempdir()) / f"sgdnet-kernel-{uid}.done"
+
+
 def pytest_collection_finish(session):
     """Under pytest-xdist (``addopts`` in setup.cfg), the first two workers compile the engine's JIT
     functions before their first test: ``gw0`` the kernel (one specialization, histograms on or
-    off), ``gw1`` the two fast paths (event graph and FIFO round).
+    off), ``gw1`` the two fast paths (event graph and FIFO round), then waits for ``gw0``.
 
-    On an empty numba cache the kernel costs ~35 s of CPU, a fast path ~3 s; left to the tests,
-    both workers met each of them in their first tests and compiled it twice at once. Compiled up
-    front, split over the two workers, the fast paths are compiled once and the kernel at most
-    twice (when ``gw1`` reaches a kernel test before ``gw0`` stored it); with a warm cache this
-    only loads them (well under a second). Small selections and serial runs compile lazily, as
-    before. What the tests check is unchanged: the same functions, the same cache."""
+    On an empty numba cache the kernel costs ~30 s of CPU, a fast path ~3 s. xdist hands tests to
+    a worker as soon as its own collection is done, so ``gw1``, done with the fast paths after
+    ~5 s, met the kernel in its first test and compiled it a second time beside ``gw0`` (seen in
+    a cold run: ``test_bench_model``'s first case took 27 s on ``gw1`` while ``gw0`` was still in
+    this hook). Now ``gw0`` leaves a marker file when its compile ends (whatever its outcome) and
+    ``gw1`` waits for it (at most :data:`KERNEL_WAIT_S`), then loads the kernel from the cache:
+    the kernel is compiled once per cold run, and no test (nor any process a test starts) begins
+    before it is in the cache. With a warm cache this only loads them (well under a second).
+    Small selections and serial runs compile lazily, as before. What the tests check is
+    unchanged: the same functions, the same cache."""
     worker = getattr(session.config, "workerinput", {}).get("workerid", "")
     if not worker.startswith("gw") or len(session.items) < WARM_UP_MIN_TESTS:
         return
@@ -203,6 +219,7 @@ def pytest_collection_finish(session):
     from sgdnet.engine.api import simulate
 
     kw = dict(steps=2, warmup=0, replications=1, seed=0, parallel=False)
+    marker = _kernel_marker(session.config)
     try:
         if index == 0:
             simulate(loop(), engine="generic", **kw)
@@ -211,6 +228,19 @@ def pytest_collection_finish(session):
             simulate(_fifo_round_net(), engine="fast", **kw)
     except Exception:  # noqa: BLE001 - a broken engine is the tests' to report, not this hook's
         pass
+    finally:
+        if index == 0:
+            marker.touch()
+    if index == 1:
+        end = time.monotonic() + KERNEL_WAIT_S
+        while not marker.exists() and time.monotonic() < end:
+            time.sleep(0.2)
+
+
+def pytest_unconfigure(config):
+    """``gw0`` removes its kernel marker at the end of the run."""
+    if getattr(config, "workerinput", {}).get("workerid") == "gw0":
+        _kernel_marker(config).unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------------ PS flow-group nets
