@@ -98,7 +98,8 @@ class Net:
 
     def __getstate__(self) -> dict:
         # the caches are stamped with this process's edit counter: never carry them over
-        return {k: v for k, v in self.__dict__.items() if k not in ("_valid_at", "_key_cache")}
+        return {k: v for k, v in self.__dict__.items()
+                if k not in ("_valid_at", "_key_cache", "_arcs_at")}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -453,11 +454,20 @@ class Net:
         stamp = self.edit_stamp()
         if self.__dict__.get("_valid_at") == stamp:  # valid and unchanged since
             return self
-        P = self.problems()
+        arcs: list = []
+        P = net_problems(self, arcs)
         if P:
             raise NetError(P, self.name)
         self.__dict__["_valid_at"] = stamp
+        if len(arcs) == 3:  # the arcs' CSR arrays, for the compile of this unchanged net
+            self.__dict__["_arcs_at"] = (stamp, tuple(arcs))
         return self
+
+    def _take_arcs(self) -> tuple | None:
+        """The arcs' CSR arrays :meth:`validate` kept, if the net is unchanged since (handed
+        over once: the net does not keep them)."""
+        kept = self.__dict__.pop("_arcs_at", None)
+        return kept[1] if kept is not None and kept[0] == self.edit_stamp() else None
 
     # ------------------------------------------------------------------ misc
     def copy(self, name: str | None = None) -> Net:

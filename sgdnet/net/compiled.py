@@ -47,7 +47,6 @@ import math
 import weakref
 from collections import OrderedDict
 from itertools import chain
-from operator import methodcaller
 from typing import Any
 
 import numpy as np
@@ -56,6 +55,7 @@ from .._gc import paused_gc
 from ..dists import Distribution, Empirical, Straggler, deterministic_rows, flatten
 from ..errors import NetError
 from .builder import Net
+from .problems import arcs_csr
 
 __all__ = ["CompiledNet", "compile_net", "INF_SERVERS", "DISC_CODES"]
 
@@ -74,21 +74,6 @@ def _csr(lists: list[list]) -> tuple[np.ndarray, np.ndarray]:
     np.cumsum(np.fromiter(map(len, lists), dtype=_I, count=n), out=ptr[1:])
     idx = np.fromiter(chain.from_iterable(lists), dtype=_I, count=int(ptr[-1]))
     return ptr, idx
-
-
-_values = methodcaller("values")
-
-
-def _arcs_csr(arcs: tuple, pidx: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(ptr, place, weight)`` of one kind of arc (``arcs[t]``: transition t's ``{place:
-    weight}``), built at C speed."""
-    n = len(arcs)
-    ptr = np.zeros(n + 1, dtype=_I)
-    np.cumsum(np.fromiter(map(len, arcs), dtype=_I, count=n), out=ptr[1:])
-    m = int(ptr[-1])
-    place = np.fromiter(map(pidx.__getitem__, chain.from_iterable(arcs)), dtype=_I, count=m)
-    w = np.fromiter(chain.from_iterable(map(_values, arcs)), dtype=_I, count=m)
-    return ptr, place, w
 
 
 def _readers(n_places: int, in_ptr: np.ndarray, in_place: np.ndarray, inh_ptr: np.ndarray,
@@ -233,9 +218,10 @@ class CompiledNet:
         self.no_input_inf = [t_names[i] for i in range(nT) if not t_in[i] and t_srv[i] == math.inf]
 
         self.m0 = np.array([p.tokens for p in P], dtype=_I)
-        self.in_ptr, self.in_place, self.in_w = _arcs_csr(t_in, pidx)
-        self.out_ptr, self.out_place, self.out_w = _arcs_csr(t_out, pidx)
-        self.inh_ptr, self.inh_place, self.inh_thr = _arcs_csr(t_inh, pidx)
+        kept = net._take_arcs()  # validate() looked every arc up already (same stamp)
+        arcs = kept or [arcs_csr(a, pidx) for a in (t_in, t_out, t_inh)]
+        (self.in_ptr, self.in_place, self.in_w), (self.out_ptr, self.out_place, self.out_w), \
+            (self.inh_ptr, self.inh_place, self.inh_thr) = arcs
         self.dep_ptr, self.dep_trans = _readers(nP, self.in_ptr, self.in_place, self.inh_ptr,
                                                 self.inh_place)
 

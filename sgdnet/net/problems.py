@@ -4,8 +4,10 @@ its fix (``Net.problems()`` / ``Net.validate()``)."""
 from __future__ import annotations
 
 import math
-from itertools import chain
+from itertools import chain, repeat
 from typing import Any
+
+import numpy as np
 
 from ..limits import limit
 from .elements import DISCIPLINES, GATE_KINDS, MODULATOR_KINDS
@@ -13,9 +15,16 @@ from .elements import DISCIPLINES, GATE_KINDS, MODULATOR_KINDS
 __all__ = ["net_problems"]
 
 
-def net_problems(net: Any) -> list[str]:
+def net_problems(net: Any, arcs_out: list | None = None) -> list[str]:
     """Every structural problem of ``net`` (a :class:`~sgdnet.net.builder.Net`), empty when it
-    is valid: what :meth:`Net.problems` returns."""
+    is valid: what :meth:`Net.problems` returns.
+
+    ``arcs_out``: when given and the transitions pass the bulk check, it receives the three
+    ``(ptr, place index, weight)`` CSR arrays of the input, output and inhibitor arcs (place
+    indices in the order of ``net.places``), the very arrays :class:`~.compiled.CompiledNet`
+    builds: the check has looked every arc's place up already, so :meth:`Net.validate` keeps
+    them for the compile of the unchanged net (one pass over ~1.5 M arcs instead of two on a
+    fine net of 1,024 workers)."""
     P: list[str] = []
     max_tokens = limit("max_tokens")
     if not net.transitions:
@@ -42,7 +51,7 @@ def net_problems(net: Any) -> list[str]:
                     P.append(f"link {r.name!r}: efficiency {e!r} must be in (0, 1]")
                     break
     T = list(net.transitions.values())
-    if _transitions_ok(net, T, max_tokens):
+    if _transitions_ok(net, T, max_tokens, arcs_out):
         used_res.update(chain.from_iterable({t.resources for t in T}))
     else:
         _transition_problems(net, T, P, used_res, max_tokens)
@@ -110,64 +119,96 @@ def _ints_in(values: list, lo: int, hi: int) -> bool:
                           and max(values) <= hi)
 
 
-def _transitions_ok(net: Any, T: list, max_tokens: int) -> bool:
+def _transitions_ok(net: Any, T: list, max_tokens: int, arcs_out: list | None = None) -> bool:
     """Whether :func:`_transition_problems` would find nothing, checked in bulk (one read of
     every transition, then set and min / max operations): the fast path of a valid net. False
-    may be wrong (an odd but valid value, e.g. a numpy integer weight), True never is."""
+    may be wrong (an odd but valid value, e.g. a numpy integer weight), True never is. When
+    True, ``arcs_out`` (if given) receives the arcs' CSR arrays (:func:`net_problems`)."""
     try:
-        return _bulk_ok(net, T, max_tokens)
+        csr = _bulk_ok(net, T, max_tokens)
     except TypeError:  # an unhashable or otherwise odd value: the element by element checks
         return False
+    if csr is None:
+        return False
+    if arcs_out is not None:
+        arcs_out.extend(csr)
+    return True
 
 
-def _bulk_ok(net: Any, T: list, max_tokens: int) -> bool:
+def arcs_csr(arcs: tuple, pidx: dict,
+             weights: list | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(ptr, place, weight)`` of one kind of arc (``arcs[t]``: transition ``t``'s ``{place:
+    weight}``), place indices from ``pidx``, built at C speed; None when an arc names a place
+    not in ``pidx``. ``weights``: the arcs' weights in that order, when the caller has them.
+    Shared by the bulk check and :class:`~.compiled.CompiledNet`."""
+    n = len(arcs)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, arcs), dtype=np.int64, count=n), out=ptr[1:])
+    m = int(ptr[-1])
+    place = np.fromiter(map(pidx.get, chain.from_iterable(arcs), repeat(-1, m)), dtype=np.int64,
+                        count=m)
+    if m and place.min() < 0:
+        return None
+    if weights is None:
+        w = np.fromiter(chain.from_iterable(map(dict.values, arcs)), dtype=np.int64, count=m)
+    else:
+        w = np.array(weights, dtype=np.int64).reshape(m)
+    return ptr, place, w
+
+
+def _bulk_ok(net: Any, T: list, max_tokens: int) -> list | None:
+    """The arcs' CSR arrays (inputs, outputs, inhibitors) when every check passes, else None."""
     if not T:
-        return True
+        return []
     (ins, outs, inhs, res, caps, servers, prios, weights, mods, gates) = zip(*[
         (t.inputs, t.outputs, t.inhibitors, t.resources, t.flow_cap, t.servers, t.priority,
          t.weight, t.modulator, t.gate) for t in T])
-    places = net.places
+    pidx = dict(zip(net.places, range(len(net.places))))
+    csr = []
     for arcs in (ins, outs, inhs):
-        if not all(map(places.__contains__, chain.from_iterable(arcs))):
-            return False
-        if not _ints_in(list(chain.from_iterable(map(dict.values, arcs))), 1, max_tokens):
-            return False
+        values = list(chain.from_iterable(map(dict.values, arcs)))
+        if not _ints_in(values, 1, max_tokens):
+            return None
+        c = arcs_csr(arcs, pidx, values)
+        if c is None:
+            return None
+        csr.append(c)
     if not all(map(bool, ins)) and any(not i and not h for i, h in zip(ins, inhs)):
-        return False
+        return None
     resources = net.resources
     flow: dict[tuple, bool] = {}
     for rt in set(res):
         if not all(r in resources for r in rt) or len(set(rt)) != len(rt):
-            return False
+            return None
         discs = {resources[r].discipline for r in rt}
         if "flow" in discs and "ps" in discs:
-            return False
+            return None
         flow[rt] = "flow" in discs
     if not set(map(type, caps)) <= {float, int} or not all(c > 0 for c in caps):  # nan: not > 0
-        return False
+        return None
     if any(c != math.inf and not flow[r] for c, r in zip(caps, res)):
-        return False
+        return None
     finite = [s for s in servers if s != math.inf]
     if not _ints_in(finite, 1, max_tokens):
-        return False
+        return None
     if not _ints_in(list(prios), -2**62, 2**62 - 1):
-        return False
+        return None
     if set(weights) != {None}:
         for w in weights:
             if w is not None and (isinstance(w, bool) or not isinstance(w, (int, float))
                                   or not (math.isfinite(w) and w > 0)):
-                return False
+                return None
     if not {m for m in mods if m is not None} <= net.modulators.keys():
-        return False
+        return None
     for g in set(gates):
         if g is None:
             continue
         if type(g) is not tuple or len(g) != 2:
-            return False
+            return None
         gate = net.gates.get(g[0])
         if gate is None or not (isinstance(g[1], int) and 0 <= g[1] < len(gate.counters)):
-            return False
-    return True
+            return None
+    return csr
 
 
 def _transition_problems(net: Any, T: list, P: list[str], used_res: set[str],
