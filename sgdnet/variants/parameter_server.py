@@ -114,15 +114,20 @@ def build_ps_net(
             for i in range(n):
                 recv[i, l, c] = f"ps{k}.l{l}.c{c}.from{i}"
                 specs.append((recv[i, l, c], 0, {"layer": l, "shard": k}))
-                back[i, l, c] = param[i, l, c] if local(i, k) else f"ps{k}.l{l}.c{c}.to{i}"
-                if not local(i, k):
+                if local(i, k):
+                    back[i, l, c] = param[i, l, c]
+                else:
+                    back[i, l, c] = f"ps{k}.l{l}.c{c}.to{i}"
                     specs.append((back[i, l, c], 0, {"layer": l, "shard": k}))
     net.add_places(specs)
-    grad = {}
+    grad, specs = {}, []
     for i, l, c in keys:
-        grad[i, l, c] = recv[i, l, c] if local(i, plan[l][c][0]) else f"w{i}.l{l}.c{c}.grad"
-    net.add_places((grad[i, l, c], 0, {"worker": i, "layer": l}) for i, l, c in keys
-                   if not local(i, plan[l][c][0]))
+        if local(i, plan[l][c][0]):
+            grad[i, l, c] = recv[i, l, c]
+        else:
+            grad[i, l, c] = f"w{i}.l{l}.c{c}.grad"
+            specs.append((grad[i, l, c], 0, {"worker": i, "layer": l}))
+    net.add_places(specs)
     credit: dict[tuple[int, int], str] = {}
     if staleness is not None and staleness_impl == "places":
         for i in range(n):
