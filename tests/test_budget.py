@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from sgdnet import Cluster, variants
+from sgdnet import Cluster, StepSlowdown, variants
 from sgdnet.variants import budget
 from sgdnet.variants.inputs import resolve_model
 
@@ -91,3 +91,109 @@ def test_reusing_the_probes_chooses_the_same_groups(monkeypatch, name, kw, fract
     calls.clear()
     assert groups == _fit_without_reuse(build, model, cl.workers, cl.compute_cv)
     assert reused <= len(calls)
+
+
+# ------------------------------------------------------------ probes counted on smaller clusters
+SIX = budget._sample(RESNET.with_step_costs_folded(), 6)  # layers under and over shard_min_bytes
+P4D = dict(gpus_per_node=8, intra_bandwidth="150GB/s", nics_per_node=4, nic_bandwidth="100Gbps")
+
+
+def _counted(name, cl, model=SIX, **options):
+    """``(count from the ElementCounter, whether it scaled, the size of the real build)``."""
+    spec = variants.get(name)
+    opts = spec.resolve(options)
+
+    def build(m, c):
+        return spec.build_fine(m, c, **opts)
+
+    counter = budget.ElementCounter(build, cl)
+    n = counter(model)
+    net = build(model, cl)
+    return n, counter.scaled, len(net.places) + len(net.transitions)
+
+
+@pytest.mark.parametrize("name", variants.names())
+def test_a_count_from_smaller_clusters_is_the_real_size(name):
+    # 48 workers: counted from clusters of 4, 8 and 12 (speeds dropped: they change durations,
+    # not elements); every variant, whether its nets grow linearly (then scaled) or not
+    cl = Cluster(workers=48, speeds=[1.0 + (i % 5) / 10 for i in range(48)], ps_shards=2,
+                 compute_cv=0.1, comm_cv=0.1)
+    n, scaled, real = _counted(name, cl)
+    assert n == real
+    assert scaled is not None
+
+
+@pytest.mark.parametrize("name,kw,options", [
+    ("sync-ps", {"ps_shards": 16}, {}),
+    ("async-ps", {"ps_shards": 2, "ps_placement": "colocated"}, {}),
+    ("sync-ps", {"ps_shards": 3, "topology": dict(P4D, fabric="leaf-spine", rack_nodes=2,
+                                                  oversubscription=2.0)}, {}),
+    ("allreduce", {}, {"algorithm": "hierarchical"}),
+])
+def test_a_count_on_a_topology_from_smaller_clusters_is_the_real_size(name, kw, options):
+    kw = {"topology": P4D, **kw}
+    cl = Cluster(workers=192, **kw)  # 24 nodes; counted from 2, 4 and 6 (or the real cluster)
+    n, scaled, real = _counted(name, cl, budget._sample(SIX, 3), **options)
+    assert n == real
+    if name != "allreduce":  # parameter-server nets grow linearly in the workers
+        assert scaled
+
+
+def test_parameter_server_counts_come_from_smaller_clusters_and_rings_do_not():
+    cl = Cluster(workers=48)
+    assert _counted("sync-ps", cl)[1] is True
+    # an unrolled ring grows with the square of its members: counted on the real cluster
+    assert _counted("allreduce", cl, ring_form="unrolled")[1] is False
+
+
+def test_a_builder_choice_that_changes_with_size_is_caught_by_the_one_layer_check():
+    # linear on the small clusters, another line from 100 workers on (as a ring's form would)
+    sizes = []
+
+    def build(model, cl):
+        sizes.append(cl.workers)
+        per = 10 if cl.workers < 100 else 7
+        return per * cl.workers * model.n_layers + 3
+
+    counter = budget.ElementCounter(build, Cluster(workers=240))
+    assert counter(SIX) == 7 * 240 * 6 + 3 and counter.scaled is False
+    assert sizes == [4, 8, 12, 240, 240]  # the check, then the real build
+
+    sizes.clear()
+    counter = budget.ElementCounter(lambda m, cl: sizes.append(cl.workers) or
+                                    10 * cl.workers * m.n_layers + 3, Cluster(workers=240))
+    assert counter(SIX) == 10 * 240 * 6 + 3 and counter.scaled is True
+    assert sizes == [4, 8, 12, 240, 4, 8, 12]  # the check, then the small clusters only
+
+
+def test_clusters_that_cannot_shrink_are_counted_as_they_are():
+    assert budget._smaller_clusters(Cluster(workers=47)) == ()  # under SCALE_FROM x 4
+    assert budget._smaller_clusters(Cluster(workers=48, straggler=StepSlowdown(0.2, 3))) == ()
+    small = budget._smaller_clusters(Cluster(workers=64, ps_shards=8, ps_placement="colocated"))
+    assert small == () or all(c.workers >= 8 for c in small)
+    topo = budget._smaller_clusters(Cluster(workers=384, topology=dict(
+        P4D, fabric="leaf-spine", rack_nodes=2, node_nic_bandwidth=["100Gbps"] * 48)))
+    assert [c.workers for c in topo] == [16, 32, 48]  # whole racks of two nodes
+    assert all(c.topology.node_nic_bandwidth is None for c in topo)
+
+
+def test_the_fallback_chooses_the_same_groups_from_smaller_clusters(monkeypatch):
+    # 16 shards, most layers whole on one of them: the real-cluster probes and the counted ones
+    # agree on every estimate, so on the groups and the sizes the warning states
+    cl = Cluster(workers=48, ps_shards=16)
+    spec = variants.get("sync-ps")
+    opts = spec.resolve({})
+    model = budget._sample(RESNET.with_step_costs_folded(), 40)
+
+    def build(m, c=cl):
+        return spec.build_fine(m, c, **opts)
+
+    counter = budget.ElementCounter(build, cl)
+    full = budget.estimate_elements(build, model)
+    assert budget.estimate_elements(counter, model) == full and counter.scaled
+    monkeypatch.setattr(budget, "PROBE_FROM", 1)
+    for fraction in (2, 5):
+        monkeypatch.setenv("SGDNET_MAX_NET_BYTES", str(full * budget.BYTES_PER_ELEMENT // fraction))
+        groups, note = budget.fit_layer_groups(counter, model, cl.workers, 0.0)
+        assert groups is not None
+        assert (groups, note) == budget.fit_layer_groups(build, model, cl.workers, 0.0)

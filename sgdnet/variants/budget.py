@@ -8,22 +8,34 @@ on the real cluster — with ``k`` and ``2k`` of the profile's layers, evenly sp
 sizes (hence their pieces and buckets) are representative — give the elements per layer and
 the fixed part; the estimate is their line at the profile's layer count. Probes run only when
 ``workers x layers >= PROBE_FROM`` (below that a net is far under any sensible budget).
+
+On a large cluster the probes are counted on smaller ones (:class:`ElementCounter`): when
+every worker adds the same sub-net (parameter-server nets, rings in looped form), a net's places
+and transitions are a linear function of the workers, so builds on clusters of ``b``, ``2b`` and
+``3b`` workers of the same kind give the count at the real size exactly. Two checks keep it
+exact: the three counts must lie on a line, and a one-layer build on the real cluster must equal
+its extrapolation (a builder choice that changes between the small clusters and the real one
+fails it). When either fails (an unrolled ring grows with the square of its members), or the
+cluster cannot be shrunk (a straggler model), the probes are built on the real cluster as before.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
+from ..errors import SgdnetError
 from ..limits import limit
 from ..units import format_bytes
-from ..workload import ModelProfile
+from ..workload import Cluster, ModelProfile
 from .layers import group_layers
 
-__all__ = ["BYTES_PER_ELEMENT", "MARGIN", "PROBE_FROM", "announce", "estimate_elements",
-           "fit_layer_groups"]
+__all__ = ["BYTES_PER_ELEMENT", "MARGIN", "PROBE_FROM", "SCALE_FROM", "ElementCounter", "announce",
+           "estimate_elements", "fit_layer_groups"]
 
 #: Resident bytes of one place or transition of a built and compiled net (measured, rounded up).
 BYTES_PER_ELEMENT = 1800
@@ -37,6 +49,10 @@ MARGIN = 0.75
 #: Layers of the smaller probe (the larger one has twice as many).
 _PROBE_LAYERS = 6
 
+#: Probes are counted on smaller clusters when the real one has at least this many times the
+#: smallest one's workers (their three builds then cost at most half of one at full size).
+SCALE_FROM = 12
+
 
 def _sample(model: ModelProfile, k: int) -> ModelProfile:
     """``k`` of the profile's layers, evenly spaced (first and last included)."""
@@ -46,11 +62,103 @@ def _sample(model: ModelProfile, k: int) -> ModelProfile:
                         model.device, model.source, model.cv, model.meta)
 
 
-def _probe(build: Callable[[ModelProfile], Any], model: ModelProfile, k: int) -> tuple[int, int]:
-    """``(layers, places + transitions)`` of the probe build with ``k`` of the model's layers."""
+def _elements(net_or_count: Any) -> int:
+    """Places + transitions of a built net (an int is taken as that count already)."""
+    if isinstance(net_or_count, int):
+        return net_or_count
+    return len(net_or_count.places) + len(net_or_count.transitions)
+
+
+def _probe(count: Callable[[ModelProfile], Any], model: ModelProfile, k: int) -> tuple[int, int]:
+    """``(layers, places + transitions)`` of the probe with ``k`` of the model's layers."""
     sub = _sample(model, k)
-    net = build(sub)
-    return sub.n_layers, len(net.places) + len(net.transitions)
+    return sub.n_layers, _elements(count(sub))
+
+
+def _smaller_clusters(cluster: Cluster) -> tuple[Cluster, ...]:
+    """Clusters of ``b``, ``2b`` and ``3b`` workers of ``cluster``'s kind, or ``()``.
+
+    ``b`` is a whole number of racks (leaf-spine), nodes (a topology: at least two) or hosts
+    (at least four), and at least the colocated shards' hosts. Speeds and per-node NIC rates,
+    which change durations but not the net's elements, are dropped; a straggler model (it may
+    add elements to some workers) or a cluster under :data:`SCALE_FROM` times ``b`` gives ``()``.
+    """
+    if cluster.straggler is not None:
+        return ()
+    t = cluster.topology
+    shards = cluster.ps_shards if cluster.ps_placement == "colocated" else 1
+    if t is None:
+        unit, need = 1, max(4, shards)
+    else:
+        unit = t.gpus_per_node * (t.rack_nodes if t.fabric == "leaf-spine" else 1)
+        need = t.gpus_per_node * max(2, shards)
+    b = unit * -(-need // unit)
+    if cluster.workers < SCALE_FROM * b:
+        return ()
+    topo = None if t is None else dataclasses.replace(t, node_nic_bandwidth=None)
+    try:
+        return tuple(cluster.replace(workers=k * b, speeds=None, topology=topo)
+                     for k in (1, 2, 3))
+    except SgdnetError:
+        return ()
+
+
+def _extrapolate(counts: list[int], b: int, workers: int) -> int | None:
+    """The line through the counts at ``b``, ``2b`` and ``3b`` workers, at ``workers``; ``None``
+    when they are not on a line or the value is not a whole number."""
+    e0, e1, e2 = counts
+    if e2 - 2 * e1 + e0:
+        return None
+    n = e0 + Fraction(workers - b, b) * (e1 - e0)
+    return int(n) if n.denominator == 1 else None
+
+
+class ElementCounter:
+    """Places + transitions of ``build(model, cluster)``, counted on smaller clusters when that
+    is exact (see the module docstring), else by building on ``cluster``.
+
+    Parameters
+    ----------
+    build : callable
+        ``build(model, cluster)`` makes the net of a profile on a cluster.
+    cluster : Cluster
+        The real cluster.
+
+    Attributes
+    ----------
+    scaled : bool or None
+        Whether counts come from the smaller clusters (``None`` before the first count).
+    """
+
+    def __init__(self, build: Callable[[ModelProfile, Cluster], Any], cluster: Cluster) -> None:
+        self._build = build
+        self._cluster = cluster
+        self._small: tuple[Cluster, ...] | None = None
+        self.scaled: bool | None = None
+
+    def _on_small(self, model: ModelProfile) -> int | None:
+        counts = [_elements(self._build(model, c)) for c in self._small]
+        return _extrapolate(counts, self._small[0].workers, self._cluster.workers)
+
+    def _decide(self, model: ModelProfile) -> None:
+        """Count on the smaller clusters only if a one-layer net built on the real cluster has
+        its extrapolated size (the builders choose alike at both sizes)."""
+        self._small = _smaller_clusters(self._cluster)
+        if self._small:
+            one = _sample(model, 1)
+            try:
+                n = self._on_small(one)
+            except SgdnetError:  # e.g. an option valid at the real size only (backups=10)
+                n = None
+            if n is None or n != _elements(self._build(one, self._cluster)):
+                self._small = ()
+        self.scaled = bool(self._small)
+
+    def __call__(self, model: ModelProfile) -> int:
+        if self._small is None:
+            self._decide(model)
+        n = self._on_small(model) if self._small else None
+        return _elements(self._build(model, self._cluster)) if n is None else n
 
 
 def _line(model: ModelProfile, probes: tuple[tuple[int, int], tuple[int, int]]) -> int:
@@ -60,17 +168,17 @@ def _line(model: ModelProfile, probes: tuple[tuple[int, int], tuple[int, int]]) 
     return max(e2, round(e1 + per_layer * (model.n_layers - k1)))
 
 
-def estimate_elements(build: Callable[[ModelProfile], Any], model: ModelProfile,
+def estimate_elements(count: Callable[[ModelProfile], Any], model: ModelProfile,
                       reuse: tuple[tuple[int, int], tuple[int, int]] | None = None,
                       probes_out: list | None = None) -> int:
-    """Places + transitions of ``build(model)``, extrapolated from two probe builds with
+    """Places + transitions of ``count(model)``, extrapolated from two probes with
     :data:`_PROBE_LAYERS` and twice as many of the model's layers (exact count when the model
     is that small).
 
     Parameters
     ----------
-    build : callable
-        Builds the net of a profile.
+    count : callable
+        The net of a profile, or its places + transitions (e.g. an :class:`ElementCounter`).
     model : ModelProfile
         The profile whose net is estimated.
     reuse : pair of (layers, elements) or None
@@ -92,19 +200,18 @@ def estimate_elements(build: Callable[[ModelProfile], Any], model: ModelProfile,
         The estimated number of places and transitions.
     """
     if model.n_layers <= 2 * _PROBE_LAYERS:
-        net = build(model)
-        return len(net.places) + len(net.transitions)
-    first = _probe(build, model, _PROBE_LAYERS)
+        return _elements(count(model))
+    first = _probe(count, model, _PROBE_LAYERS)
     if reuse is not None and first == reuse[0] and reuse[1][1] * first[0] == first[1] * reuse[1][0]:
         probes = (first, reuse[1])
     else:
-        probes = (first, _probe(build, model, 2 * _PROBE_LAYERS))
+        probes = (first, _probe(count, model, 2 * _PROBE_LAYERS))
     if probes_out is not None:
         probes_out.extend(probes)
     return _line(model, probes)
 
 
-def fit_layer_groups(build: Callable[[ModelProfile], Any], model: ModelProfile, workers: int,
+def fit_layer_groups(count: Callable[[ModelProfile], Any], model: ModelProfile, workers: int,
                      default_cv: float) -> tuple[int | None, dict | None]:
     """The ``max_layers`` a fine net must use to fit the budget ``limit("max_net_bytes")``.
 
@@ -120,12 +227,12 @@ def fit_layer_groups(build: Callable[[ModelProfile], Any], model: ModelProfile, 
         return None, None
     budget = limit("max_net_bytes")
     probes: list = []
-    est = estimate_elements(build, model, probes_out=probes) * BYTES_PER_ELEMENT
+    est = estimate_elements(count, model, probes_out=probes) * BYTES_PER_ELEMENT
     if est <= budget:
         return None, None
     groups = max(1, min(L - 1, math.floor(L * budget / est * MARGIN)))
     while True:
-        g_est = estimate_elements(build, group_layers(model, groups, default_cv),
+        g_est = estimate_elements(count, group_layers(model, groups, default_cv),
                                   reuse=(probes[0], probes[1]) if probes else None)
         if g_est * BYTES_PER_ELEMENT <= budget * MARGIN or groups == 1:
             break

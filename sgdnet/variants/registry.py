@@ -129,13 +129,14 @@ class VariantSpec:
         prof = prof.with_step_costs_folded()
         fallback = None
         if granularity == "fine" and "max_layers" in opts and options.get("max_layers") is None:
-            from .budget import fit_layer_groups
+            from .budget import ElementCounter, fit_layer_groups
 
-            def probe(model):
+            def probe(model, cluster):
                 with paused_gc():
-                    return fn(model, clu, **opts)
+                    return fn(model, cluster, **opts)
 
-            groups, fallback = fit_layer_groups(probe, prof, clu.workers, clu.compute_cv)
+            groups, fallback = fit_layer_groups(ElementCounter(probe, clu), prof, clu.workers,
+                                                clu.compute_cv)
             if groups is not None:
                 opts["max_layers"] = groups
         with paused_gc():
