@@ -132,7 +132,7 @@ def test_a_count_from_smaller_clusters_is_the_real_size(name):
 ])
 def test_a_count_on_a_topology_from_smaller_clusters_is_the_real_size(name, kw, options):
     kw = {"topology": P4D, **kw}
-    cl = Cluster(workers=192, **kw)  # 24 nodes; counted from 2, 4 and 6 (or the real cluster)
+    cl = Cluster(workers=192, **kw)  # 24 nodes; counted from 1, 2 and 3 (or the real cluster)
     n, scaled, real = _counted(name, cl, budget._sample(SIX, 3), **options)
     assert n == real
     if name != "allreduce":  # parameter-server nets grow linearly in the workers

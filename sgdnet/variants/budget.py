@@ -78,8 +78,9 @@ def _probe(count: Callable[[ModelProfile], Any], model: ModelProfile, k: int) ->
 def _smaller_clusters(cluster: Cluster) -> tuple[Cluster, ...]:
     """Clusters of ``b``, ``2b`` and ``3b`` workers of ``cluster``'s kind, or ``()``.
 
-    ``b`` is a whole number of racks (leaf-spine), nodes (a topology: at least two) or hosts
-    (at least four), and at least the colocated shards' hosts. Speeds and per-node NIC rates,
+    ``b`` is a whole number of racks (leaf-spine) or nodes (a topology), or at least four hosts,
+    and at least the colocated shards' hosts (a size where some part is special, such as one
+    node with no traffic between nodes, is off the line of the next two, which the counts check). Speeds and per-node NIC rates,
     which change durations but not the net's elements, are dropped; a straggler model (it may
     add elements to some workers) or a cluster under :data:`SCALE_FROM` times ``b`` gives ``()``.
     """
@@ -91,7 +92,7 @@ def _smaller_clusters(cluster: Cluster) -> tuple[Cluster, ...]:
         unit, need = 1, max(4, shards)
     else:
         unit = t.gpus_per_node * (t.rack_nodes if t.fabric == "leaf-spine" else 1)
-        need = t.gpus_per_node * max(2, shards)
+        need = t.gpus_per_node * shards
     b = unit * -(-need // unit)
     if cluster.workers < SCALE_FROM * b:
         return ()
