@@ -63,7 +63,8 @@ def _fit_without_reuse(build, model, workers, default_cv):
         g_est = budget.estimate_elements(build, group_layers(model, groups, default_cv))
         if g_est * budget.BYTES_PER_ELEMENT <= cap * budget.MARGIN or groups == 1:
             return groups
-        groups = max(1, groups // 2)
+        groups = max(1, min(groups - 1, int(groups * cap * budget.MARGIN
+                                            / (g_est * budget.BYTES_PER_ELEMENT))))
 
 
 @pytest.mark.parametrize("name,kw", [("async-ps", {}), ("local-sgd", {}), ("ssp", {}),
@@ -177,23 +178,23 @@ def test_clusters_that_cannot_shrink_are_counted_as_they_are():
     assert all(c.topology.node_nic_bandwidth is None for c in topo)
 
 
-def test_the_fallback_chooses_the_same_groups_from_smaller_clusters(monkeypatch):
-    # 16 shards, most layers whole on one of them: the real-cluster probes and the counted ones
-    # agree on every estimate, so on the groups and the sizes the warning states
+def test_counted_estimates_are_exact_and_the_fallback_states_the_size_it_builds(monkeypatch):
+    # 16 shards, most layers whole on one of them: two probes of 6 and 12 sampled layers miss
+    # the size (-26 % on 256 p4d GPUs); counted on 4, 8 and 12 workers it is exact
+    model = budget._sample(RESNET.with_step_costs_folded(), 40)
     cl = Cluster(workers=48, ps_shards=16)
     spec = variants.get("sync-ps")
     opts = spec.resolve({})
-    model = budget._sample(RESNET.with_step_costs_folded(), 40)
-
-    def build(m, c=cl):
-        return spec.build_fine(m, c, **opts)
-
-    counter = budget.ElementCounter(build, cl)
-    full = budget.estimate_elements(build, model)
-    assert budget.estimate_elements(counter, model) == full and counter.scaled
+    counter = budget.ElementCounter(lambda m, c: spec.build_fine(m, c, **opts), cl)
+    full = spec.build_fine(model, cl, **opts)
+    size = len(full.places) + len(full.transitions)
+    assert budget.estimate_elements(counter, model) == size and counter.scaled
+    del full
     monkeypatch.setattr(budget, "PROBE_FROM", 1)
-    for fraction in (2, 5):
-        monkeypatch.setenv("SGDNET_MAX_NET_BYTES", str(full * budget.BYTES_PER_ELEMENT // fraction))
-        groups, note = budget.fit_layer_groups(counter, model, cl.workers, 0.0)
-        assert groups is not None
-        assert (groups, note) == budget.fit_layer_groups(build, model, cl.workers, 0.0)
+    cap = size * budget.BYTES_PER_ELEMENT // 3
+    monkeypatch.setenv("SGDNET_MAX_NET_BYTES", str(cap))
+    with pytest.warns(UserWarning, match="merged into"):
+        net = variants.build("sync-ps", model, cl)
+    fb = net.meta["layer_fallback"]
+    assert fb["estimated_bytes"] == size * budget.BYTES_PER_ELEMENT
+    assert fb["built_bytes"] == fb["estimated_bytes_grouped"] <= cap * budget.MARGIN

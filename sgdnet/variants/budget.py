@@ -2,21 +2,23 @@
 fit, fall back to coarser layer groups (:func:`.layers.group_layers`), saying so.
 
 A built and compiled net takes about :data:`BYTES_PER_ELEMENT` bytes per place and transition
-(measured: 1.6-1.75 KB for fine sync-ps and allreduce nets of ResNet-50, RSS growth over build
-and compile). A fine net grows linearly in the layers of its profile, so two small probe builds
+(measured: 1.6-1.75 KB for fine sync-ps and allreduce nets of ResNet-50, 1.2-1.3 KB for
+sync-ps with 16 shards; RSS growth over build and compile). A fine net grows linearly in the layers of its profile, so two small probe builds
 on the real cluster — with ``k`` and ``2k`` of the profile's layers, evenly spaced, so their
 sizes (hence their pieces and buckets) are representative — give the elements per layer and
 the fixed part; the estimate is their line at the profile's layer count. Probes run only when
 ``workers x layers >= PROBE_FROM`` (below that a net is far under any sensible budget).
 
-On a large cluster the probes are counted on smaller ones (:class:`ElementCounter`): when
-every worker adds the same sub-net (parameter-server nets, rings in looped form), a net's places
-and transitions are a linear function of the workers, so builds on clusters of ``b``, ``2b`` and
-``3b`` workers of the same kind give the count at the real size exactly. Two checks keep it
-exact: the three counts must lie on a line, and a one-layer build on the real cluster must equal
-its extrapolation (a builder choice that changes between the small clusters and the real one
-fails it). When either fails (an unrolled ring grows with the square of its members), or the
-cluster cannot be shrunk (a straggler model), the probes are built on the real cluster as before.
+On a large cluster the size is counted on smaller ones instead (:class:`ElementCounter`): when
+every worker adds the same sub-net (parameter-server nets, a flat ring in pipelined form), a net's
+places and transitions are a linear function of the workers, so builds of the whole profile on
+clusters of ``b``, ``2b`` and ``3b`` workers of the same kind give the count at the real size
+exactly — no sampled layers (whose pieces per layer need not be the average: -26 % for 16
+shards on 256 GPUs) and at a fraction of a probe's cost. Two checks keep it exact: the three
+counts must lie on a line, and a one-layer build on the real cluster must equal its
+extrapolation (a builder choice that changes between the small clusters and the real one fails
+it). When either fails (an unrolled ring grows with the square of its members), or the cluster
+cannot be shrunk (a straggler model), the two probes are built on the real cluster as before.
 """
 
 from __future__ import annotations
@@ -155,10 +157,15 @@ class ElementCounter:
                 self._small = ()
         self.scaled = bool(self._small)
 
-    def __call__(self, model: ModelProfile) -> int:
+    def exact(self, model: ModelProfile) -> int | None:
+        """The count of ``model``'s net from the smaller clusters, or None (they are not used,
+        or this profile's counts are off their line)."""
         if self._small is None:
             self._decide(model)
-        n = self._on_small(model) if self._small else None
+        return self._on_small(model) if self._small else None
+
+    def __call__(self, model: ModelProfile) -> int:
+        n = self.exact(model)
         return _elements(self._build(model, self._cluster)) if n is None else n
 
 
@@ -172,9 +179,10 @@ def _line(model: ModelProfile, probes: tuple[tuple[int, int], tuple[int, int]]) 
 def estimate_elements(count: Callable[[ModelProfile], Any], model: ModelProfile,
                       reuse: tuple[tuple[int, int], tuple[int, int]] | None = None,
                       probes_out: list | None = None) -> int:
-    """Places + transitions of ``count(model)``, extrapolated from two probes with
-    :data:`_PROBE_LAYERS` and twice as many of the model's layers (exact count when the model
-    is that small).
+    """Places + transitions of ``count(model)``: exact when ``count`` has an ``exact`` method
+    that gives it (an :class:`ElementCounter` counting on smaller clusters) or when the model has
+    at most twice :data:`_PROBE_LAYERS` layers, else extrapolated from two probes with
+    :data:`_PROBE_LAYERS` and twice as many of the model's layers.
 
     Parameters
     ----------
@@ -200,6 +208,10 @@ def estimate_elements(count: Callable[[ModelProfile], Any], model: ModelProfile,
     int
         The estimated number of places and transitions.
     """
+    exact = getattr(count, "exact", None)
+    n = None if exact is None else exact(model)
+    if n is not None:
+        return n
     if model.n_layers <= 2 * _PROBE_LAYERS:
         return _elements(count(model))
     first = _probe(count, model, _PROBE_LAYERS)
@@ -217,11 +229,14 @@ def fit_layer_groups(count: Callable[[ModelProfile], Any], model: ModelProfile, 
     """The ``max_layers`` a fine net must use to fit the budget ``limit("max_net_bytes")``.
 
     Returns ``(None, None)`` when the net at full depth fits (or is too small to probe), else
-    ``(groups, note)``: the largest number of layer groups (from the estimate's ratio with a
-    :data:`MARGIN`, then halving) whose estimated size fits, and a dict describing the
-    fallback for :func:`announce`. The estimate is within about +-20 % for PS and
-    layer-wise nets (tests/test_budget.py) and can miss more where buckets, not layers,
-    set the size (a 107-layer all-reduce in 4 buckets: -34 %), hence the margin.
+    ``(groups, note)``: a number of layer groups whose estimated size fits :data:`MARGIN` of
+    the budget (the first from the full-depth estimate's ratio, then down in proportion to each
+    grouped estimate's excess, by one at least), and a dict describing the fallback for
+    :func:`announce`. The estimate is exact when ``count`` counts on smaller clusters
+    (:class:`ElementCounter`); from two probes it is within about +-20 % for PS and layer-wise
+    nets (tests/test_budget.py) and can miss more where buckets, not layers, set the size (a
+    107-layer all-reduce in 4 buckets: -34 %), hence the margin (a resident byte per element
+    also varies by net: 1.2-1.75 KB measured).
     """
     L = model.n_layers
     if workers * L < PROBE_FROM:
@@ -237,7 +252,8 @@ def fit_layer_groups(count: Callable[[ModelProfile], Any], model: ModelProfile, 
                                   reuse=(probes[0], probes[1]) if probes else None)
         if g_est * BYTES_PER_ELEMENT <= budget * MARGIN or groups == 1:
             break
-        groups = max(1, groups // 2)
+        groups = max(1, min(groups - 1,
+                            math.floor(groups * budget * MARGIN / (g_est * BYTES_PER_ELEMENT))))
     return groups, {"layers": L, "layer_groups": groups, "estimated_bytes": est,
                     "estimated_bytes_grouped": g_est * BYTES_PER_ELEMENT,
                     "budget_bytes": budget}
