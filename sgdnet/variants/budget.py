@@ -4,10 +4,11 @@ fit, fall back to coarser layer groups (:func:`.layers.group_layers`), saying so
 A built and compiled net takes about :data:`BYTES_PER_ELEMENT` bytes per place and transition
 (measured: 1.6-1.75 KB for fine sync-ps and allreduce nets of ResNet-50, 1.2-1.3 KB for
 sync-ps with 16 shards; RSS growth over build and compile). A fine net grows linearly in the
-layers of its profile, so two small probe builds on the real cluster — with ``k`` and ``2k`` of the profile's layers, evenly spaced, so their
-sizes (hence their pieces and buckets) are representative — give the elements per layer and
-the fixed part; the estimate is their line at the profile's layer count. Probes run only when
-``workers x layers >= PROBE_FROM`` (below that a net is far under any sensible budget).
+layers of its profile, so two small probe builds on the real cluster — with ``k`` and ``2k`` of
+the profile's layers, evenly spaced, so their sizes (hence their pieces and buckets) are
+representative — give the elements per layer and the fixed part; the estimate is their line at
+the profile's layer count. Probes run only when ``workers x layers >= PROBE_FROM`` (below that
+a net is far under any sensible budget).
 
 On a large cluster the size is counted on smaller ones instead (:class:`ElementCounter`): when
 every worker adds the same sub-net (parameter-server nets, a flat ring in pipelined form), a net's
