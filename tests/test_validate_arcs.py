@@ -1,6 +1,7 @@
-"""The arcs' CSR arrays that ``Net.validate`` computes while it checks every arc are handed to the
-compile of the unchanged net (one pass over the arcs instead of two); an edit after the
-validation, a copy or a pickle never carries stale arrays over."""
+"""The arcs' CSR arrays and the transitions' columns that ``Net.validate`` computes while it checks
+every arc are handed to the compile of the unchanged net (one pass over the transitions and arcs
+instead of two); an edit after the validation, a copy or a pickle never carries stale arrays
+over."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 from conftest import ps_net, ring
 
 from sgdnet.net.compiled import CompiledNet
-from sgdnet.net.problems import arcs_csr
+from sgdnet.net.problems import COLUMNS, arcs_csr
 
 FIELDS = ("in_ptr", "in_place", "in_w", "out_ptr", "out_place", "out_w", "inh_ptr", "inh_place",
           "inh_thr")
@@ -32,8 +33,13 @@ def test_validate_keeps_the_arrays_the_compile_would_build():
                    inhibitors={"w1/param0": 2})
     net.validate()
     kept = net.__dict__["_arcs_at"][1]
-    for a, b in zip([x for c in kept for x in c], _fresh(net)):
+    assert len(kept) == 4
+    for a, b in zip([x for c in kept[:3] for x in c], _fresh(net), strict=True):
         assert a.dtype == b.dtype and np.array_equal(a, b)
+    # and every transition's fields the compile reads, as columns, in COLUMNS' order
+    T = list(net.transitions.values())
+    assert kept[3] == [tuple(getattr(t, f) for t in T) for f in COLUMNS]
+    assert all(a is b for a, b in zip(kept[3][COLUMNS.index("tags")], (t.tags for t in T)))
     cn = CompiledNet(net, "k")
     assert "_arcs_at" not in net.__dict__  # handed over, not kept twice
     assert cn.inh_thr.tolist() == [2] and cn.inh_place[0] == list(net.places).index("w1/param0")

@@ -459,13 +459,14 @@ class Net:
         if P:
             raise NetError(P, self.name)
         self.__dict__["_valid_at"] = stamp
-        if len(arcs) == 3:  # the arcs' CSR arrays, for the compile of this unchanged net
+        if len(arcs) == 4:  # the arcs' CSR arrays and the columns, for the compile of this net
             self.__dict__["_arcs_at"] = (stamp, tuple(arcs))
         return self
 
     def _take_arcs(self) -> tuple | None:
-        """The arcs' CSR arrays :meth:`validate` kept, if the net is unchanged since (handed
-        over once: the net does not keep them)."""
+        """``(inputs CSR, outputs CSR, inhibitors CSR, transition columns)`` that :meth:`validate`
+        kept (:func:`~.problems.net_problems`), if the net is unchanged since (handed over once:
+        the net does not keep them)."""
         kept = self.__dict__.pop("_arcs_at", None)
         return kept[1] if kept is not None and kept[0] == self.edit_stamp() else None
 

@@ -55,7 +55,7 @@ from .._gc import paused_gc
 from ..dists import Distribution, Empirical, Straggler, deterministic_rows, flatten
 from ..errors import NetError
 from .builder import Net
-from .problems import arcs_csr
+from .problems import COLUMNS, arcs_csr, transition_columns
 
 __all__ = ["CompiledNet", "compile_net", "INF_SERVERS", "DISC_CODES"]
 
@@ -187,11 +187,10 @@ class CompiledNet:
         P, T = list(net.places.values()), list(net.transitions.values())
         Rs, Gs, Ms = list(net.resources.values()), list(net.gates.values()), list(net.modulators.values())
         nT, nP, nR = len(T), len(P), len(Rs)
-        # one pass over the transitions for every field read below: a large net's elements
-        # are scattered over memory, so each pass over them costs mostly cache misses
-        cols = list(zip(*[(t.name, t.tags, t.inputs, t.outputs, t.inhibitors, t.resources,
-                           t.servers, t.priority, t.modulator, t.duration, t.flow_cap, t.gate,
-                           t.weight) for t in T])) or [()] * 13
+        # one pass over the transitions for every field read below; the validation above made
+        # that pass already (and looked every arc up) on an unchanged net
+        kept = net._take_arcs()
+        cols = (kept[3] if kept else transition_columns(T)) or [()] * len(COLUMNS)
         (t_names, t_tags, t_in, t_out, t_inh, t_res, t_srv, t_prio, t_mod, t_dur, t_cap,
          t_gate, t_weight) = cols
         t_res = tuple(r if type(r) is tuple else tuple(r) for r in t_res)  # a list set by hand
@@ -218,8 +217,7 @@ class CompiledNet:
         self.no_input_inf = [t_names[i] for i in range(nT) if not t_in[i] and t_srv[i] == math.inf]
 
         self.m0 = np.array([p.tokens for p in P], dtype=_I)
-        kept = net._take_arcs()  # validate() looked every arc up already (same stamp)
-        arcs = kept or [arcs_csr(a, pidx) for a in (t_in, t_out, t_inh)]
+        arcs = kept[:3] if kept else [arcs_csr(a, pidx) for a in (t_in, t_out, t_inh)]
         (self.in_ptr, self.in_place, self.in_w), (self.out_ptr, self.out_place, self.out_w), \
             (self.inh_ptr, self.inh_place, self.inh_thr) = arcs
         self.dep_ptr, self.dep_trans = _readers(nP, self.in_ptr, self.in_place, self.inh_ptr,
