@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from sgdnet import Cluster, StepSlowdown, variants
+from sgdnet import Cluster, Layer, ModelProfile, StepSlowdown, variants
 from sgdnet.variants import budget
 from sgdnet.variants.inputs import resolve_model
 
@@ -198,3 +198,82 @@ def test_counted_estimates_are_exact_and_the_fallback_states_the_size_it_builds(
     fb = net.meta["layer_fallback"]
     assert fb["estimated_bytes"] == size * budget.BYTES_PER_ELEMENT
     assert fb["built_bytes"] == fb["estimated_bytes_grouped"] <= cap * budget.MARGIN
+
+
+# ------------------------------------------------ the first fallback of sharded parameter servers
+def test_merging_small_layers_keeps_the_sums_and_reaches_the_bound():
+    from sgdnet.variants.layers import merge_small_layers
+
+    model = RESNET.with_step_costs_folded()
+    m = merge_small_layers(model, 1e6)
+    assert 1 < m.n_layers < model.n_layers
+    assert all(la.grad_bytes >= 1e6 for la in m.layers)
+    for f in ("forward_s", "backward_s", "grad_bytes"):
+        assert sum(getattr(la, f) for la in m.layers) == pytest.approx(
+            sum(getattr(la, f) for la in model.layers), rel=1e-12)
+    # groups are consecutive and close as soon as they reach the bound; a short tail joins
+    # the last group
+    sizes = [1.0, 2.0, 0.5, 0.2, 0.4, 3.0, 0.1]
+    toy = ModelProfile("toy", [Layer(f"l{i}", 0.001, 0.002, b) for i, b in enumerate(sizes)],
+                       batch_size=8)
+    assert [la.grad_bytes for la in merge_small_layers(toy, 1.0).layers] == \
+        pytest.approx([1.0, 2.0, 1.1, 3.1])
+    assert merge_small_layers(toy, 0.05) is toy  # nothing to merge
+    assert merge_small_layers(toy, 100.0).n_layers == 1  # all below the bound: one group
+
+
+@pytest.mark.parametrize("name,kw,options,merges", [
+    ("sync-ps", {"ps_shards": 16}, {}, True),
+    ("async-ps", {"ps_shards": 4}, {}, True),
+    ("sync-ps", {"ps_shards": 16}, {"shards": 1}, False),
+    ("sync-ps", {"ps_shards": 16}, {"comm_granularity": "tensor"}, False),
+    ("sync-ps", {"ps_shards": 16, "shard_min_bytes": 0}, {}, False),
+    ("local-sgd", {"ps_shards": 16}, {}, False),
+    ("local-sgd", {"ps_shards": 16}, {"sync": "ps"}, True),
+    ("allreduce", {"ps_shards": 16}, {}, False),
+])
+def test_which_nets_get_the_merged_fallback(name, kw, options, merges):
+    from sgdnet.variants.registry import _compact
+
+    cl = Cluster(workers=8, **kw)
+    got = _compact(RESNET, cl, variants.get(name).resolve(options))
+    assert (got is not None and got.n_layers < RESNET.n_layers) == merges
+
+
+def test_a_sharded_ps_over_the_budget_merges_its_small_layers_first(monkeypatch):
+    from sgdnet.variants.layers import merge_small_layers
+
+    model = RESNET.with_step_costs_folded()
+    cl = Cluster(workers=48, ps_shards=16)
+    full = variants.build("sync-ps", model, cl)
+    size = len(full.places) + len(full.transitions)
+    del full
+    monkeypatch.setattr(budget, "PROBE_FROM", 1)
+    cap = size * budget.BYTES_PER_ELEMENT // 3
+    monkeypatch.setenv("SGDNET_MAX_NET_BYTES", str(cap))
+    with pytest.warns(UserWarning, match="at least shard_min_bytes"):
+        net = variants.build("sync-ps", model, cl)
+    fb = net.meta["layer_fallback"]
+    merged = merge_small_layers(model, cl.shard_min_bytes)
+    assert fb["merged_small"] and fb["layer_groups"] == merged.n_layers
+    assert fb["estimated_bytes"] == size * budget.BYTES_PER_ELEMENT
+    assert fb["built_bytes"] == fb["estimated_bytes_grouped"] <= cap * budget.MARGIN
+    # every group is split over all 16 shards, so the net carries them as flow groups:
+    # 4 W L + 2 W L + S L transitions plus the step's (far fewer than the per-piece net's)
+    W, L, S = 48, merged.n_layers, 16
+    assert 6 * W * L + S * L <= len(net.transitions) <= 6 * W * L + S * L + 4 * W
+
+
+def test_the_merged_fallback_predicts_what_the_per_layer_net_does():
+    # the approximation the fallback makes: layers under shard_min_bytes (78 of ResNet-50's
+    # 107) pushed and pulled together with the layers after them, split over the shards
+    from sgdnet import predict
+    from sgdnet.variants.layers import merge_small_layers
+
+    model = RESNET.with_step_costs_folded()
+    cl = Cluster(workers=16, ps_shards=16, bandwidth="10Gbps")
+    kw = dict(steps=20, replications=1, parallel=False)
+    per_layer = float(predict("sync-ps", model, cl, **kw).samples_per_s.mean)
+    merged = float(predict("sync-ps", merge_small_layers(model, cl.shard_min_bytes), cl,
+                           **kw).samples_per_s.mean)
+    assert merged == pytest.approx(per_layer, rel=0.005)

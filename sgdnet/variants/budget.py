@@ -38,7 +38,7 @@ from ..workload import Cluster, ModelProfile
 from .layers import group_layers
 
 __all__ = ["BYTES_PER_ELEMENT", "MARGIN", "PROBE_FROM", "SCALE_FROM", "ElementCounter", "announce",
-           "estimate_elements", "fit_layer_groups"]
+           "estimate_elements", "fit_layer_groups", "fit_profile"]
 
 #: Resident bytes of one place or transition of a built and compiled net (measured, rounded up).
 BYTES_PER_ELEMENT = 1800
@@ -225,6 +225,21 @@ def estimate_elements(count: Callable[[ModelProfile], Any], model: ModelProfile,
     return _line(model, probes)
 
 
+def _group_down(count: Callable[[ModelProfile], Any], model: ModelProfile, default_cv: float,
+                est: float, budget: float, reuse: tuple | None) -> tuple[int, float]:
+    """``(groups, estimated bytes)`` of the first number of layer groups of ``model`` whose
+    estimate fits :data:`MARGIN` of ``budget``: from ``est`` (its bytes at full depth), then
+    down in proportion to each grouped estimate's excess, by one at least."""
+    L = model.n_layers
+    groups = max(1, min(L - 1, math.floor(L * budget / est * MARGIN)))
+    while True:
+        g_est = estimate_elements(count, group_layers(model, groups, default_cv), reuse=reuse)
+        if g_est * BYTES_PER_ELEMENT <= budget * MARGIN or groups == 1:
+            return groups, g_est * BYTES_PER_ELEMENT
+        groups = max(1, min(groups - 1,
+                            math.floor(groups * budget * MARGIN / (g_est * BYTES_PER_ELEMENT))))
+
+
 def fit_layer_groups(count: Callable[[ModelProfile], Any], model: ModelProfile, workers: int,
                      default_cv: float) -> tuple[int | None, dict | None]:
     """The ``max_layers`` a fine net must use to fit the budget ``limit("max_net_bytes")``.
@@ -247,28 +262,57 @@ def fit_layer_groups(count: Callable[[ModelProfile], Any], model: ModelProfile, 
     est = estimate_elements(count, model, probes_out=probes) * BYTES_PER_ELEMENT
     if est <= budget:
         return None, None
-    groups = max(1, min(L - 1, math.floor(L * budget / est * MARGIN)))
-    while True:
-        g_est = estimate_elements(count, group_layers(model, groups, default_cv),
-                                  reuse=(probes[0], probes[1]) if probes else None)
-        if g_est * BYTES_PER_ELEMENT <= budget * MARGIN or groups == 1:
-            break
-        groups = max(1, min(groups - 1,
-                            math.floor(groups * budget * MARGIN / (g_est * BYTES_PER_ELEMENT))))
+    groups, g_bytes = _group_down(count, model, default_cv, est, budget,
+                                  (probes[0], probes[1]) if probes else None)
     return groups, {"layers": L, "layer_groups": groups, "estimated_bytes": est,
-                    "estimated_bytes_grouped": g_est * BYTES_PER_ELEMENT,
-                    "budget_bytes": budget}
+                    "estimated_bytes_grouped": g_bytes, "budget_bytes": budget}
+
+
+def fit_profile(count: Callable[[ModelProfile], Any], model: ModelProfile, workers: int,
+                default_cv: float, compact: ModelProfile | None = None
+                ) -> tuple[ModelProfile, int | None, dict | None]:
+    """:func:`fit_layer_groups` with a first fallback: ``(profile, max_layers, note)``.
+
+    ``compact`` is ``model`` with some layers merged into a net that is much smaller for what
+    it merges (:func:`.layers.merge_small_layers` at a sharded parameter server's
+    ``shard_min_bytes``: every group is split over all shards, so the fine ``sync-ps`` net
+    carries each group as one flow group). When ``model``'s net at full depth would not fit,
+    ``compact`` is built instead if its net fits :data:`MARGIN` of the budget, else
+    ``compact`` grouped down as :func:`fit_layer_groups` groups ``model``; the note says
+    ``merged_small``. Without ``compact`` (or one that merges nothing) this is
+    :func:`fit_layer_groups` on ``model``.
+    """
+    if compact is None or compact.n_layers >= model.n_layers:
+        groups, note = fit_layer_groups(count, model, workers, default_cv)
+        return model, groups, note
+    L = model.n_layers
+    if workers * L < PROBE_FROM:
+        return model, None, None
+    budget = limit("max_net_bytes")
+    est = estimate_elements(count, model) * BYTES_PER_ELEMENT
+    if est <= budget:
+        return model, None, None
+    c_bytes = estimate_elements(count, compact) * BYTES_PER_ELEMENT
+    groups = None
+    if c_bytes > budget * MARGIN:
+        groups, c_bytes = _group_down(count, compact, default_cv, c_bytes, budget, None)
+    return compact, groups, {"layers": L, "layer_groups": groups or compact.n_layers,
+                             "merged_small": True, "estimated_bytes": est,
+                             "estimated_bytes_grouped": c_bytes, "budget_bytes": budget}
 
 
 def announce(note: dict, elements: int, what: str) -> None:
     """Record the built net's size in ``note`` (``built_bytes``: its places and transitions at
     :data:`BYTES_PER_ELEMENT`) and warn that ``what`` fell back to coarser layer groups."""
     note["built_bytes"] = elements * BYTES_PER_ELEMENT
+    how = f"merged into {note['layer_groups']} groups"
+    if note.get("merged_small"):
+        how += " of at least shard_min_bytes of gradients each (every group split over all shards)"
     warnings.warn(
         f"{what}: the fine net of all {note['layers']} layers would take "
         f"~{format_bytes(note['estimated_bytes'])}, over the memory budget of "
         f"{format_bytes(note['budget_bytes'])} (max_net_bytes), so it was built with its layers "
-        f"merged into {note['layer_groups']} groups (~{format_bytes(note['built_bytes'])}); "
+        f"{how} (~{format_bytes(note['built_bytes'])}); "
         "pass max_layers=N to choose the groups, granularity='coarse', or raise the budget "
         "with SGDNET_MAX_NET_BYTES=N",
         stacklevel=4,

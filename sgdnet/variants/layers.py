@@ -3,7 +3,10 @@ models, keeping the compute mean and variance.
 
 :func:`group_layers` merges consecutive layers into at most ``max_layers`` groups (sums of
 times and bytes, and a CV that keeps the variance of the group's compute time). Groups are
-contiguous and balanced by layer count. :func:`compute_cv` is the CV of a whole step's compute.
+contiguous and balanced by layer count. :func:`merge_small_layers` merges each layer of fewer
+gradient bytes than a bound into the layers after it, so that every group reaches it (the
+memory budget's first fallback for sharded parameter servers). :func:`compute_cv` is the CV of
+a whole step's compute.
 :func:`comm_profile` makes each layer one gradient message of :meth:`ModelProfile.messages`
 (option ``comm_granularity``).
 """
@@ -16,7 +19,7 @@ import numpy as np
 
 from ..workload import Layer, ModelProfile, Tensor
 
-__all__ = ["compute_cv", "group_layers", "merge_groups", "comm_profile",
+__all__ = ["compute_cv", "group_layers", "merge_groups", "merge_small_layers", "comm_profile",
            "message_profile"]
 
 
@@ -49,6 +52,36 @@ def group_layers(model: ModelProfile, max_layers: int | None, default_cv: float 
         return model
     groups = [[int(x) for x in g] for g in np.array_split(np.arange(model.n_layers), max_layers)]
     return merge_groups(model, groups, default_cv, f"grouped into {len(groups)} layer groups")
+
+
+def merge_small_layers(model: ModelProfile, min_bytes: float, default_cv: float = 0.0
+                       ) -> ModelProfile:
+    """Merge consecutive layers so that every group has at least ``min_bytes`` of gradients.
+
+    Layers are taken in forward order; a group closes as soon as its bytes reach ``min_bytes``,
+    and a short last group joins the one before. With a parameter server's ``shard_min_bytes``
+    as the bound, every group is then split over all shards (no tensor goes whole to one
+    shard), which lets the fine ``sync-ps`` net carry each group's pieces as one flow group
+    (:func:`.ps_coarse.fine_groups`). Returns ``model`` itself when no layer is merged (every
+    layer is large enough, or the whole model is below the bound).
+    """
+    groups: list[list[int]] = []
+    cur: list[int] = []
+    acc = 0.0
+    for i, la in enumerate(model.layers):
+        cur.append(i)
+        acc += la.grad_bytes
+        if acc >= min_bytes:
+            groups.append(cur)
+            cur, acc = [], 0.0
+    if cur and groups:
+        groups[-1] += cur
+    elif cur:
+        groups.append(cur)
+    if len(groups) == model.n_layers:
+        return model
+    return merge_groups(model, groups, default_cv,
+                        f"layers under {min_bytes:g} gradient bytes merged: {len(groups)} groups")
 
 
 def merge_groups(model: ModelProfile, groups: list[list[int]], default_cv: float, note: str

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import math
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -129,14 +130,14 @@ class VariantSpec:
         prof = prof.with_step_costs_folded()
         fallback = None
         if granularity == "fine" and "max_layers" in opts and options.get("max_layers") is None:
-            from .budget import ElementCounter, fit_layer_groups
+            from .budget import ElementCounter, fit_profile
 
             def probe(model, cluster):
                 with paused_gc():
                     return fn(model, cluster, **opts)
 
-            groups, fallback = fit_layer_groups(ElementCounter(probe, clu), prof, clu.workers,
-                                                clu.compute_cv)
+            prof, groups, fallback = fit_profile(ElementCounter(probe, clu), prof, clu.workers,
+                                                 clu.compute_cv, _compact(prof, clu, opts))
             if groups is not None:
                 opts["max_layers"] = groups
         with paused_gc():
@@ -163,6 +164,24 @@ class VariantSpec:
 
 _REGISTRY: dict[str, VariantSpec] = {}
 _discovered = False
+
+
+def _compact(model, cluster, opts: Mapping[str, Any]):
+    """The memory budget's first fallback (:func:`.budget.fit_profile`) for a fine net of a
+    sharded parameter server: ``model`` with its layers under ``shard_min_bytes`` merged into
+    the next (:func:`.layers.merge_small_layers`), so that no tensor goes whole to one shard and
+    ``sync-ps`` carries each group as one flow group. None for other nets (no ``shards``
+    option, one shard, no finite bound, messages other than layers, ``local-sgd`` without a PS)."""
+    if "shards" not in opts or opts.get("sync", "ps") != "ps":
+        return None
+    if opts.get("comm_granularity", "layer") != "layer":
+        return None
+    shards = opts.get("shards") or cluster.ps_shards
+    if shards < 2 or not 0 < cluster.shard_min_bytes < math.inf:
+        return None
+    from .layers import merge_small_layers
+
+    return merge_small_layers(model, cluster.shard_min_bytes, cluster.compute_cv)
 
 
 def register(
