@@ -64,15 +64,17 @@ def _cluster(args: argparse.Namespace, workers: int):
     if args.speeds is not None and len(args.speeds) != workers:
         raise _UsageError(f"--speeds has {len(args.speeds)} factors but the "
                           f"cluster has {workers} workers; give one per worker")
+    # --ps-shards / --ps-placement default to None: given, they override a cluster file's
+    ps = {k: v for k, v in (("ps_shards", args.ps_shards), ("ps_placement", args.ps_placement))
+          if v is not None}
     if getattr(args, "cluster", None) is not None:
         extra = {"comm_uses_compute": True} if args.comm_uses_compute else {}
         return Cluster.from_file(args.cluster, workers, speeds=args.speeds,
                                  compute_cv=args.compute_cv, comm_cv=args.comm_cv,
-                                 straggler=straggler, **extra)
+                                 straggler=straggler, **ps, **extra)
     return Cluster(workers=workers, bandwidth=args.bandwidth, latency=args.latency,
-                   ps_shards=args.ps_shards, ps_placement=args.ps_placement,
                    speeds=args.speeds, compute_cv=args.compute_cv, comm_cv=args.comm_cv,
-                   straggler=straggler, comm_uses_compute=args.comm_uses_compute)
+                   straggler=straggler, comm_uses_compute=args.comm_uses_compute, **ps)
 
 
 

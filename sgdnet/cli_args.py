@@ -200,11 +200,13 @@ def _add_workload(p: argparse.ArgumentParser, *, variant: bool, workers_many: bo
                    help="one-way message latency with its unit (default: 50us)")
     g.add_argument("--cluster", type=Path, default=None, metavar="FILE",
                    help="a cluster file (YAML, e.g. from 'sgdnet calibrate'): its link, PS and "
-                        "update figures replace --bandwidth/--latency/--ps-shards/--ps-placement")
-    g.add_argument("--ps-shards", type=_positive_int, default=1, metavar="K",
-                   help="parameter-server shards (default: 1)")
-    g.add_argument("--ps-placement", choices=("dedicated", "colocated"), default="dedicated",
-                   help="PS shards on their own hosts or beside workers (default: dedicated)")
+                        "update figures replace --bandwidth/--latency; an explicit "
+                        "--ps-shards/--ps-placement overrides the file's")
+    g.add_argument("--ps-shards", type=_positive_int, default=None, metavar="K",
+                   help="parameter-server shards (default: 1, or the --cluster file's)")
+    g.add_argument("--ps-placement", choices=("dedicated", "colocated"), default=None,
+                   help="PS shards on their own hosts or beside workers (default: dedicated, "
+                        "or the --cluster file's)")
     g.add_argument("--speeds", type=_speeds, default=None, metavar="S0,S1,...",
                    help="per-worker speed factors (one per worker; needs a single --workers)")
     g.add_argument("--compute-cv", type=_cv, default=0.0, metavar="CV",

@@ -364,3 +364,22 @@ def test_predict_progress_bar_only_on_a_terminal(capsys, monkeypatch):
     assert sys.stderr.isatty()  # still "a terminal": only the flag turns the bar off
     code, _, err = run(capsys, *argv, "--no-progress")
     assert code == 0 and "simulate" not in err
+
+
+def test_explicit_ps_flags_override_a_cluster_file_and_defaults_do_not():
+    from sgdnet.cli import _cluster
+    from sgdnet.workload import Cluster
+
+    path = "examples/clusters/p4d-8xa100-4x100g.yaml"
+    file = Cluster.from_file(path, 16)
+    base = ["predict", "--variant", "sync-ps", "--cluster", path, "--workers", "16"]
+    args = build_parser().parse_args(base)
+    got = _cluster(args, 16)
+    assert (got.ps_shards, got.ps_placement) == (file.ps_shards, file.ps_placement)
+    args = build_parser().parse_args([*base, "--ps-shards", "2", "--ps-placement", "colocated"])
+    got = _cluster(args, 16)
+    assert (got.ps_shards, got.ps_placement) == (2, "colocated")
+    assert got.topology == file.topology and got.latency == file.latency
+    # without a file the flags' defaults are the Cluster's
+    got = _cluster(build_parser().parse_args(["predict", "--variant", "sync-ps", "--workers", "4"]), 4)
+    assert (got.ps_shards, got.ps_placement) == (1, "dedicated")
