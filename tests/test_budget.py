@@ -186,18 +186,26 @@ def test_counted_estimates_are_exact_and_the_fallback_states_the_size_it_builds(
     spec = variants.get("sync-ps")
     opts = spec.resolve({})
     counter = budget.ElementCounter(lambda m, c: spec.build_fine(m, c, **opts), cl)
-    full = spec.build_fine(model, cl, **opts)
-    size = len(full.places) + len(full.transitions)
+    size, cap, fb = _over_budget(monkeypatch, model, cl, "merged into")
     assert budget.estimate_elements(counter, model) == size and counter.scaled
+    assert fb["estimated_bytes"] == size * budget.BYTES_PER_ELEMENT
+    assert fb["built_bytes"] == fb["estimated_bytes_grouped"] <= cap * budget.MARGIN
+
+
+def _over_budget(monkeypatch, model, cl, warning):
+    """``(elements of the full sync-ps net, the budget set, the fallback note)`` of a build of
+    ``model`` on ``cl`` under a budget a third of the full net's, which warns ``warning``."""
+    full = variants.build("sync-ps", model, cl)
+    size = len(full.places) + len(full.transitions)
     del full
     monkeypatch.setattr(budget, "PROBE_FROM", 1)
     cap = size * budget.BYTES_PER_ELEMENT // 3
     monkeypatch.setenv("SGDNET_MAX_NET_BYTES", str(cap))
-    with pytest.warns(UserWarning, match="merged into"):
+    with pytest.warns(UserWarning, match=warning):
         net = variants.build("sync-ps", model, cl)
     fb = net.meta["layer_fallback"]
-    assert fb["estimated_bytes"] == size * budget.BYTES_PER_ELEMENT
-    assert fb["built_bytes"] == fb["estimated_bytes_grouped"] <= cap * budget.MARGIN
+    fb["transitions"] = len(net.transitions)
+    return size, cap, fb
 
 
 # ------------------------------------------------ the first fallback of sharded parameter servers
@@ -245,15 +253,7 @@ def test_a_sharded_ps_over_the_budget_merges_its_small_layers_first(monkeypatch)
 
     model = RESNET.with_step_costs_folded()
     cl = Cluster(workers=48, ps_shards=16)
-    full = variants.build("sync-ps", model, cl)
-    size = len(full.places) + len(full.transitions)
-    del full
-    monkeypatch.setattr(budget, "PROBE_FROM", 1)
-    cap = size * budget.BYTES_PER_ELEMENT // 3
-    monkeypatch.setenv("SGDNET_MAX_NET_BYTES", str(cap))
-    with pytest.warns(UserWarning, match="at least shard_min_bytes"):
-        net = variants.build("sync-ps", model, cl)
-    fb = net.meta["layer_fallback"]
+    size, cap, fb = _over_budget(monkeypatch, model, cl, "at least shard_min_bytes")
     merged = merge_small_layers(model, cl.shard_min_bytes)
     assert fb["merged_small"] and fb["layer_groups"] == merged.n_layers
     assert fb["estimated_bytes"] == size * budget.BYTES_PER_ELEMENT
@@ -261,7 +261,7 @@ def test_a_sharded_ps_over_the_budget_merges_its_small_layers_first(monkeypatch)
     # every group is split over all 16 shards, so the net carries them as flow groups:
     # 4 W L + 2 W L + S L transitions plus the step's (far fewer than the per-piece net's)
     W, L, S = 48, merged.n_layers, 16
-    assert 6 * W * L + S * L <= len(net.transitions) <= 6 * W * L + S * L + 4 * W
+    assert 6 * W * L + S * L <= fb["transitions"] <= 6 * W * L + S * L + 4 * W
 
 
 def test_the_merged_fallback_predicts_what_the_per_layer_net_does():
