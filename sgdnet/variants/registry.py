@@ -302,7 +302,11 @@ def build(name: str, model, cluster, granularity: str = "fine", **options):
     Returns
     -------
     Net
-        A validated net; ``net.meta`` describes what it models.
+        A validated net; ``net.meta`` describes what it models. A fine net without an explicit
+        ``max_layers`` that would exceed the memory budget (:mod:`sgdnet.variants.budget`) is
+        built smaller and says so in a warning and ``net.meta["layer_fallback"]``: a sharded
+        parameter server's layers under ``shard_min_bytes`` merged into the next first
+        (``merged_small``), then layers merged into fewer groups.
 
     Raises
     ------
