@@ -178,20 +178,6 @@ def test_clusters_that_cannot_shrink_are_counted_as_they_are():
     assert all(c.topology.node_nic_bandwidth is None for c in topo)
 
 
-def test_counted_estimates_are_exact_and_the_fallback_states_the_size_it_builds(monkeypatch):
-    # 16 shards, most layers whole on one of them: two probes of 6 and 12 sampled layers miss
-    # the size (-26 % on 256 p4d GPUs); counted on 4, 8 and 12 workers it is exact
-    model = budget._sample(RESNET.with_step_costs_folded(), 40)
-    cl = Cluster(workers=48, ps_shards=16)
-    spec = variants.get("sync-ps")
-    opts = spec.resolve({})
-    counter = budget.ElementCounter(lambda m, c: spec.build_fine(m, c, **opts), cl)
-    size, cap, fb = _over_budget(monkeypatch, model, cl, "merged into")
-    assert budget.estimate_elements(counter, model) == size and counter.scaled
-    assert fb["estimated_bytes"] == size * budget.BYTES_PER_ELEMENT
-    assert fb["built_bytes"] == fb["estimated_bytes_grouped"] <= cap * budget.MARGIN
-
-
 def _over_budget(monkeypatch, model, cl, warning):
     """``(elements of the full sync-ps net, the budget set, the fallback note)`` of a build of
     ``model`` on ``cl`` under a budget a third of the full net's, which warns ``warning``."""
@@ -249,13 +235,19 @@ def test_which_nets_get_the_merged_fallback(name, kw, options, merges):
 
 
 def test_a_sharded_ps_over_the_budget_merges_its_small_layers_first(monkeypatch):
+    # 16 shards, most layers whole on one of them: two probes of 6 and 12 sampled layers miss
+    # the size (-26 % on 256 p4d GPUs); counted on 4, 8 and 12 workers it is exact
     from sgdnet.variants.layers import merge_small_layers
 
-    model = RESNET.with_step_costs_folded()
+    model = budget._sample(RESNET.with_step_costs_folded(), 40)
     cl = Cluster(workers=48, ps_shards=16)
     size, cap, fb = _over_budget(monkeypatch, model, cl, "at least shard_min_bytes")
+    spec = variants.get("sync-ps")
+    opts = spec.resolve({})
+    counter = budget.ElementCounter(lambda m, c: spec.build_fine(m, c, **opts), cl)
+    assert budget.estimate_elements(counter, model) == size and counter.scaled
     merged = merge_small_layers(model, cl.shard_min_bytes)
-    assert fb["merged_small"] and fb["layer_groups"] == merged.n_layers
+    assert fb["merged_small"] and 1 < fb["layer_groups"] == merged.n_layers < model.n_layers
     assert fb["estimated_bytes"] == size * budget.BYTES_PER_ELEMENT
     assert fb["built_bytes"] == fb["estimated_bytes_grouped"] <= cap * budget.MARGIN
     # every group is split over all 16 shards, so the net carries them as flow groups:
