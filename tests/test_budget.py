@@ -269,3 +269,20 @@ def test_the_merged_fallback_predicts_what_the_per_layer_net_does():
     merged = float(predict("sync-ps", merge_small_layers(model, cl.shard_min_bytes), cl,
                            **kw).samples_per_s.mean)
     assert merged == pytest.approx(per_layer, rel=0.005)
+
+
+@pytest.mark.parametrize("name", ["sync-ps", "async-ps", "ssp"])
+def test_the_merged_profile_as_an_option(name):
+    from sgdnet.net.compiled import structural_key
+    from sgdnet.variants.layers import merge_small_layers
+
+    model = budget._sample(RESNET.with_step_costs_folded(), 24)
+    cl = Cluster(workers=4, ps_shards=4)
+    opted = variants.build(name, model, cl, merge_small_layers=True)
+    merged = variants.build(name, merge_small_layers(model, cl.shard_min_bytes), cl)
+    assert structural_key(opted) == structural_key(merged)
+    assert structural_key(opted) != structural_key(variants.build(name, model, cl))
+    # one shard: nothing goes whole to a shard, nothing to merge
+    one = Cluster(workers=4)
+    assert structural_key(variants.build(name, model, one, merge_small_layers=True)) == \
+        structural_key(variants.build(name, model, one))

@@ -213,6 +213,10 @@ PS_OPTIONS: tuple[Option, ...] = (
            "None or a size > 0 (e.g. '4MB'): split tensor pieces larger than this into equal "
            "chunks of at most this size, each sent and applied separately",
            check_bytes(allow_none=True, positive=True)),
+    Option("merge_small_layers", False,
+           "True/False: fine nets with 2 or more shards merge each layer under shard_min_bytes "
+           "into the next, so every group is split over all shards (sync-ps then carries each "
+           "as one flow group; what the memory budget falls back to first)", check_bool),
     Option("shard_policy", "round_robin",
            "'round_robin' (small tensor l on shard l % k) or 'least_loaded' (greedy by bytes)",
            check_choice("round_robin", "least_loaded")),

@@ -13,6 +13,7 @@ from .compute import compute_chain, compute_phase, worker_profiles
 from .durations import duration
 from .fabric import Fabric
 from .layers import comm_profile, group_layers
+from .layers import merge_small_layers as merge_small
 from .ps_coarse import fine_groups, merged_shards, worker_links
 
 __all__ = ["build_ps_net"]
@@ -48,6 +49,7 @@ def build_ps_net(
     bucket_bytes: float = 25e6,
     balance: str = "none",
     flow_groups: bool = True,
+    merge_small_layers: bool = False,
 ) -> Net:
     """The parameter-server net shared by ``sync-ps``, ``async-ps`` and ``ssp``.
 
@@ -79,6 +81,10 @@ def build_ps_net(
     A push from worker ``k`` to a shard colocated on its own host, and the pull back, stay on
     the host (no transfer).
 
+    * ``merge_small_layers=True`` (fine nets, ``S >= 2`` shards): the layers under
+      ``shard_min_bytes`` merged into the next (:func:`.layers.merge_small_layers`), so that
+      every group is split over all shards — the memory budget's first fallback, as an option:
+      ResNet-50 with 16 shards on 128 GPUs, -0.12 % samples/s for ~13x less CPU.
     * Flow groups (``flow_groups=True``, fine BSP nets): when every layer is cut into one
       piece per shard and the shards are dedicated and alike (:func:`.ps_coarse.fine_groups`),
       a worker's pieces of a layer travel as one flow per direction (:func:`_grouped`).
@@ -92,8 +98,10 @@ def build_ps_net(
         prof = model
         plan = [cl.shard_tensor(0, model.grad_bytes)]
     else:
-        prof = group_layers(comm_profile(model, comm_granularity, bucket_bytes, cl.compute_cv),
-                            max_layers, cl.compute_cv)
+        prof = comm_profile(model, comm_granularity, bucket_bytes, cl.compute_cv)
+        if merge_small_layers and cl.ps_shards >= 2:
+            prof = merge_small(prof, cl.shard_min_bytes, cl.compute_cv)
+        prof = group_layers(prof, max_layers, cl.compute_cv)
         plan = [_chunks(p, partition_bytes)
                 for p in cl.shard_plan([la.grad_bytes for la in prof.layers], shard_policy)]
     L = len(plan)
