@@ -83,9 +83,10 @@ def _smaller_clusters(cluster: Cluster) -> tuple[Cluster, ...]:
 
     ``b`` is a whole number of racks (leaf-spine) or nodes (a topology), or at least four hosts,
     and at least the colocated shards' hosts (a size where some part is special, such as one
-    node with no traffic between nodes, is off the line of the next two, which the counts check). Speeds and per-node NIC rates,
-    which change durations but not the net's elements, are dropped; a straggler model (it may
-    add elements to some workers) or a cluster under :data:`SCALE_FROM` times ``b`` gives ``()``.
+    node with no traffic between nodes, is off the line of the next two, which the counts
+    check). Speeds and per-node NIC rates, which change durations but not the net's elements,
+    are dropped; a straggler model (it may add elements to some workers) or a cluster under
+    :data:`SCALE_FROM` times ``b`` gives ``()``.
     """
     if cluster.straggler is not None:
         return ()
