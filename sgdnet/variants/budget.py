@@ -198,10 +198,10 @@ def estimate_elements(count: Callable[[ModelProfile], Any], model: ModelProfile,
         the smaller of ``reuse`` (same layers, same elements) and ``reuse``'s elements are
         proportional to its layers (no part shared between layers, such as all-reduce
         buckets), the larger probe is assumed to land on the larger one too and is not built:
-        the estimate is ``reuse``'s line at ``model``'s layer count. This assumes that what changes between the two profiles
-        (layer sizes and times) changes the elements per layer of every probe alike or not at
-        all, as for nets whose pieces, buckets and transfers per layer do not depend on the
-        layers' sizes.
+        the estimate is ``reuse``'s line at ``model``'s layer count. This assumes that what
+        changes between the two profiles (layer sizes and times) changes the elements per layer
+        of every probe alike or not at all, as for nets whose pieces, buckets and transfers per
+        layer do not depend on the layers' sizes.
     probes_out : list or None
         When given, the probes used are appended to it (nothing for an exact count).
 
