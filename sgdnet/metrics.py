@@ -71,6 +71,9 @@ def _need_trace(result: Any, what: str) -> None:
 
 def workers_of(result: Any) -> list:
     """Worker ids that own a ``step=True`` transition, sorted."""
+    groups = getattr(result, "_worker_groups", None)
+    if groups is not None:  # a Result: its step transitions' workers, found once
+        return sorted(groups()[0])
     return sorted({t["worker"] for t in result.transition_tags if t.get("step") and "worker" in t})
 
 
@@ -98,9 +101,22 @@ def step_time_percentiles(result: Any, q: Sequence[float] = DEFAULT_Q) -> dict:
         ``{worker: {"n": count, "mean_s": ..., "p50_s": ..., ...}}`` (seconds).
     """
     qs = _check_q(q)
+    ws = workers_of(result)
+    if hasattr(result, "step_times_by_worker"):
+        by = result.step_times_by_worker()
+        xs = [by[w] for w in ws]
+    else:
+        xs = [result.step_times(worker=w) for w in ws]
+    if xs and xs[0].size and all(x.size == xs[0].size for x in xs):
+        # every worker as many steps (bulk-synchronous): one reduction over a workers x steps
+        # matrix, row by row the same values as the per-worker calls below
+        m = np.stack(xs)
+        means, pcts = m.mean(axis=1), np.percentile(m, qs, axis=1)
+        return {w: {"n": int(m.shape[1]), "mean_s": float(means[i]),
+                    **{f"p{p:g}_s": float(pcts[j, i]) for j, p in enumerate(qs)}}
+                for i, w in enumerate(ws)}
     out = {}
-    for w in workers_of(result):
-        x = result.step_times(worker=w)
+    for w, x in zip(ws, xs):
         row: dict[str, float] = {"n": int(x.size), "mean_s": float(x.mean()) if x.size else np.nan}
         for p in qs:
             row[f"p{p:g}_s"] = float(np.percentile(x, p)) if x.size else np.nan

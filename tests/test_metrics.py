@@ -102,3 +102,22 @@ def test_bad_options_are_named(name, opts, match):
 def test_backup_abort_needs_coarse():
     with pytest.raises(VariantError, match="late='abort' needs granularity='coarse'"):
         variants.build("backup", PROF, Cluster(workers=4), granularity="fine", late="abort")
+
+
+@pytest.mark.parametrize("name", ["sync-ps", "async-ps"])
+def test_step_time_percentiles_in_bulk_equal_the_per_worker_values(name):
+    # sync-ps: every worker as many steps (one matrix reduction); async-ps with uneven speeds
+    # and noise: per worker. Both must give numpy's per-worker mean and percentiles, bit for bit
+    c = Cluster(workers=5, bandwidth="10Gbps", speeds=[1, 1, 0.7, 0.5, 0.9], compute_cv=0.2)
+    res = simulate(variants.build(name, PROF, c), steps=200, warmup=20, replications=3, seed=4)
+    q = (0, 25, 50, 90, 99.9, 100)
+    got = metrics.step_time_percentiles(res, q=q)
+    assert sorted(got) == metrics.workers_of(res) == list(range(5))
+    sizes = set()
+    for w, row in got.items():
+        x = res.step_times(worker=w)
+        sizes.add(x.size)
+        assert row["n"] == x.size and row["mean_s"] == float(x.mean())
+        for p in q:
+            assert row[f"p{p:g}_s"] == float(np.percentile(x, p))
+    assert (len(sizes) == 1) == (name == "sync-ps")  # both paths taken
