@@ -255,18 +255,8 @@ def fit_layer_groups(count: Callable[[ModelProfile], Any], model: ModelProfile, 
     107-layer all-reduce in 4 buckets: -34 %), hence the margin (a resident byte per element
     also varies by net: 1.2-1.75 KB measured).
     """
-    L = model.n_layers
-    if workers * L < PROBE_FROM:
-        return None, None
-    budget = limit("max_net_bytes")
-    probes: list = []
-    est = estimate_elements(count, model, probes_out=probes) * BYTES_PER_ELEMENT
-    if est <= budget:
-        return None, None
-    groups, g_bytes = _group_down(count, model, default_cv, est, budget,
-                                  (probes[0], probes[1]) if probes else None)
-    return groups, {"layers": L, "layer_groups": groups, "estimated_bytes": est,
-                    "estimated_bytes_grouped": g_bytes, "budget_bytes": budget}
+    _, groups, note = fit_profile(count, model, workers, default_cv)
+    return groups, note
 
 
 def fit_profile(count: Callable[[ModelProfile], Any], model: ModelProfile, workers: int,
@@ -283,23 +273,26 @@ def fit_profile(count: Callable[[ModelProfile], Any], model: ModelProfile, worke
     ``merged_small``. Without ``compact`` (or one that merges nothing) this is
     :func:`fit_layer_groups` on ``model``.
     """
-    if compact is None or compact.n_layers >= model.n_layers:
-        groups, note = fit_layer_groups(count, model, workers, default_cv)
-        return model, groups, note
     L = model.n_layers
     if workers * L < PROBE_FROM:
         return model, None, None
     budget = limit("max_net_bytes")
-    est = estimate_elements(count, model) * BYTES_PER_ELEMENT
+    probes: list = []
+    est = estimate_elements(count, model, probes_out=probes) * BYTES_PER_ELEMENT
     if est <= budget:
         return model, None, None
-    c_bytes = estimate_elements(count, compact) * BYTES_PER_ELEMENT
-    groups = None
-    if c_bytes > budget * MARGIN:
-        groups, c_bytes = _group_down(count, compact, default_cv, c_bytes, budget, None)
-    return compact, groups, {"layers": L, "layer_groups": groups or compact.n_layers,
-                             "merged_small": True, "estimated_bytes": est,
-                             "estimated_bytes_grouped": c_bytes, "budget_bytes": budget}
+    note = {"layers": L, "estimated_bytes": est, "budget_bytes": budget}
+    if compact is not None and compact.n_layers < L:
+        base, groups, note["merged_small"] = compact, None, True
+        g_bytes = estimate_elements(count, compact) * BYTES_PER_ELEMENT
+        if g_bytes > budget * MARGIN:
+            groups, g_bytes = _group_down(count, compact, default_cv, g_bytes, budget, None)
+    else:
+        base = model
+        groups, g_bytes = _group_down(count, model, default_cv, est, budget,
+                                      (probes[0], probes[1]) if probes else None)
+    note.update(layer_groups=groups or base.n_layers, estimated_bytes_grouped=g_bytes)
+    return base, groups, note
 
 
 def announce(note: dict, elements: int, what: str) -> None:
