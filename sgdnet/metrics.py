@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from .analysis.stats import rows_mean_quantiles
 from .errors import SimulationError, UnknownNameError, VariantError
 from .results import Estimate
 
@@ -107,21 +108,9 @@ def step_time_percentiles(result: Any, q: Sequence[float] = DEFAULT_Q) -> dict:
         xs = [by[w] for w in ws]
     else:
         xs = [result.step_times(worker=w) for w in ws]
-    if xs and xs[0].size and all(x.size == xs[0].size for x in xs):
-        # every worker as many steps (bulk-synchronous): one reduction over a workers x steps
-        # matrix, row by row the same values as the per-worker calls below
-        m = np.stack(xs)
-        means, pcts = m.mean(axis=1), np.percentile(m, qs, axis=1)
-        return {w: {"n": int(m.shape[1]), "mean_s": float(means[i]),
-                    **{f"p{p:g}_s": float(pcts[j, i]) for j, p in enumerate(qs)}}
-                for i, w in enumerate(ws)}
-    out = {}
-    for w, x in zip(ws, xs):
-        row: dict[str, float] = {"n": int(x.size), "mean_s": float(x.mean()) if x.size else np.nan}
-        for p in qs:
-            row[f"p{p:g}_s"] = float(np.percentile(x, p)) if x.size else np.nan
-        out[w] = row
-    return out
+    rows = rows_mean_quantiles(xs, qs, percent=True)  # in bulk when every worker has as many
+    return {w: {"n": int(x.size), "mean_s": m, **{f"p{p:g}_s": y for p, y in zip(qs, v)}}
+            for w, x, (m, v) in zip(ws, xs, rows)}
 
 
 def _rep_trace(result: Any, rep: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float]:

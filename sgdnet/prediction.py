@@ -38,6 +38,7 @@ import numpy as np
 from ._check import finite_or_none as _finite
 from ._check import int_arg, is_int
 from ._gc import paused_gc
+from .analysis.stats import rows_mean_quantiles
 from .errors import ClusterError, VariantError
 from .results import Estimate, Result
 from .variants import get
@@ -79,27 +80,13 @@ class WorkerFigures:
                 "step_time_s": dict(self.step_time_s)}
 
 
-def _percentiles(x: np.ndarray) -> dict:
-    if x.size < 2:
-        return {}
-    p50, p95, p99 = np.quantile(x, [0.5, 0.95, 0.99])
-    return {"mean": float(x.mean()), "p50": float(p50), "p95": float(p95), "p99": float(p99)}
-
-
 def _bulk_percentiles(xs: Sequence[np.ndarray]) -> list[dict]:
-    """``[_percentiles(x) for x in xs]``, with one quantile call over a matrix when every ``x``
-    has the same length (bulk-synchronous variants: every worker makes the same number of
-    steps), the same values row by row."""
-    if not xs:
-        return []
-    m = xs[0].size
-    if m < 2 or any(x.size != m for x in xs):
-        return [_percentiles(x) for x in xs]
-    a = np.stack(xs)
-    q = np.quantile(a, [0.5, 0.95, 0.99], axis=1)
-    mean = a.mean(axis=1)
-    return [{"mean": float(mean[g]), "p50": float(q[0, g]), "p95": float(q[1, g]),
-             "p99": float(q[2, g])} for g in range(len(xs))]
+    """Mean, median, 95th and 99th percentiles of each ``x`` (``{}`` for fewer than two
+    values), in bulk when every ``x`` has the same length
+    (:func:`.analysis.stats.rows_mean_quantiles`)."""
+    rows = rows_mean_quantiles(xs, (0.5, 0.95, 0.99))
+    return [{} if x.size < 2 else {"mean": m, "p50": v[0], "p95": v[1], "p99": v[2]}
+            for x, (m, v) in zip(xs, rows)]
 
 
 class Prediction:
