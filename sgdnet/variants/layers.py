@@ -19,8 +19,8 @@ import numpy as np
 
 from ..workload import Layer, ModelProfile, Tensor
 
-__all__ = ["compute_cv", "group_layers", "merge_groups", "merge_small_layers", "comm_profile",
-           "message_profile"]
+__all__ = ["compute_cv", "group_layers", "merge_groups", "merge_small_layers", "shard_merge",
+           "comm_profile", "message_profile"]
 
 
 def _layer_var(model: ModelProfile, i: int, default_cv: float) -> float:
@@ -82,6 +82,16 @@ def merge_small_layers(model: ModelProfile, min_bytes: float, default_cv: float 
         return model
     return merge_groups(model, groups, default_cv,
                         f"layers under {min_bytes:g} gradient bytes merged: {len(groups)} groups")
+
+
+def shard_merge(model: ModelProfile, shards: int, shard_min_bytes: float,
+                default_cv: float = 0.0) -> ModelProfile:
+    """:func:`merge_small_layers` at a parameter server's ``shard_min_bytes``, where it makes
+    every group split over the shards; ``model`` itself where it cannot: one shard, or a bound
+    of 0 (every layer is split already) or infinity (every layer goes whole to one shard)."""
+    if shards < 2 or not 0 < shard_min_bytes < math.inf:
+        return model
+    return merge_small_layers(model, shard_min_bytes, default_cv)
 
 
 def merge_groups(model: ModelProfile, groups: list[list[int]], default_cv: float, note: str

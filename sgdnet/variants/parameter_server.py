@@ -12,8 +12,7 @@ from .collectives import PSExchange, ps_cluster
 from .compute import compute_chain, compute_phase, worker_profiles
 from .durations import duration
 from .fabric import Fabric
-from .layers import comm_profile, group_layers
-from .layers import merge_small_layers as merge_small
+from .layers import comm_profile, group_layers, shard_merge
 from .ps_coarse import fine_groups, merged_shards, worker_links
 
 __all__ = ["build_ps_net"]
@@ -99,8 +98,8 @@ def build_ps_net(
         plan = [cl.shard_tensor(0, model.grad_bytes)]
     else:
         prof = comm_profile(model, comm_granularity, bucket_bytes, cl.compute_cv)
-        if merge_small_layers and cl.ps_shards >= 2:
-            prof = merge_small(prof, cl.shard_min_bytes, cl.compute_cv)
+        if merge_small_layers:
+            prof = shard_merge(prof, cl.ps_shards, cl.shard_min_bytes, cl.compute_cv)
         prof = group_layers(prof, max_layers, cl.compute_cv)
         plan = [_chunks(p, partition_bytes)
                 for p in cl.shard_plan([la.grad_bytes for la in prof.layers], shard_policy)]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import math
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -176,12 +175,11 @@ def _compact(model, cluster, opts: Mapping[str, Any]):
         return None
     if opts.get("comm_granularity", "layer") != "layer":
         return None
-    shards = opts.get("shards") or cluster.ps_shards
-    if shards < 2 or not 0 < cluster.shard_min_bytes < math.inf:
-        return None
-    from .layers import merge_small_layers
+    from .layers import shard_merge
 
-    return merge_small_layers(model, cluster.shard_min_bytes, cluster.compute_cv)
+    got = shard_merge(model, opts.get("shards") or cluster.ps_shards, cluster.shard_min_bytes,
+                      cluster.compute_cv)
+    return None if got is model else got
 
 
 def register(
