@@ -349,3 +349,20 @@ def test_a_slower_node_nic_sets_the_ring_pace():
     assert Cluster.from_dict(cl.to_dict()) == cl
     with pytest.raises(ClusterError, match="one NIC rate per node"):
         Cluster(workers=12, topology=t)
+
+
+# ---------------------------------------------------------------------- published measurements
+def test_published_nccl_ring_bus_bandwidths_are_predicted_within_10_percent():
+    """nccl-tests ring all-reduce bus bandwidth of two multi-node systems, predicted from their
+    link rates alone (``scripts/validate_nccl.py``, docs/validation.md): a DGX A100 with 8 HDR
+    InfiniBand NICs, 192 GB/s (NVIDIA/nccl#812), and 5 nodes of 8 H100 with 4 x 400 Gb/s RoCE
+    NICs, 190 GB/s (NVIDIA/nccl#1368). One ring per NIC (NCCL's channels), so the NICs bound
+    the bus bandwidth; one ring alone would be 8 (resp. 4) times slower."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from validate_nccl import RING_SYSTEMS, ring_busbw
+
+    for system in RING_SYSTEMS:
+        predicted = ring_busbw(system, system.nodes[0])
+        assert abs(predicted / system.measured - 1) < 0.10, (system.name, predicted)
