@@ -9,7 +9,8 @@ Two checks, nothing fitted to the measurements (docs/validation.md has the table
   H100 80GB; NVLink 4 through NVSwitch (450 GB/s each direction) and 8 GPU NICs of 200 Gb/s per
   node (GPUDirect-TCPXO); ``all_reduce_perf -b 8 -e 8G -f 2 -g 1`` on 16 ranks, out-of-place
   busbw (github.com/lessizzmore/create-a3mega-ztan-fork, ztan-NCCL-test-result). On 2 nodes NCCL
-  runs its tree, so the rows compare the ring and the hierarchical all-reduce.
+  runs its tree (``dbtree`` on a topology: the double tree over the nodes, a chain of GPUs in
+  each, streamed); the rows also give the ring and the hierarchical all-reduce.
 
 Each prediction times one all-reduce of ``S`` bytes in sgdnet's fine collective net on the
 topology (deterministic, flows) and reports NCCL's bus bandwidth ``S/t * 2(n-1)/n``.
@@ -117,9 +118,9 @@ def main() -> None:
     print("| size | measured busbw | algorithm | channels | chunks | predicted busbw | error |")
     print("|---:|---:|---|---:|---:|---:|---:|")
     for size, meas in MEASURED.items():
-        for alg, channels, chunks in (("ring", 1, 1), ("ring", 8, 1), ("hierarchical", 1, 1),
-                                      ("hierarchical", 1, 4), ("hierarchical", 1, 16),
-                                      ("hierarchical", 1, 64)):
+        for alg, channels, chunks in (("ring", 1, 1), ("ring", 8, 1), ("dbtree", 8, 1),
+                                      ("hierarchical", 1, 1), ("hierarchical", 1, 4),
+                                      ("hierarchical", 1, 16), ("hierarchical", 1, 64)):
             t0 = time.perf_counter()
             bw = busbw(cl, alg, size, chunks, channels)
             print(f"| {size / 2**20:,.0f} MiB | {meas:.1f} GB/s | {alg} | {channels} | {chunks} | "

@@ -1,16 +1,29 @@
 """NCCL's double binary tree all-reduce (``algorithm="dbtree"``): the trees' shape as NCCL
 builds them (ncclGetBtree / ncclGetDtree) and its cost, derived by hand for flows over
-per-worker NICs (uplink and downlink of B bytes/s, latency alpha, each tree carrying S/2)."""
+per-worker NICs (uplink and downlink of B bytes/s, latency alpha, each tree carrying S/2).
+
+On a topology with several GPUs per node, NCCL's multi-node tree: the double tree over the
+nodes with a chain of GPUs inside each, ``channels`` pairs of trees, streamed. Its cost by
+hand (fast NVLink, no latency, ``c = nics`` channels, every tree carrying ``S / 2c``):
+
+- 2 nodes: a node is the one-child root of one tree and the leaf of the other, so NIC ``k``
+  sends ``S / 2c`` down one tree and ``S / 2c`` up the other: ``t = S / (c B)``, busbw
+  ``2(n-1)/n c B``, twice a ring's (why NCCL picks its tree on two nodes);
+- 4 nodes (tree 0: 0 <- 2 <- {1, 3}; tree 1: 3 <- 1 <- {2, 0}): nodes 1 and 2 are inner
+  nodes, with four flows on each NIC direction, and every inter-node edge touches one of
+  them: every flow runs at ``B / 4``, ``t = 2 S / (c B)``, the ring's bandwidth.
+"""
 
 from __future__ import annotations
 
 import math
 
 import pytest
-from test_looped_ring import _end
+from test_looped_ring import _end, _topo
 
 from sgdnet import Cluster, predict
-from sgdnet.variants.collectives import double_binary_tree, nccl_btree
+from sgdnet.errors import VariantError
+from sgdnet.variants.collectives import double_binary_tree, nccl_btree, node_tree
 
 S, ALPHA, B = 512e6, 5e-6, 10e9
 
@@ -59,3 +72,94 @@ def test_dbtree_variant_predicts(granularity):
     p = predict("allreduce", "resnet18", cl, algorithm="dbtree", granularity=granularity,
                 steps=5, replications=1, parallel=False)
     assert p.samples_per_s.mean > 0
+
+
+# ------------------------------------------------------------------ NCCL's tree on a topology
+def _climb(parent: dict[int, int], r: int) -> list[int]:
+    path = [r]
+    while parent[path[-1]] >= 0:
+        path.append(parent[path[-1]])
+    return path
+
+
+@pytest.mark.parametrize("nodes, g, nics", [(2, 4, 4), (4, 8, 2), (5, 4, 1), (1, 8, 8)])
+def test_node_tree_is_the_node_double_tree_with_a_chain_per_node(nodes, g, nics):
+    cl = Cluster(workers=nodes * g, topology=_topo(gpus_per_node=g, nics_per_node=nics))
+    for channel in range(2 * nics):
+        head = (channel % nics) * (g // nics)  # the first GPU of the channel's NIC
+        for t in (0, 1):
+            parent = node_tree(cl, t, channel)
+            assert sorted(parent) == list(range(nodes * g))
+            cross = {(r // g, p // g) for r, p in parent.items() if p >= 0 and r // g != p // g}
+            # the edges between nodes are those of the node tree, head to head
+            node_parent = double_binary_tree(nodes)[t]
+            assert cross == {(a, b) for a, b in node_parent.items() if b >= 0}
+            assert all(r % g == head == p % g for r, p in parent.items()
+                       if p >= 0 and r // g != p // g)
+            for node in range(nodes):  # inside a node: one chain hanging from the head
+                kids = [sum(1 for r, p in parent.items() if p == x and r // g == node)
+                        for x in range(node * g, node * g + g)]
+                assert sorted(kids) == [0] + [1] * (g - 1)
+                assert all(_climb(parent, r)[-1] // g == node_parent_root(node_parent)
+                           for r in range(node * g, node * g + g))
+    flat = Cluster(workers=6)
+    assert [node_tree(flat, t) for t in (0, 1)] == double_binary_tree(6)
+
+
+def node_parent_root(parent: dict[int, int]) -> int:
+    return next(r for r, p in parent.items() if p < 0)
+
+
+@pytest.mark.parametrize("nodes, factor", [(2, 1), (4, 2)])
+@pytest.mark.parametrize("nics", [1, 2, 4])
+def test_multi_node_tree_time_closed_form(nodes, factor, nics):
+    """Streamed, NVLink 10x the NIC, no latency: ``t = factor * S / (c B)`` with ``c = nics``
+    channels (module docstring); with one channel on ``nics`` NICs it is ``nics`` times
+    slower."""
+    B = 10e9
+    cl = Cluster(workers=4 * nodes, latency=0,
+                 topology=_topo(nics_per_node=nics, nic_bandwidth=B, intra_bandwidth=10 * B))
+    assert _end(cl, "dbtree", "auto", channels=nics) == pytest.approx(
+        factor * S / (nics * B), rel=1e-12)
+    assert _end(cl, "dbtree", "pipelined") == pytest.approx(factor * S / B, rel=1e-12)
+
+
+def test_multi_node_tree_pays_its_depth_latency_twice():
+    """Two nodes of 4 GPUs: the deepest path is 3 NVLink hops up the chain and one NIC hop,
+    so the streamed tree adds ``2 (3 alpha_i + alpha)`` to its bandwidth time."""
+    B, a, ai = 10e9, 7e-6, 2e-6
+    cl = Cluster(workers=8, latency=a, topology=_topo(nics_per_node=4, nic_bandwidth=B,
+                                                        intra_bandwidth=10 * B, intra_latency=ai))
+    assert _end(cl, "dbtree", "auto", channels=4) == pytest.approx(
+        S / (4 * B) + 2 * (3 * ai + a), rel=1e-12)
+
+
+def test_multi_node_tree_store_and_forward_on_request():
+    """``ring_form="unrolled"``: the stepwise tree over the same GPUs; a chain of 4 GPUs then
+    stores and forwards the whole message at every hop, so it is slower than streamed."""
+    cl = Cluster(workers=8, latency=0, topology=_topo(nics_per_node=4))
+    streamed = _end(cl, "dbtree", "auto", channels=4)
+    assert streamed == pytest.approx(S / (4 * 10e9), rel=1e-12)
+    assert _end(cl, "dbtree", "unrolled", channels=4) > 1.5 * streamed
+
+
+def test_dbtree_channels_are_fine_only():
+    cl = Cluster(workers=8, topology=_topo(nics_per_node=2))
+    with pytest.raises(VariantError, match="coarse"):
+        predict("allreduce", "resnet18", cl, algorithm="dbtree", granularity="coarse",
+                channels=2, steps=2, replications=1)
+    with pytest.raises(VariantError, match="channels=2 runs concurrent rings"):
+        predict("allreduce", "resnet18", cl, algorithm="tree", channels=2, steps=2,
+                replications=1)
+
+
+def test_multi_node_tree_variant_on_a_topology():
+    """The allreduce variant with NCCL's tree on 2 nodes of 4 GPUs with 4 NICs: faster than
+    the flat ring with one channel per NIC, as NCCL's choice on two nodes says."""
+    cl = Cluster(workers=8, bandwidth="100Gbps", latency="5us",
+                 topology=_topo(nics_per_node=4, nic_bandwidth="100Gbps",
+                                intra_bandwidth="300GB/s"))
+    kw = dict(granularity="fine", steps=5, replications=1, parallel=False, channels=4)
+    tree = predict("allreduce", "resnet50", cl, algorithm="dbtree", **kw)
+    ring = predict("allreduce", "resnet50", cl, algorithm="ring", **kw)
+    assert tree.samples_per_s.mean > ring.samples_per_s.mean

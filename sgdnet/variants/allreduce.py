@@ -76,7 +76,9 @@ OPTIONS = (
     Option("algorithm", "ring", "'ring' (reduce-scatter + all-gather), 'tree' (binary tree "
            "reduce + broadcast) or 'hierarchical' (intra-node reduce-scatter, inter-node ring "
            "all-reduce of 1/g per local rank, intra-node all-gather; needs a Cluster topology); "
-           "'dbtree': NCCL's double binary tree (two trees, half the data each)",
+           "'dbtree': NCCL's double binary tree (two trees, half the data each; on a "
+           "topology NCCL's multi-node tree: the double tree over the nodes, a chain of GPUs "
+           "inside each, streamed)",
            check_choice("ring", "tree", "dbtree", "hierarchical")),
     Option("bucket_bytes", 25e6, "a size (e.g. '25MB'; PyTorch DDP's bucket_cap_mb=25 is 25 MiB = "
            "26214400, and its smaller first bucket is not modelled), 0 (one bucket per layer) "
@@ -87,8 +89,9 @@ OPTIONS = (
     Option("chunks", 1, "an integer >= 1: pieces a hierarchical all-reduce is pipelined in "
            "through its three phases, as NCCL does (1: none; 'hierarchical' only)",
            check_int(1)),
-    Option("channels", 1, "an integer >= 1: concurrent rings of a fine 'ring' all-reduce, as "
-           "NCCL's channels; on a topology ring k crosses nodes through NIC k mod nics, so "
+    Option("channels", 1, "an integer >= 1: concurrent rings (or double trees) of a fine "
+           "'ring' (or 'dbtree') all-reduce, as NCCL's channels; on a topology ring k crosses "
+           "nodes through NIC k mod nics (and tree k's chains start at that NIC), so "
            "channels = nics_per_node uses every NIC (1: one ring)", check_int(1)),
     BALANCE,
     COMPRESSION,
@@ -98,7 +101,9 @@ OPTIONS = (
            "transfers), a looped sub-net with a round counter (O(n) transitions, same timing, "
            "O(n^2) events), or one streamed flow per ring edge as NCCL pipelines a ring (O(n) "
            "transitions and events; the closed form on equal edges); 'auto' pipelines rings of "
-           f"more than {LOOP_ROUNDS} rounds and every ring of a coarse net",
+           f"more than {LOOP_ROUNDS} rounds and every ring of a coarse net; 'dbtree': "
+           "'pipelined' streams each tree edge, other forms store and forward at every hop, "
+           "'auto' streams on a topology with several GPUs per node",
            check_choice(*RING_FORMS)),
     DISCIPLINE,
     MAX_LAYERS,

@@ -32,10 +32,15 @@ All-reduce
 
     * ``algorithm="dbtree"``: NCCL's double binary tree (:func:`double_binary_tree`): two
       trees, each an inner node of at most one, reduce and broadcast half of the data each at
-      the same time (store and forward, no pipelining of chunks); on two ranks
-      ``2 (alpha + S/(2B))``, on four ``4 alpha + 3 S/B`` (tests/test_dbtree.py). Coarse nets
-      use the tree closed form, which assumes what the double tree gives (a node's two
-      children cost one hop's bandwidth). The heap tree of ``"tree"`` is kept as it is.
+      the same time; on two ranks ``2 (alpha + S/(2B))``, on four ``4 alpha + 3 S/B``
+      (store and forward, tests/test_dbtree.py). On a topology with several GPUs per node it
+      is NCCL's multi-node tree (:func:`.trees.node_tree`): the double tree over the nodes, a
+      chain of GPUs inside each node, ``channels`` such pairs (channel ``k``'s chains start at
+      NIC ``k mod nics``), streamed (one flow per edge and direction, :func:`.trees._tree_pipe`):
+      on two nodes every NIC direction carries ``S / nics`` (half a ring's bytes, why NCCL
+      picks its tree there), on four ``2 S / nics`` (tests/test_dbtree.py). Coarse nets use the tree closed form, which assumes what the double tree
+      gives (a node's two children cost one hop's bandwidth). The heap tree of ``"tree"`` is
+      kept as it is.
 
     * ``algorithm="hierarchical"`` (needs a cluster topology of ``N`` nodes of ``g`` GPUs):
       an intra-node reduce-scatter ring, ``g`` concurrent inter-node ring all-reduces of
@@ -78,10 +83,11 @@ from .rings import (  # noqa: F401 - ring forms re-exported: allreduce and tests
     _ring,
     _ring_pipe,
     barrier_ok,
+    channel_order,
     resolve_ring_form,
     ring_is_looped,
 )
-from .trees import _dbtree, _tree, double_binary_tree, nccl_btree  # noqa: F401 - re-exported
+from .trees import _dbtree, _tree, double_binary_tree, nccl_btree, node_tree  # noqa: F401 - re-exported
 
 #: All-reduce algorithms ("allgather": every worker ends with every worker's ``nbytes``, the
 #: exchange of top-k sparse gradients, :mod:`.compression`).
@@ -136,9 +142,11 @@ def allreduce(
         ``"hierarchical"`` only: pieces the message is pipelined in through its three phases
         (1: no pipelining).
     channels : int
-        ``"ring"`` only: concurrent rings of ``nbytes / channels`` each, as NCCL's channels;
-        on a topology ring ``k`` enters and leaves every node through NIC ``k mod nics``
-        (:func:`channel_order`), so ``channels = nics_per_node`` uses every NIC.
+        ``"ring"`` and ``"dbtree"`` (fine) only: concurrent rings (double trees) of
+        ``nbytes / channels`` each, as NCCL's channels; on a topology ring ``k`` enters and
+        leaves every node through NIC ``k mod nics`` (:func:`channel_order`), and the chains
+        of double tree ``k`` start at that NIC's first GPU, so ``channels = nics_per_node``
+        uses every NIC.
     ring_form : {"auto", "unrolled", "looped", "pipelined"}
         How the rings of ``"ring"`` (fine), ``"hierarchical"`` and ``"allgather"`` all-reduces
         are built: one transfer per member and round (``m * rounds`` transfers; the net stays
@@ -146,7 +154,11 @@ def allreduce(
         timing, ``O(m * rounds)`` events; :func:`_ring_loop`), or one streamed flow per ring
         edge (``O(m)`` transitions and events; :func:`_ring_pipe`); ``"auto"``: every ring
         of the collective pipelined when its longest ring has more than ``LOOP_ROUNDS``
-        rounds (and every ring of a coarse net), else unrolled.
+        rounds (and every ring of a coarse net), else unrolled. For ``"dbtree"`` (fine):
+        ``"pipelined"`` streams every tree edge as one flow per direction
+        (:func:`.trees._tree_pipe`, as NCCL streams its trees in chunks), any other form stores
+        and forwards the whole message at every hop; ``"auto"`` is pipelined on a topology
+        with several GPUs per node, else store and forward.
 
     Returns
     -------
@@ -168,13 +180,14 @@ def allreduce(
                            f"algorithm={algorithm!r} has none: pass chunks=1")
     if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
         raise VariantError(f"channels={channels!r}: must be an integer >= 1 (1 = one ring)")
-    if channels > 1 and (algorithm != "ring" or coarse):
-        raise VariantError(f"channels={channels} runs concurrent rings of a fine "
-                           f"algorithm='ring' all-reduce; with algorithm={algorithm!r}"
-                           f"{' (coarse)' if coarse else ''} pass channels=1")
+    if channels > 1 and (algorithm not in ("ring", "dbtree") or coarse):
+        raise VariantError(f"channels={channels} runs concurrent rings (or double trees) of a "
+                           f"fine algorithm='ring' (or 'dbtree') all-reduce; with "
+                           f"algorithm={algorithm!r}{' (coarse)' if coarse else ''} pass "
+                           f"channels=1")
     resolve_ring_form(ring_form, 0)  # checks the value
     n = cluster.workers
-    if ring_form == "auto":  # one form for all the collective's rings, set by its longest
+    if ring_form == "auto" and algorithm != "dbtree":  # one form for all the collective's rings, set by its longest
         g = cluster.topology.gpus_per_node if algorithm == "hierarchical" else n
         longest = (max(g - 1, 2 * (n // g - 1)) if algorithm == "hierarchical"
                    else n - 1 if algorithm == "allgather" else 2 * (n - 1))
@@ -207,7 +220,9 @@ def allreduce(
     elif algorithm == "allgather":  # ring all-gather of nbytes per worker, fine and coarse
         _ring(net, fabric, name, list(range(n)), nbytes, n - 1, 0, ready, done, ctag, sync)
     elif algorithm == "dbtree":
-        _dbtree(net, fabric, name, nbytes, n, ready, done, ctag)
+        nodes = cluster.topology is not None and cluster.topology.gpus_per_node > 1
+        piped = ring_form == "pipelined" or (ring_form == "auto" and nodes)
+        _dbtree(net, fabric, cluster, name, nbytes, ready, done, ctag, channels, piped)
     elif algorithm == "hierarchical":
         _hierarchical(net, fabric, cluster, name, nbytes, ready, done, ctag, sync, chunks,
                       ring_form)
@@ -226,25 +241,6 @@ def allreduce(
 #: (``_ring_pipe(barrier=True)``); False builds the per-member form (kept for comparison,
 #: tests/test_hierarchical_barrier.py).
 HIERARCHICAL_BARRIER = True
-
-
-def channel_order(cluster: Cluster, k: int) -> list[int]:
-    """Ring order of channel ``k``: node by node; inside a node the ring enters at the first
-    GPU of NIC ``j = k mod nics`` and leaves at the last GPU of that NIC (or, with one GPU
-    per NIC, at the GPU of NIC ``j+1``), the other GPUs in between. Without a topology: the
-    workers in order."""
-    t, n = cluster.topology, cluster.workers
-    if t is None:
-        return list(range(n))
-    g, nics = t.gpus_per_node, t.nics_per_node
-    by_nic = [[lo for lo in range(g) if lo * nics // g == j] for j in range(nics)]
-    j = k % nics
-    entry = by_nic[j][0]
-    leave = by_nic[j][-1] if len(by_nic[j]) > 1 else by_nic[(j + 1) % nics][0]
-    local = [entry] + [lo for lo in range(g) if lo not in (entry, leave)]
-    if leave != entry:
-        local.append(leave)
-    return [node * g + lo for node in range(n // g) for lo in local]
 
 
 def _channels(net: Net, cluster: Cluster, fabric: Fabric, name: str, nbytes: float,

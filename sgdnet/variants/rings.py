@@ -11,9 +11,11 @@ import math
 from ..dists import Deterministic
 from ..errors import VariantError
 from ..net import Net
+from ..workload import Cluster
 from .fabric import Fabric
 
-__all__ = ["LOOP_ROUNDS", "RING_FORMS", "resolve_ring_form", "ring_is_looped", "barrier_ok"]
+__all__ = ["LOOP_ROUNDS", "RING_FORMS", "resolve_ring_form", "ring_is_looped", "barrier_ok",
+           "channel_order"]
 
 
 #: Rings with more rounds than this are built looped by ``ring_form="auto"`` (see :func:`_ring`).
@@ -221,3 +223,22 @@ def barrier_ok(fabric: Fabric) -> bool:
     c = fabric.cluster
     return not fabric.flows or (c.send_s_per_byte == 0 and c.recv_s_per_byte == 0
                                 and c.reduce_s_per_byte == 0)
+
+
+def channel_order(cluster: Cluster, k: int) -> list[int]:
+    """Ring order of channel ``k``: node by node; inside a node the ring enters at the first
+    GPU of NIC ``j = k mod nics`` and leaves at the last GPU of that NIC (or, with one GPU
+    per NIC, at the GPU of NIC ``j+1``), the other GPUs in between. Without a topology: the
+    workers in order."""
+    t, n = cluster.topology, cluster.workers
+    if t is None:
+        return list(range(n))
+    g, nics = t.gpus_per_node, t.nics_per_node
+    by_nic = [[lo for lo in range(g) if lo * nics // g == j] for j in range(nics)]
+    j = k % nics
+    entry = by_nic[j][0]
+    leave = by_nic[j][-1] if len(by_nic[j]) > 1 else by_nic[(j + 1) % nics][0]
+    local = [entry] + [lo for lo in range(g) if lo not in (entry, leave)]
+    if leave != entry:
+        local.append(leave)
+    return [node * g + lo for node in range(n // g) for lo in local]
