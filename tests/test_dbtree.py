@@ -20,6 +20,7 @@ import math
 
 import pytest
 from test_looped_ring import _end, _topo
+from test_topology import _ends
 
 from sgdnet import Cluster, predict
 from sgdnet.errors import VariantError
@@ -143,11 +144,13 @@ def test_multi_node_tree_store_and_forward_on_request():
     assert _end(cl, "dbtree", "unrolled", channels=4) > 1.5 * streamed
 
 
-def test_dbtree_channels_are_fine_only():
-    cl = Cluster(workers=8, topology=_topo(nics_per_node=2))
+def test_dbtree_channels_need_the_streamed_tree():
+    """Channels are pairs of trees of a fine net, or of a coarse net on multi-GPU nodes; a
+    coarse net without a topology has one closed form per collective, so it refuses them."""
     with pytest.raises(VariantError, match="coarse"):
-        predict("allreduce", "resnet18", cl, algorithm="dbtree", granularity="coarse",
-                channels=2, steps=2, replications=1)
+        predict("allreduce", "resnet18", Cluster(workers=8), algorithm="dbtree",
+                granularity="coarse", channels=2, steps=2, replications=1)
+    cl = Cluster(workers=8, topology=_topo(nics_per_node=2))
     with pytest.raises(VariantError, match="channels=2 runs concurrent rings"):
         predict("allreduce", "resnet18", cl, algorithm="tree", channels=2, steps=2,
                 replications=1)
@@ -163,3 +166,26 @@ def test_multi_node_tree_variant_on_a_topology():
     tree = predict("allreduce", "resnet50", cl, algorithm="dbtree", **kw)
     ring = predict("allreduce", "resnet50", cl, algorithm="ring", **kw)
     assert tree.samples_per_s.mean > ring.samples_per_s.mean
+
+
+def test_coarse_multi_node_tree_is_the_streamed_tree():
+    """On a topology a coarse net's all-reduce is the same streamed tree as the fine one's, not
+    the flat tree closed form: one collective of ``S`` takes ``S / (c B)`` on two nodes."""
+    from sgdnet import Net
+    from sgdnet.variants.collectives import allreduce
+    from sgdnet.variants.fabric import Fabric
+
+    B = 10e9
+    cl = Cluster(workers=8, latency=0, topology=_topo(nics_per_node=4, nic_bandwidth=B))
+    ends = {}
+    for coarse in (False, True):
+        net = Net("ar")
+        ins = {i: [net.place(f"in{i}", 1).name] for i in range(8)}
+        outs = {i: [net.place(f"out{i}").name] for i in range(8)}
+        _, end = allreduce(net, Fabric(net, cl), cl, "ar", S, inputs=ins, outputs=outs,
+                           coarse=coarse, stream=None, algorithm="dbtree", channels=4)
+        ends[coarse] = _ends(net)[end]
+    assert ends[True] == ends[False] == pytest.approx(S / (4 * B), rel=1e-12)
+    p = predict("allreduce", "resnet18", cl, algorithm="dbtree", granularity="coarse",
+                channels=4, steps=3, replications=1, parallel=False)
+    assert p.samples_per_s.mean > 0

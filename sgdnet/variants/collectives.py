@@ -38,9 +38,11 @@ All-reduce
       chain of GPUs inside each node, ``channels`` such pairs (channel ``k``'s chains start at
       NIC ``k mod nics``), streamed (one flow per edge and direction, :func:`.trees._tree_pipe`):
       on two nodes every NIC direction carries ``S / nics`` (half a ring's bytes, why NCCL
-      picks its tree there), on four ``2 S / nics`` (tests/test_dbtree.py). Coarse nets use the tree closed form, which assumes what the double tree
-      gives (a node's two children cost one hop's bandwidth). The heap tree of ``"tree"`` is
-      kept as it is.
+      picks its tree there), on four ``2 S / nics`` (tests/test_dbtree.py); coarse nets
+      build this streamed tree too (``O(GPUs)`` transitions per collective). Otherwise
+      coarse nets use the tree closed form, which assumes what the double tree gives (a
+      node's two children cost one hop's bandwidth). The heap tree of ``"tree"`` is kept as
+      it is.
 
     * ``algorithm="hierarchical"`` (needs a cluster topology of ``N`` nodes of ``g`` GPUs):
       an intra-node reduce-scatter ring, ``g`` concurrent inter-node ring all-reduces of
@@ -180,7 +182,9 @@ def allreduce(
                            f"algorithm={algorithm!r} has none: pass chunks=1")
     if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
         raise VariantError(f"channels={channels!r}: must be an integer >= 1 (1 = one ring)")
-    if channels > 1 and (algorithm not in ("ring", "dbtree") or coarse):
+    nodes = cluster.topology is not None and cluster.topology.gpus_per_node > 1
+    node_tree_net = algorithm == "dbtree" and nodes  # NCCL's multi-node tree, fine or coarse
+    if channels > 1 and (algorithm not in ("ring", "dbtree") or (coarse and not node_tree_net)):
         raise VariantError(f"channels={channels} runs concurrent rings (or double trees) of a "
                            f"fine algorithm='ring' (or 'dbtree') all-reduce; with "
                            f"algorithm={algorithm!r}{' (coarse)' if coarse else ''} pass "
@@ -211,7 +215,7 @@ def allreduce(
                    tags=sync)
     done = {i: net.place(f"{name}.w{i}.done", worker=i).name for i in range(n)}
     ctag = {"collective": name, "step": False, **extra}
-    if coarse and algorithm not in ("hierarchical", "allgather"):
+    if coarse and algorithm not in ("hierarchical", "allgather") and not node_tree_net:
         for i in range(n):
             fabric.allreduce_share(f"{name}.w{i}", nbytes, i, algorithm, inputs=[ready[i]],
                                    outputs=[done[i]], tags={"worker": i, "kind": "comm", **ctag})
@@ -220,8 +224,7 @@ def allreduce(
     elif algorithm == "allgather":  # ring all-gather of nbytes per worker, fine and coarse
         _ring(net, fabric, name, list(range(n)), nbytes, n - 1, 0, ready, done, ctag, sync)
     elif algorithm == "dbtree":
-        nodes = cluster.topology is not None and cluster.topology.gpus_per_node > 1
-        piped = ring_form == "pipelined" or (ring_form == "auto" and nodes)
+        piped = ring_form == "pipelined" or (ring_form == "auto" and nodes) or coarse
         _dbtree(net, fabric, cluster, name, nbytes, ready, done, ctag, channels, piped)
     elif algorithm == "hierarchical":
         _hierarchical(net, fabric, cluster, name, nbytes, ready, done, ctag, sync, chunks,
