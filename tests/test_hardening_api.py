@@ -107,3 +107,18 @@ def test_zero_duration_loop_through_the_step_is_a_simulation_error():
 def test_limits_are_public():
     assert "limits" in sgdnet.__all__
     assert sgdnet.limits.LIMITS["max_workers"] >= 1024
+
+
+def test_steps_completing_together_name_the_fix():
+    """A synchronous net's workers complete a step at one instant: counting fewer steps than
+    that measures nothing; the error says so and which steps= would do, instead of blaming a
+    zero-duration cycle alone."""
+    from sgdnet import Cluster, variants
+
+    net = variants.build("sync-ps", "resnet18", Cluster(workers=8, bandwidth="10Gbps"))
+    with pytest.raises(SimulationError, match=r"count more steps than complete together, "
+                                              r"e\.g\. steps=16") as e:
+        simulate(net, steps=5, warmup=1, replications=1, seed=0, parallel=False)
+    assert "steps=5" in str(e.value) and "8 step transitions" in str(e.value)
+    assert simulate(net, steps=16, warmup=8, replications=1, seed=0,
+                    parallel=False).throughput.mean > 0

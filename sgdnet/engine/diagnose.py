@@ -117,10 +117,21 @@ def raise_on_failure(cn: CompiledNet, out, max_events: int, steps: int, warmup: 
                 f"{where}: event budget max_events={max_events} exhausted; the net may loop without "
                 "completing steps (check the step=True tags), or raise max_events")
         zero = [n for n, c, p in zip(cn.transition_names, cn.d_code, cn.d_par) if c == 0 and p[0] == 0.0]
-        what = (f"more than {zeno_limit(cn.n_transitions)} at one instant"
-                if int(out.i[k, K.OI_STATUS]) != K.ST_OK
-                else f"all {steps} counted steps at one instant")
+        events = int(out.i[k, K.OI_EVENTS])
+        cycle = (f"a cycle of zero-duration transitions fires forever (zero-duration "
+                 f"transitions: {zero[:20]}); give one of them a duration")
+        if int(out.i[k, K.OI_STATUS]) != K.ST_OK:
+            raise SimulationError(
+                f"{where}: time stopped advancing ({events} completions, more than "
+                f"{zeno_limit(cn.n_transitions)} at one instant); {cycle}")
+        # every counted step at one instant, but the run ended normally: either several step
+        # transitions complete together (a synchronous net's workers) or a zero-time cycle
+        n_step = int(cn.is_step.sum())
         raise SimulationError(
-            f"{where}: time stopped advancing ({int(out.i[k, K.OI_EVENTS])} completions, "
-            f"{what}); a cycle of zero-duration transitions "
-            f"fires forever (zero-duration transitions: {zero[:20]}); give one of them a duration")
+            f"{where}: no time passed between the first and the last of the steps={steps} "
+            f"counted step completions (all at t={float(out.f[k, K.OF_T1]):.6g}s, "
+            f"{events} completions in all), so steps/s would be infinite. If several step "
+            f"transitions complete at one instant (the {n_step} step transitions "
+            f"of a synchronous net's workers do), count more steps than complete together, "
+            f"e.g. steps={max(2 * n_step, steps + 1)} (predict() counts steps per "
+            f"worker for you); otherwise time stopped advancing: {cycle}")

@@ -611,7 +611,9 @@ def simulate_reference(net: Net, steps: int = 1000, warmup: int = 100, replicati
     for k, r in enumerate(raws):  # as the kernel's diagnosis: steps at one instant are no rate
         if not r.t1 > r.t0:
             raise SimulationError(
-                f"net {net.name!r}, replication {k}: time stopped advancing (all {steps} counted "
-                "steps at one instant); a cycle of zero-duration transitions fires forever")
+                f"net {net.name!r}, replication {k}: no time passed between the first and the "
+                f"last of the steps={steps} counted step completions: count more steps than "
+                "complete together (a synchronous net's workers do), or else time stopped "
+                "advancing: a cycle of zero-duration transitions fires forever")
     conv = [RawReplication(**vars(r)) for r in raws]
     return Result.from_raw(net, conv, seeds, steps=steps, warmup=warmup, trace=trace)
