@@ -17,6 +17,7 @@ hand (fast NVLink, no latency, ``c = nics`` channels, every tree carrying ``S / 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from test_looped_ring import _end, _topo
@@ -189,3 +190,16 @@ def test_coarse_multi_node_tree_is_the_streamed_tree():
     p = predict("allreduce", "resnet18", cl, algorithm="dbtree", granularity="coarse",
                 channels=4, steps=3, replications=1, parallel=False)
     assert p.samples_per_s.mean > 0
+
+
+def test_coarse_plus_multi_node_tree_follows_the_fine_net():
+    """granularity='coarse+' (heuristic buckets) with NCCL's tree and one pair of trees per NIC
+    on 2 p4d-like nodes: within 1 % of the fine net (measured 0.2 % on GPT-2 medium)."""
+    cl = Cluster.from_file(Path(__file__).resolve().parents[1] / "examples" / "clusters"
+                           / "p4d-8xa100-4x100g.yaml", workers=16)
+    kw = dict(algorithm="dbtree", channels=4, steps=10, replications=1, parallel=False)
+    fine = predict("allreduce", "gpt2_medium", cl, granularity="fine", **kw)
+    plus = predict("allreduce", "gpt2_medium", cl, granularity="coarse+", **kw)
+    assert plus.samples_per_s.mean == pytest.approx(fine.samples_per_s.mean, rel=0.01)
+    with pytest.raises(VariantError, match="pass channels=1"):
+        predict("allreduce", "gpt2_medium", Cluster(workers=16), granularity="coarse+", **kw)

@@ -34,7 +34,8 @@ Net (per worker ``i``)
     ``F + B + exposed_comm(C, B, phi, tau)``.
 
 Supported variants: ``sync-ps``, ``async-ps``, ``allreduce`` (their options apply;
-``channels`` must stay 1, as for the plain coarse all-reduce).
+``channels`` must stay 1, as for the plain coarse all-reduce, except for NCCL's tree on
+multi-GPU nodes, whose coarse collective is the streamed tree of the fine nets).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from .fabric import Fabric
 from .layers import compute_cv, group_layers
 from .options import BALANCE, COMPRESSION
 from .parameter_server import _chunks
+from .trees import depth_latency, node_tree
 
 __all__ = ["COARSE_PLUS", "SUPPORTED", "Heuristics", "overlap_fraction", "tail_fraction",
            "pull_lag", "exposed_comm", "ring_cpu_time", "aggregate_noise", "heuristics",
@@ -252,11 +254,19 @@ def _compute(net: Net, fab: Fabric, model: ModelProfile, cl: Cluster, i: int, h:
     apply_straggler(net, cl, i, f"w{i}.compute", [f"w{i}.compute", f"w{i}.tail"])
 
 
+def _node_trees(cl: Cluster) -> bool:
+    """Whether ``"dbtree"`` builds NCCL's multi-node tree on ``cl`` (nodes of several GPUs)."""
+    return cl.topology is not None and cl.topology.gpus_per_node > 1
+
+
 def _latency_term(cl: Cluster, fab: Fabric, algorithm: str) -> float:
-    """One all-reduce's latency term (its time for zero bytes) among the cluster's workers."""
+    """One all-reduce's latency term (its time for zero bytes) among the cluster's workers; for
+    NCCL's multi-node tree (``"dbtree"`` on multi-GPU nodes) its deepest path, up and down."""
     n = cl.workers
     if n == 1 or algorithm == "hierarchical":
         return 0.0
+    if algorithm == "dbtree" and _node_trees(cl):
+        return max(2 * depth_latency(fab, node_tree(cl, t)) for t in (0, 1))
     closed = ring_allreduce_time if algorithm == "ring" else tree_allreduce_time
     lat = max(fab.latency(("worker", i), ("worker", (i + 1) % n)) for i in range(n))
     return closed(0.0, n, 1.0, lat)
@@ -264,10 +274,10 @@ def _latency_term(cl: Cluster, fab: Fabric, algorithm: str) -> float:
 
 def _build_allreduce(model: ModelProfile, cl: Cluster, h: Heuristics, *, algorithm: str,
                      discipline: str, chunks: int = 1, channels: int = 1, **_) -> Net:
-    if channels != 1:
+    if channels != 1 and not (algorithm == "dbtree" and _node_trees(cl)):
         raise VariantError(f"channels={channels} runs concurrent rings of a fine all-reduce; "
                            f"granularity={COARSE_PLUS!r} has one closed-form collective per "
-                           "message: pass channels=1")
+                           "message (but NCCL's tree on multi-GPU nodes): pass channels=1")
     n = cl.workers
     net = Net(f"allreduce-{algorithm}-coarse+")
     fab = Fabric(net, aggregate_noise(cl, h.messages), discipline)
@@ -316,7 +326,7 @@ def _build_allreduce(model: ModelProfile, cl: Cluster, h: Heuristics, *, algorit
                                      "step": False})
                 dst[i] = [lat]
         allreduce(net, fab, cl, f"ar.{p}", b, inputs=ins, outputs=dst, coarse=True,
-                  stream=None, algorithm=algorithm, chunks=chunks)
+                  stream=None, algorithm=algorithm, chunks=chunks, channels=channels)
     net.meta["heuristics"] = dataclasses.asdict(h)
     net.meta["cluster"] = cl
     return net

@@ -12,7 +12,7 @@ from ..workload import Cluster
 from .fabric import Fabric
 from .rings import barrier_ok, channel_order
 
-__all__ = ["nccl_btree", "double_binary_tree", "node_tree"]
+__all__ = ["nccl_btree", "double_binary_tree", "node_tree", "depth_latency"]
 
 
 def nccl_btree(n: int, rank: int) -> tuple[int, list[int]]:
@@ -83,7 +83,7 @@ def node_tree(cluster: Cluster, tree: int, channel: int = 0) -> dict[int, int]:
     return parent
 
 
-def _depth_latency(fabric: Fabric, parent: dict[int, int]) -> float:
+def depth_latency(fabric: Fabric, parent: dict[int, int]) -> float:
     """The largest sum of one-way latencies from a rank up to the root of ``parent``."""
     best = 0.0
     for r in parent:
@@ -123,7 +123,7 @@ def _tree_pipe(net: Net, fabric: Fabric, name: str, nbytes: float, parent: dict[
         fabric.transfer(f"{name}.w{p}.bcast{i}", nbytes, ("worker", p), ("worker", i),
                         inputs=[go[i, "down"]], outputs=[end], lane=lane, latency=0.0,
                         tags={"worker": p, **ctag, "phase": "broadcast", "form": "pipelined"})
-    lat = 2 * _depth_latency(fabric, parent)
+    lat = 2 * depth_latency(fabric, parent)
     net.transition(f"{name}.join", Deterministic(lat) if lat > 0 else 0.0,
                    inputs={end: 2 * (len(ranks) - 1)}, outputs={done[i]: 1 for i in ranks},
                    tags=dict(wt))
