@@ -136,7 +136,10 @@ def _tree(net: Net, fabric: Fabric, name: str, nbytes: float, n: int, ready: dic
     if parent is None:
         parent = {i: (i - 1) // 2 if i else -1 for i in range(n)}
     root = next(i for i in range(n) if parent[i] < 0)
-    children = {i: sorted(c for c in range(n) if parent[c] == i) for i in range(n)}
+    children: dict[int, list[int]] = {i: [] for i in range(n)}
+    for c in range(n):  # in rank order, so each list is sorted
+        if parent[c] >= 0:
+            children[parent[c]].append(c)
     # reduce: up[c] = child c's partial sum arrived at its parent
     up = {c: net.place(f"{name}.w{c}.up.in", worker=parent[c]).name
           for c in range(n) if c != root}
