@@ -3,6 +3,7 @@
 
 * :func:`ring` — a cycle of transitions, the event graph whose cycle time is known exactly;
 * :func:`loop` — one token through one deterministic transition (the smallest runnable net);
+* :func:`random_event_graph` — a random live strongly connected event graph (seeded);
 * :func:`ps_net` / :func:`exotic_net` — nets shaped like compiled variants (workers, layers,
   NICs, a PS) and one using every feature, for drawings, traces and PNML round trips.
 """
@@ -14,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sgdnet.dists import Deterministic, Exponential, Gamma, LogNormal, Straggler
@@ -55,6 +57,29 @@ def ring(durations, tokens, servers=1, name="ring", step=0, tags=None):
         net.transition(f"t{i}", Deterministic(d), inputs={f"p{i}": 1},
                        outputs={f"p{(i + 1) % n}": 1}, servers=servers,
                        tags={"step": i == step, **(tags or {})})
+    return net
+
+
+def random_event_graph(seed, n, chords, dur):
+    """A live strongly connected event graph ``teg{seed}`` of ``n`` transitions: a ring of
+    forward arcs (no token) closed by a backward arc of 1-3 tokens, plus random chords until
+    there are ``n + chords`` arcs (forward chords empty, backward ones 1-2 tokens); transition
+    ``t_k`` lasts ``dur(rng)`` (drawn in transition order), has one server or, with probability
+    0.3, infinitely many, and ``t0`` is the step."""
+    rng = np.random.default_rng(seed)
+    net = Net(f"teg{seed}")
+    arcs = {(i, i + 1): 0 for i in range(n - 1)}
+    arcs[(n - 1, 0)] = int(rng.integers(1, 4))
+    while len(arcs) < n + chords:
+        i, j = (int(x) for x in rng.choice(n, 2, replace=False))
+        arcs.setdefault((i, j), 0 if i < j else int(rng.integers(1, 3)))
+    for (i, j), tok in arcs.items():
+        net.place(f"p{i}_{j}", tok)
+    for k in range(n):
+        d = dur(rng)
+        net.transition(f"t{k}", d, inputs=[f"p{i}_{j}" for (i, j) in arcs if j == k],
+                       outputs=[f"p{i}_{j}" for (i, j) in arcs if i == k],
+                       servers=math.inf if rng.random() < 0.3 else 1, tags={"step": k == 0})
     return net
 
 

@@ -15,6 +15,7 @@ import math
 import networkx as nx
 import numpy as np
 import pytest
+from conftest import random_event_graph
 from conftest import ring as shared_ring
 from scipy import stats
 
@@ -110,23 +111,9 @@ def pipeline(durations=(1.0, 2.5, 1.5, 0.75), buffers=(1, 2, 1), loop_tokens=3):
 
 
 def random_teg(seed, n=7, chords=5):
-    """A live strongly connected event graph: forward arcs carry no token, backward arcs >= 1."""
-    rng = np.random.default_rng(seed)
-    net = Net(f"teg{seed}")
-    arcs = {(i, i + 1): 0 for i in range(n - 1)}
-    arcs[(n - 1, 0)] = int(rng.integers(1, 4))
-    while len(arcs) < n + chords:
-        i, j = (int(x) for x in rng.choice(n, 2, replace=False))
-        arcs.setdefault((i, j), 0 if i < j else int(rng.integers(1, 3)))
-    for (i, j), tok in arcs.items():
-        net.place(f"p{i}_{j}", tok)
-    for k in range(n):
-        d = float(rng.integers(1, 40)) / 8
-        net.transition(f"t{k}", Deterministic(d),
-                       inputs=[f"p{i}_{j}" for (i, j) in arcs if j == k],
-                       outputs=[f"p{i}_{j}" for (i, j) in arcs if i == k],
-                       servers=math.inf if rng.random() < 0.3 else 1, tags={"step": k == 0})
-    return net
+    """A live strongly connected event graph with durations in multiples of 1/8."""
+    return random_event_graph(seed, n, chords,
+                              lambda rng: Deterministic(float(rng.integers(1, 40)) / 8))
 
 
 TEGS = {

@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import random_event_graph
 from scipy import stats
 
 from sgdnet import simulate
@@ -44,21 +45,8 @@ def duration(rng, mean, det):
 # ------------------------------------------------------------------ generators
 def teg_net(seed, det=False, n=6, chords=4):
     """A live strongly connected event graph (forward arcs empty, backward arcs >= 1 token)."""
-    rng = np.random.default_rng(seed)
-    net = Net(f"teg{seed}")
-    arcs = {(i, i + 1): 0 for i in range(n - 1)}
-    arcs[(n - 1, 0)] = int(rng.integers(1, 4))
-    while len(arcs) < n + chords:
-        i, j = (int(x) for x in rng.choice(n, 2, replace=False))
-        arcs.setdefault((i, j), 0 if i < j else int(rng.integers(1, 3)))
-    for (i, j), tok in arcs.items():
-        net.place(f"p{i}_{j}", tok)
-    for k in range(n):
-        net.transition(f"t{k}", duration(rng, float(rng.uniform(0.3, 2.0)), det),
-                       inputs=[f"p{i}_{j}" for (i, j) in arcs if j == k],
-                       outputs=[f"p{i}_{j}" for (i, j) in arcs if i == k],
-                       servers=math.inf if rng.random() < 0.3 else 1, tags={"step": k == 0})
-    return net
+    return random_event_graph(seed, n, chords,
+                              lambda rng: duration(rng, float(rng.uniform(0.3, 2.0)), det))
 
 
 def resource_net(seed, det=False, inhibitors=False):
