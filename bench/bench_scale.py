@@ -25,6 +25,9 @@ net) and summaries (``Prediction``); from the build to the end of the simulation
 garbage collector paused, as ``predict`` runs them (since #15's fine 1,024-GPU round; before
 it, validate, hash and compile only, as ``compile_net`` runs them).
 
+Case ``dbtree``: NCCL's multi-node tree (``algorithm="dbtree"``), one pair of trees per NIC
+(``channels=4``), streamed.
+
 Case ``sync-ps-16-split``: the 16 shards with ``shard_min_bytes=0``, every layer cut over all
 shards, so that the fine net carries each layer's pieces as flow groups
 (``sgdnet.variants.parameter_server._grouped``).
@@ -46,6 +49,7 @@ CASES = {"hierarchical": ("allreduce", {"algorithm": "hierarchical"}, {}),
                                                   "ring_form": "pipelined"}, {}),
          "hierarchical-fused": ("allreduce", {"algorithm": "hierarchical",
                                               "fuse_layers": True}, {}),
+         "dbtree": ("allreduce", {"algorithm": "dbtree", "channels": 4}, {}),
          "sync-ps-16": ("sync-ps", {}, {"ps_shards": 16}),
          "sync-ps-16-split": ("sync-ps", {}, {"ps_shards": 16, "shard_min_bytes": 0})}
 

@@ -120,6 +120,9 @@ class Fabric:
         self._res: dict[str, str] = {}
         self._paths: dict[tuple[Host, Host], list[str]] = {}
         self._ps_hosts: dict[int, Host] = {}  # a frozen cluster's shard hosts, asked per piece
+        # what a transfer's link stage needs per (src, dst, lane), for every TransferBatch on
+        # this fabric (the resources exist once made; see TransferBatch._pair)
+        self._bulk_pairs: dict[tuple[Host, Host, int], tuple | None] = {}
 
     # resources
     def _resource(self, name: str, discipline: str, **tags) -> str:

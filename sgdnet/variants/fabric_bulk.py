@@ -66,7 +66,7 @@ class TransferBatch:
         # the pending elements in the order the checked methods would create them (one list,
         # no record of the calls: a replay goes element by element, see flush)
         self._els: list[Place | Transition] = []
-        self._pairs: dict[tuple[Host, Host, int], tuple | None] = {}
+        self._pairs = fabric._bulk_pairs  # shared by the fabric's batches
         self._cvs: dict[tuple[str | None, int], tuple[float, float]] = {}
         self._lats: dict[float, Deterministic] = {}
 

@@ -10,6 +10,7 @@ from ..dists import Deterministic
 from ..net import Net
 from ..workload import Cluster
 from .fabric import Fabric
+from .fabric_bulk import TransferBatch
 from .rings import barrier_ok, channel_order
 
 __all__ = ["nccl_btree", "double_binary_tree", "node_tree", "depth_latency"]
@@ -84,9 +85,14 @@ def node_tree(cluster: Cluster, tree: int, channel: int = 0) -> dict[int, int]:
 
 
 def depth_latency(fabric: Fabric, parent: dict[int, int]) -> float:
-    """The largest sum of one-way latencies from a rank up to the root of ``parent``."""
+    """The largest sum of one-way latencies from a rank up to the root of ``parent``. Latencies
+    are >= 0, so a leaf's path is the longest below it: only the leaves' paths are summed
+    (each from the leaf up, as for any rank)."""
+    inner = set(parent.values())
     best = 0.0
     for r in parent:
+        if r in inner:
+            continue
         lat, x = 0.0, r
         while parent[x] >= 0:
             lat += fabric.latency(("worker", x), ("worker", parent[x]))
@@ -106,27 +112,29 @@ def _tree_pipe(net: Net, fabric: Fabric, name: str, nbytes: float, parent: dict[
     ``2 (n - 1) + 2`` transitions per tree (the stepwise tree of :func:`_tree` stores and
     forwards the whole message at every hop)."""
     ranks = list(parent)
-    go = {(i, d): net.place(f"{name}.w{i}.go.{d}", worker=i).name
-          for i in ranks if parent[i] >= 0 for d in ("up", "down")}
-    end = net.place(f"{name}.end").name
+    zero = Deterministic(0.0)
     wt = {"kind": "sync", **ctag}
-    net.transition(f"{name}.go", 0.0, inputs={ready[i]: 1 for i in ranks},
-                   outputs={p: 1 for p in go.values()}, tags=dict(wt))
-    for i in ranks:
-        p = parent[i]
-        if p < 0:
-            continue
-        fabric.transfer(f"{name}.w{i}.reduce", nbytes, ("worker", i), ("worker", p),
-                        inputs=[go[i, "up"]], outputs=[end], lane=lane, latency=0.0,
-                        tags={"worker": i, **ctag, "phase": "reduce", "form": "pipelined"},
-                        reduce=True)
-        fabric.transfer(f"{name}.w{p}.bcast{i}", nbytes, ("worker", p), ("worker", i),
-                        inputs=[go[i, "down"]], outputs=[end], lane=lane, latency=0.0,
-                        tags={"worker": p, **ctag, "phase": "broadcast", "form": "pipelined"})
-    lat = 2 * depth_latency(fabric, parent)
-    net.transition(f"{name}.join", Deterministic(lat) if lat > 0 else 0.0,
-                   inputs={end: 2 * (len(ranks) - 1)}, outputs={done[i]: 1 for i in ranks},
-                   tags=dict(wt))
+    with TransferBatch(fabric) as b:  # Net.place / Fabric.transfer's elements, added at once
+        go = {(i, d): b.place(f"{name}.w{i}.go.{d}", worker=i).name
+              for i in ranks if parent[i] >= 0 for d in ("up", "down")}
+        end = b.place(f"{name}.end").name
+        b.transition(f"{name}.go", zero, inputs={ready[i]: 1 for i in ranks},
+                     outputs={p: 1 for p in go.values()}, tags=dict(wt))
+        for i in ranks:
+            p = parent[i]
+            if p < 0:
+                continue
+            b.transfer(f"{name}.w{i}.reduce", nbytes, ("worker", i), ("worker", p),
+                       inputs=[go[i, "up"]], outputs=[end], lane=lane, latency=0.0,
+                       tags={"worker": i, **ctag, "phase": "reduce", "form": "pipelined"},
+                       reduce=True)
+            b.transfer(f"{name}.w{p}.bcast{i}", nbytes, ("worker", p), ("worker", i),
+                       inputs=[go[i, "down"]], outputs=[end], lane=lane, latency=0.0,
+                       tags={"worker": p, **ctag, "phase": "broadcast", "form": "pipelined"})
+        lat = 2 * depth_latency(fabric, parent)
+        b.transition(f"{name}.join", Deterministic(lat) if lat > 0 else zero,
+                     inputs={end: 2 * (len(ranks) - 1)}, outputs={done[i]: 1 for i in ranks},
+                     tags=dict(wt))
 
 
 def _tree(net: Net, fabric: Fabric, name: str, nbytes: float, n: int, ready: dict,
