@@ -67,6 +67,11 @@ Design (see DESIGN.md "The engine" and the normative firing semantics of the tea
 The kernel assumes a valid compiled net (see :mod:`sgdnet.net.compiled`) and never raises; it
 reports a status code: 0 done, 1 deadlock, 2 event budget exhausted, 3 time does not advance,
 4 needs more room, 5 halted by the caller (the ``halt`` flag: how Ctrl-C reaches a running kernel).
+
+Every code it reads or writes is a named module-level integer, which numba folds into the
+machine code: the status codes and output slots of :mod:`sgdnet.engine.abi`, the distribution
+codes ``CODE_*`` of :mod:`sgdnet.dists`, and the resource disciplines ``DISC_*``, gate kinds
+``GATE_*`` and modulator kinds ``MOD_*`` of :mod:`sgdnet.net.compiled`.
 """
 
 from __future__ import annotations
@@ -76,6 +81,26 @@ import math
 import numpy as np
 from numba import njit
 
+from ..dists import (  # distribution codes (d_code), folded as constants
+    CODE_DET,
+    CODE_EMP,
+    CODE_EXP,
+    CODE_GAMMA,
+    CODE_LOGN,
+    CODE_NORM,
+    CODE_SHEXP,
+    CODE_STRAG,
+    CODE_UNIF,
+)
+from ..net.compiled import (  # resource disciplines, gate and modulator kinds, folded likewise
+    DISC_FIFO,
+    DISC_FLOW,
+    DISC_PS,
+    GATE_DYNAMIC_LAG,
+    GATE_LAG,
+    MOD_IID,
+    MOD_MARKOV,
+)
 from ..results import HIST_BINS, HIST_KEY0, HIST_LO, HIST_SUB_BITS
 from .abi import (  # the interface's slots and codes (sgdnet.engine.abi), folded as constants
     GROW_HOLDERS,
@@ -199,28 +224,28 @@ def gamma_unit(s, k):
 @_inner
 def sample_base(s, code, a, b, pool):
     """One draw of a non-mixture distribution with parameter row ``(a, b)``."""
-    if code == 0:
+    if code == CODE_DET:
         return a
-    if code == 1:
+    if code == CODE_EXP:
         return exponential(s, a)
-    if code == 2:
+    if code == CODE_UNIF:
         return a + (b - a) * uniform(s)
-    if code == 3:
+    if code == CODE_NORM:
         if b == 0.0:
             return a
         while True:
             x = a + b * std_normal(s)
             if x >= 0.0:
                 return x
-    if code == 4:
+    if code == CODE_LOGN:
         return math.exp(a + b * std_normal(s))
-    if code == 5:
+    if code == CODE_GAMMA:
         if a == 0.0:
             return b
         return gamma_unit(s, a) * b
-    if code == 6:
+    if code == CODE_SHEXP:
         return a + exponential(s, b)
-    if code == 7:
+    if code == CODE_EMP:
         n = int(b)
         j = int(uniform(s) * n)
         if j >= n:
@@ -232,9 +257,9 @@ def sample_base(s, code, a, b, pool):
 @njit(cache=True, _nrt=False, error_model="numpy")
 def sample(s, code, par, row, pool):
     """One draw of distribution ``code`` with parameters ``par[row]`` (see :func:`sgdnet.dists.flatten`)."""
-    if code == 0:
+    if code == CODE_DET:
         return par[row, 0]
-    if code == 8:
+    if code == CODE_STRAG:
         x = sample_base(s, int(par[row, 2]), par[row, 3], par[row, 4], pool)
         if uniform(s) < par[row, 0]:
             x *= par[row, 1]
@@ -822,7 +847,7 @@ def _sw_pick(t, ih, ih_n, ih_hd, ih_heap, qh, qn, qhd, r_disc, rq_base, TS, TF, 
     for j in range(sw_res.size):
         r = sw_res[j]
         if qn[r] > 0 and used[r] < r_cap[r]:
-            if r_disc[r] == 0:
+            if r_disc[r] == DISC_FIFO:
                 nc = _sw_ring(qh, rq_base[r], rq_base[r + 1] - rq_base[r], qhd[r], qn[r], t, TS, TF,
                               sw_w, sw_prio, qres_idx, used, r_cap, cand, nc)
             else:
@@ -1020,7 +1045,7 @@ def run_replication(
     mk_state = np.zeros(nM, dtype=np.int64)
     mk_next = np.full(nM, np.inf, dtype=np.float64)
     for mi in range(nM):
-        if mod_kind[mi] == 0:
+        if mod_kind[mi] == MOD_IID:
             modval[mi] = sample(rng, d_code[nT + mi], d_par, nT + mi, d_pool)
         else:
             sf = mod_par[mi, 0]
@@ -1073,7 +1098,7 @@ def run_replication(
             f |= F_INH | F_SELF
         if guard[t] >= 0:
             f |= F_GUARD
-            if g_kind[mem_gate[guard[t]]] == 1:
+            if g_kind[mem_gate[guard[t]]] == GATE_DYNAMIC_LAG:
                 f |= F_SELF
         if rs_ptr[t + 1] > rs_ptr[t]:
             f |= F_RS
@@ -1081,7 +1106,7 @@ def run_replication(
             f |= F_MOD
         if psres_ptr[t + 1] > psres_ptr[t]:
             f |= F_PS
-            if r_disc[psres_idx[psres_ptr[t]]] == 3:
+            if r_disc[psres_idx[psres_ptr[t]]] == DISC_FLOW:
                 f |= F_FLOW
         if qres_ptr[t + 1] > qres_ptr[t]:
             f |= F_QRES
@@ -1182,7 +1207,7 @@ def run_replication(
                 if gm >= 0:
                     g = mem_gate[gm]
                     lead = gcnt[gm] - gmin[g]
-                    if g_kind[g] == 0:
+                    if g_kind[g] == GATE_LAG:
                         if lead > g_s[g]:
                             d = 0
                     elif (grel[gm] == 0 and lead > g_slow[g]) or (g_cap[g] >= 0 and lead > g_cap[g]):
@@ -1237,7 +1262,7 @@ def run_replication(
                         if used[r] < r_cap[r]:
                             r = -1
                     if r >= 0:
-                        if r_disc[r] == 0:
+                        if r_disc[r] == DISC_FIFO:
                             qn[r] = _d_push(qh, rq_base[r], rq_base[r + 1] - rq_base[r], qhd[r], qn[r], t,
                                             TD, TS, TF)
                         else:
@@ -1280,7 +1305,7 @@ def run_replication(
                         # on the hot path of every FIFO hand-over)
                         if used[src] < r_cap[src] and qn[src] > 0:
                             qb = rq_base[src]
-                            if r_disc[src] == 0:
+                            if r_disc[src] == DISC_FIFO:
                                 qd = qhd[src]
                                 u = qh[qb + qd]
                                 qd += 1
@@ -1315,7 +1340,7 @@ def run_replication(
                             TD[u, TD_WHERE] = IN_IH
                             TD[u, TD_FROM] = src
                 else:
-                    if r_disc[wt] == 0:
+                    if r_disc[wt] == DISC_FIFO:
                         qn[wt] = _d_remove(qh, rq_base[wt], rq_base[wt + 1] - rq_base[wt], qhd[wt],
                                            qn[wt], t, TD)
                     else:
@@ -1344,7 +1369,7 @@ def run_replication(
                     blocked = r
                     break
             if blocked >= 0:
-                if r_disc[blocked] == 0:
+                if r_disc[blocked] == DISC_FIFO:
                     qn[blocked] = _d_push(qh, rq_base[blocked], rq_base[blocked + 1] - rq_base[blocked],
                                           qhd[blocked], qn[blocked], t, TD, TS, TF)
                 else:
@@ -1365,7 +1390,7 @@ def run_replication(
                         if wc == IN_IH:
                             ih_n, ih_hd, ih_heap = _iq_remove(ih, ih_hd, ih_n, ih_heap, c, TD, TS, TF)
                             src = TD[c, TD_FROM]
-                        elif r_disc[wc] == 0:
+                        elif r_disc[wc] == DISC_FIFO:
                             qn[wc] = _d_remove(qh, rq_base[wc], rq_base[wc + 1] - rq_base[wc], qhd[wc],
                                                qn[wc], c, TD)
                             src = NONE
@@ -1453,13 +1478,13 @@ def run_replication(
                         mi = rs_mod[k]
                         modval[mi] = sample(rng, d_code[nT + mi], d_par, nT + mi, d_pool)
                 code = TS[t, TS_CODE]
-                if code == 0:
+                if code == CODE_DET:
                     dur = TF[t, TF_PAR0]
-                elif code == 1:
+                elif code == CODE_EXP:
                     # inline xoshiro256** + inversion (the common exponential)
                     y, rng[0], rng[1], rng[2], rng[3] = _xo_step(rng[0], rng[1], rng[2], rng[3])
                     dur = -TF[t, TF_PAR0] * math.log(1.0 - float(y >> _U(11)) * _INV53)
-                elif code == 4:
+                elif code == CODE_LOGN:
                     # inline log-normal: two xoshiro256** words with the state in registers, then
                     # exactly the operations of std_normal and sample_base (same stream, same doubles)
                     y, x0, x1, x2, x3 = _xo_step(rng[0], rng[1], rng[2], rng[3])
@@ -1472,7 +1497,7 @@ def run_replication(
                     dur = sample(rng, code, d_par, t, d_pool)
                 mi = TS[t, TS_MOD]
                 if f & F_MOD:
-                    if mod_kind[mi] == 1:
+                    if mod_kind[mi] == MOD_MARKOV:
                         while mk_next[mi] <= now:
                             st = 1 - mk_state[mi]
                             mk_state[mi] = st
@@ -1606,7 +1631,7 @@ def run_replication(
             if src >= 0 and qn[src] > 0 and used[src] < r_cap[src]:
                 # the promotion of src's queue head (written out, see A)
                 qb = rq_base[src]
-                if r_disc[src] == 0:
+                if r_disc[src] == DISC_FIFO:
                     qd = qhd[src]
                     u = qh[qb + qd]
                     qd += 1
@@ -2050,7 +2075,7 @@ def run_replication(
                 if qn[r] > 0 and used[r] < r_cap[r]:
                     # the promotion of r's queue head (written out, see A)
                     qb = rq_base[r]
-                    if r_disc[r] == 0:
+                    if r_disc[r] == DISC_FIFO:
                         qd = qhd[r]
                         u = qh[qb + qd]
                         qd += 1
@@ -2196,7 +2221,7 @@ def run_replication(
                 if ld >= glead_cap:
                     ld = glead_cap - 1
                 o_glead[g, ld] += 1
-                if g_kind[g] == 1:
+                if g_kind[g] == GATE_DYNAMIC_LAG:
                     if galw[gm] > 0:
                         galw[gm] -= 1
                         grel[gm] = 1
@@ -2250,7 +2275,7 @@ def run_replication(
                         o_ptok[p] = 0.0
                     for r in range(nR):
                         blast[r] = now
-                        if r_disc[r] == 3:
+                        if r_disc[r] == DISC_FLOW:
                             rp = r_ps[r]
                             for j in range(ps_n[rp]):
                                 s2 = ps_h[rp, j]
@@ -2268,7 +2293,7 @@ def run_replication(
         for i in range(nt_touched):
             r = tl[i]
             touched[r] = False
-            if r_disc[r] == 3:
+            if r_disc[r] == DISC_FLOW:
                 if not f_pend[r]:
                     f_pend[r] = True
                     f_seeds[nsd] = r
@@ -2291,18 +2316,18 @@ def run_replication(
         for i in range(eh_n):
             _queued_busy(eh[i], now, t0, s_trans, s_start, qres_ptr, qres_idx, o_busy)
         for r in range(nR):
-            if r_disc[r] == 3:
+            if r_disc[r] == DISC_FLOW:
                 for j in range(gn[r_ps[r]]):
                     s = gh[r_ps[r], j]
                     if not s_inh[s]:
                         _queued_busy(s, now, t0, s_trans, s_start, qres_ptr, qres_idx, o_busy)
         for r in range(nR):
-            if r_disc[r] == 2:
+            if r_disc[r] == DISC_PS:
                 b = used[r]
                 if b > r_cap[r]:
                     b = r_cap[r]
                 o_busy[r] += b * (now - blast[r])
-            elif r_disc[r] == 3:
+            elif r_disc[r] == DISC_FLOW:
                 # a link's busy time is the bytes it carried over its bandwidth: add what the
                 # flows still on it moved since the window opened (or since they started)
                 rp = r_ps[r]

@@ -57,13 +57,20 @@ from ..errors import NetError
 from .builder import Net
 from .problems import COLUMNS, arcs_csr, transition_columns
 
-__all__ = ["CompiledNet", "compile_net", "INF_SERVERS", "DISC_CODES"]
+__all__ = ["CompiledNet", "compile_net", "INF_SERVERS", "DISC_CODES", "DISC_FIFO",
+           "DISC_PRIORITY", "DISC_PS", "DISC_FLOW", "GATE_LAG", "GATE_DYNAMIC_LAG", "MOD_IID",
+           "MOD_MARKOV"]
 
 INF_SERVERS = 1 << 62
-DISC_CODES = {"fifo": 0, "priority": 1, "ps": 2, "flow": 3}
+#: The integer codes of the compiled arrays ``r_disc``, ``g_kind`` and ``mod_kind``, named
+#: here and read by the kernel (:mod:`sgdnet.engine.kernel`, where numba folds them).
+DISC_FIFO, DISC_PRIORITY, DISC_PS, DISC_FLOW = 0, 1, 2, 3
+GATE_LAG, GATE_DYNAMIC_LAG = 0, 1
+MOD_IID, MOD_MARKOV = 0, 1
+DISC_CODES = {"fifo": DISC_FIFO, "priority": DISC_PRIORITY, "ps": DISC_PS, "flow": DISC_FLOW}
 _SHARED = ("ps", "flow")  # disciplines whose holders share a rate instead of queueing
-_GATE_CODES = {"lag": 0, "dynamic_lag": 1}
-_MOD_CODES = {"iid": 0, "markov": 1}
+_GATE_CODES = {"lag": GATE_LAG, "dynamic_lag": GATE_DYNAMIC_LAG}
+_MOD_CODES = {"iid": MOD_IID, "markov": MOD_MARKOV}
 
 _I = np.int64
 _F = np.float64
