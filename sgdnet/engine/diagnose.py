@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ..dists import CODE_DET
 from ..errors import DeadlockError, SimulationError
 from ..limits import check_limit, limit
 from ..net.compiled import CompiledNet
@@ -116,7 +117,7 @@ def raise_on_failure(cn: CompiledNet, out, max_events: int, steps: int, warmup: 
             raise SimulationError(
                 f"{where}: event budget max_events={max_events} exhausted; the net may loop without "
                 "completing steps (check the step=True tags), or raise max_events")
-        zero = [n for n, c, p in zip(cn.transition_names, cn.d_code, cn.d_par) if c == 0 and p[0] == 0.0]
+        zero = [n for n, c, p in zip(cn.transition_names, cn.d_code, cn.d_par) if c == CODE_DET and p[0] == 0.0]
         events = int(out.i[k, K.OI_EVENTS])
         cycle = (f"a cycle of zero-duration transitions fires forever (zero-duration "
                  f"transitions: {zero[:20]}); give one of them a duration")
