@@ -1,4 +1,5 @@
-"""One model on 1..N nodes of 8 GPUs: flat ring vs hierarchical all-reduce vs NCCL's tree vs sync PS.
+"""One model on 1..N nodes of 8 GPUs: flat ring (1 or 4 channels) vs hierarchical all-reduce vs NCCL's
+tree vs sync PS.
 
     PYTHONPATH=. python scripts/topology_scaling.py [--nodes 1 2 4 ... 128] [--model gpt2_medium]
         [--cluster examples/clusters/p4d-8xa100-4x100g.yaml] [--granularity coarse]
@@ -18,6 +19,7 @@ from sgdnet import Cluster, predict
 
 SCHEMES = (
     ("flat ring", "allreduce", {"algorithm": "ring"}),
+    ("flat ring (4 channels)", "allreduce", {"algorithm": "ring", "channels": 4}),
     ("hierarchical", "allreduce", {"algorithm": "hierarchical", "chunks": 4}),
     ("NCCL tree (4 channels)", "allreduce", {"algorithm": "dbtree", "channels": 4}),
     ("sync PS (1 shard/node, <= 16)", "sync-ps", {"placement": "colocated"}),

@@ -300,12 +300,16 @@ def test_nccl_channels_multiply_the_bus_bandwidth_up_to_the_nics(nics, channels)
     assert busbw == pytest.approx(min(channels, nics) * B, rel=1e-12)
 
 
-def test_channels_are_for_the_fine_ring_only():
+def test_channels_are_for_rings_and_trees():
+    """Channels are concurrent rings (or double trees): not for the hierarchical all-reduce,
+    and not for a coarse net without nodes, whose all-reduce is one closed form."""
     cl = Cluster(workers=8, topology=topo())
     with pytest.raises(VariantError, match="channels=2 runs concurrent rings"):
         variants.build("allreduce", "resnet18", cl, algorithm="hierarchical", channels=2)
     with pytest.raises(VariantError, match="coarse"):
-        variants.build("allreduce", "resnet18", cl, granularity="coarse", channels=2)
+        variants.build("allreduce", "resnet18", Cluster(workers=8), granularity="coarse",
+                       channels=2)
+    assert variants.build("allreduce", "resnet18", cl, granularity="coarse", channels=2)
 
 
 def test_pcie_host_bridge_is_shared_by_a_nodes_gpu_to_gpu_traffic():
@@ -366,3 +370,22 @@ def test_published_nccl_ring_bus_bandwidths_are_predicted_within_10_percent():
     for system in RING_SYSTEMS:
         predicted = ring_busbw(system, system.nodes[0])
         assert abs(predicted / system.measured - 1) < 0.10, (system.name, predicted)
+
+
+@pytest.mark.parametrize("nics", [2, 4])
+def test_coarse_ring_channels_on_a_topology_are_the_pipelined_rings(nics):
+    """A coarse ring with ``channels`` on multi-GPU nodes is no closed form over one NIC but the
+    channels' pipelined rings, the fine net's with ``ring_form="pipelined"``: the same time,
+    and the bus bandwidth ``min(channels, nics) B`` of the fine closed form (no latency)."""
+    S, n, B = 256e6, 16, 10 * GB
+    cl = Cluster(workers=n, latency=0, topology=topo(nics_per_node=nics))
+    ends = {}
+    for coarse in (False, True):
+        net = Net("ar")
+        ins = {i: [net.place(f"in{i}", 1).name] for i in range(n)}
+        outs = {i: [net.place(f"out{i}").name] for i in range(n)}
+        _, end = allreduce(net, Fabric(net, cl), cl, "ar", S, inputs=ins, outputs=outs,
+                           coarse=coarse, stream=None, channels=nics, ring_form="pipelined")
+        ends[coarse] = _ends(net)[end]
+    assert ends[True] == ends[False]
+    assert S / ends[True] * 2 * (n - 1) / n == pytest.approx(nics * B, rel=1e-9)

@@ -89,8 +89,8 @@ OPTIONS = (
     Option("chunks", 1, "an integer >= 1: pieces a hierarchical all-reduce is pipelined in "
            "through its three phases, as NCCL does (1: none; 'hierarchical' only)",
            check_int(1)),
-    Option("channels", 1, "an integer >= 1: concurrent rings (or double trees) of a fine "
-           "'ring' (or 'dbtree', also coarse on multi-GPU nodes) all-reduce, as NCCL's "
+    Option("channels", 1, "an integer >= 1: concurrent rings (or double trees) of a 'ring' "
+           "(or 'dbtree') all-reduce, fine, or coarse on multi-GPU nodes, as NCCL's "
            "channels; on a topology ring k crosses "
            "nodes through NIC k mod nics (and tree k's chains start at that NIC), so "
            "channels = nics_per_node uses every NIC (1: one ring)", check_int(1)),

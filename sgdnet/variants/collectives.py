@@ -144,11 +144,12 @@ def allreduce(
         ``"hierarchical"`` only: pieces the message is pipelined in through its three phases
         (1: no pipelining).
     channels : int
-        ``"ring"`` and ``"dbtree"`` (fine) only: concurrent rings (double trees) of
-        ``nbytes / channels`` each, as NCCL's channels; on a topology ring ``k`` enters and
-        leaves every node through NIC ``k mod nics`` (:func:`channel_order`), and the chains
-        of double tree ``k`` start at that NIC's first GPU, so ``channels = nics_per_node``
-        uses every NIC.
+        ``"ring"`` and ``"dbtree"`` only (fine, or coarse on a topology with several GPUs per
+        node, where a coarse ring's channels are pipelined rings): concurrent rings (double
+        trees) of ``nbytes / channels`` each, as NCCL's channels; on a topology ring ``k``
+        enters and leaves every node through NIC ``k mod nics`` (:func:`channel_order`), and
+        the chains of double tree ``k`` start at that NIC's first GPU, so
+        ``channels = nics_per_node`` uses every NIC.
     ring_form : {"auto", "unrolled", "looped", "pipelined"}
         How the rings of ``"ring"`` (fine), ``"hierarchical"`` and ``"allgather"`` all-reduces
         are built: one transfer per member and round (``m * rounds`` transfers; the net stays
@@ -184,7 +185,10 @@ def allreduce(
         raise VariantError(f"channels={channels!r}: must be an integer >= 1 (1 = one ring)")
     nodes = cluster.topology is not None and cluster.topology.gpus_per_node > 1
     node_tree_net = algorithm == "dbtree" and nodes  # NCCL's multi-node tree, fine or coarse
-    if channels > 1 and (algorithm not in ("ring", "dbtree") or (coarse and not node_tree_net)):
+    # NCCL's channels of a coarse ring on multi-GPU nodes: pipelined rings, one per channel
+    channel_rings = algorithm == "ring" and nodes and channels > 1
+    if channels > 1 and (algorithm not in ("ring", "dbtree")
+                         or (coarse and not (node_tree_net or channel_rings))):
         raise VariantError(f"channels={channels} runs concurrent rings (or double trees) of a "
                            f"fine algorithm='ring' (or 'dbtree') all-reduce; with "
                            f"algorithm={algorithm!r}{' (coarse)' if coarse else ''} pass "
@@ -215,7 +219,8 @@ def allreduce(
                    tags=sync)
     done = {i: net.place(f"{name}.w{i}.done", worker=i).name for i in range(n)}
     ctag = {"collective": name, "step": False, **extra}
-    if coarse and algorithm not in ("hierarchical", "allgather") and not node_tree_net:
+    if (coarse and algorithm not in ("hierarchical", "allgather") and not node_tree_net
+            and not channel_rings):
         for i in range(n):
             fabric.allreduce_share(f"{name}.w{i}", nbytes, i, algorithm, inputs=[ready[i]],
                                    outputs=[done[i]], tags={"worker": i, "kind": "comm", **ctag})
