@@ -34,8 +34,8 @@ Net (per worker ``i``)
     ``F + B + exposed_comm(C, B, phi, tau)``.
 
 Supported variants: ``sync-ps``, ``async-ps``, ``allreduce`` (their options apply;
-``channels`` must stay 1, as for the plain coarse all-reduce, except for NCCL's tree on
-multi-GPU nodes, whose coarse collective is the streamed tree of the fine nets).
+``channels`` must stay 1, as for the plain coarse all-reduce, except on multi-GPU nodes, where
+a coarse ring's channels are pipelined rings and NCCL's tree is the fine nets' streamed tree).
 """
 
 from __future__ import annotations
@@ -255,7 +255,8 @@ def _compute(net: Net, fab: Fabric, model: ModelProfile, cl: Cluster, i: int, h:
 
 
 def _node_trees(cl: Cluster) -> bool:
-    """Whether ``"dbtree"`` builds NCCL's multi-node tree on ``cl`` (nodes of several GPUs)."""
+    """Whether ``cl`` has nodes of several GPUs, where ``"dbtree"`` builds NCCL's multi-node
+    tree and a coarse ring may run channels."""
     return cl.topology is not None and cl.topology.gpus_per_node > 1
 
 
@@ -274,10 +275,10 @@ def _latency_term(cl: Cluster, fab: Fabric, algorithm: str) -> float:
 
 def _build_allreduce(model: ModelProfile, cl: Cluster, h: Heuristics, *, algorithm: str,
                      discipline: str, chunks: int = 1, channels: int = 1, **_) -> Net:
-    if channels != 1 and not (algorithm == "dbtree" and _node_trees(cl)):
+    if channels != 1 and not (algorithm in ("ring", "dbtree") and _node_trees(cl)):
         raise VariantError(f"channels={channels} runs concurrent rings of a fine all-reduce; "
                            f"granularity={COARSE_PLUS!r} has one closed-form collective per "
-                           "message (but NCCL's tree on multi-GPU nodes): pass channels=1")
+                           "message (but on multi-GPU nodes): pass channels=1")
     n = cl.workers
     net = Net(f"allreduce-{algorithm}-coarse+")
     fab = Fabric(net, aggregate_noise(cl, h.messages), discipline)
