@@ -279,6 +279,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
         table.append(cells)
     print(_table(header, table, [True] * len(header)))
     print()
+    hint = _channels_hint(args.variant, options, clusters[-1])
+    if hint:
+        print(f"note: {hint}")
     notes = [f"computed in {elapsed:.1f} s"]
     if args.plot is not None:
         notes.append(f"plot -> {args.plot}")
@@ -286,6 +289,21 @@ def cmd_predict(args: argparse.Namespace) -> int:
         notes.append(trace_note)
     print("; ".join(notes))
     return 0
+
+
+def _channels_hint(variant: str, options: dict[str, Any], cluster: Any) -> str | None:
+    """A note when an all-reduce's rings (or trees) use fewer NICs per node than the nodes
+    have: NCCL runs a channel per NIC or more, sgdnet one channel unless told."""
+    t = cluster.topology
+    if variant != "allreduce" or t is None or t.gpus_per_node < 2 or t.nics_per_node < 2:
+        return None
+    algorithm, channels = options.get("algorithm", "ring"), options.get("channels", 1)
+    if algorithm not in ("ring", "dbtree") or channels >= t.nics_per_node:
+        return None
+    what = "ring" if algorithm == "ring" else "pair of trees"
+    return (f"channels={channels}: each {what} crosses a node through one of its "
+            f"{t.nics_per_node} NICs; NCCL runs one channel per NIC or more, so for an "
+            f"NCCL-like prediction add -o channels={t.nics_per_node}")
 
 
 def _build_net(args: argparse.Namespace, variant: str, model: Any, cluster: Any):

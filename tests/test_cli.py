@@ -383,3 +383,22 @@ def test_explicit_ps_flags_override_a_cluster_file_and_defaults_do_not():
     # without a file the flags' defaults are the Cluster's
     got = _cluster(build_parser().parse_args(["predict", "--variant", "sync-ps", "--workers", "4"]), 4)
     assert (got.ps_shards, got.ps_placement) == (1, "dedicated")
+
+
+def test_predict_notes_rings_that_leave_nics_idle(capsys):
+    """On nodes with several NICs a ring (or pair of trees) of one channel crosses each node
+    through one NIC; the CLI says so and how to run NCCL's channel per NIC, and stays silent
+    once channels cover the NICs."""
+    dgx = str(Path(__file__).resolve().parents[1] / "examples" / "clusters"
+              / "dgx-a100-8x200g.yaml")
+    base = ["predict", "--model", "resnet18", "--variant", "allreduce", "--cluster", dgx,
+            "--workers", "16", "--granularity", "coarse", "--steps", "5", "--warmup", "1",
+            "--no-progress"]
+    code, out, _ = run(capsys, *base)
+    assert code == 0
+    assert "note: channels=1: each ring crosses a node through one of its 8 NICs" in out
+    assert "add -o channels=8" in out
+    code, out, _ = run(capsys, *base, "-o", "algorithm=dbtree", "-o", "channels=2")
+    assert code == 0 and "each pair of trees crosses" in out and "channels=2:" in out
+    code, out, _ = run(capsys, *base, "-o", "channels=8")
+    assert code == 0 and "note:" not in out
