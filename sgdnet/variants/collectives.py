@@ -189,13 +189,14 @@ def allreduce(
     channel_rings = algorithm == "ring" and nodes and channels > 1
     if channels > 1 and (algorithm not in ("ring", "dbtree")
                          or (coarse and not (node_tree_net or channel_rings))):
-        raise VariantError(f"channels={channels} runs concurrent rings (or double trees) of a "
-                           f"fine algorithm='ring' (or 'dbtree') all-reduce; with "
-                           f"algorithm={algorithm!r}{' (coarse)' if coarse else ''} pass "
-                           f"channels=1")
+        raise VariantError(f"channels={channels} runs concurrent rings (or double trees) of an "
+                           f"algorithm='ring' (or 'dbtree') all-reduce, fine, or coarse on "
+                           f"nodes of several GPUs; with algorithm={algorithm!r}"
+                           f"{' (coarse)' if coarse else ''} pass channels=1")
     resolve_ring_form(ring_form, 0)  # checks the value
     n = cluster.workers
-    if ring_form == "auto" and algorithm != "dbtree":  # one form for all the collective's rings, set by its longest
+    if ring_form == "auto" and algorithm != "dbtree":
+        # one form for all the collective's rings, set by its longest (trees: see _dbtree)
         g = cluster.topology.gpus_per_node if algorithm == "hierarchical" else n
         longest = (max(g - 1, 2 * (n // g - 1)) if algorithm == "hierarchical"
                    else n - 1 if algorithm == "allgather" else 2 * (n - 1))
