@@ -389,3 +389,22 @@ def test_coarse_ring_channels_on_a_topology_are_the_pipelined_rings(nics):
         ends[coarse] = _ends(net)[end]
     assert ends[True] == ends[False]
     assert S / ends[True] * 2 * (n - 1) / n == pytest.approx(nics * B, rel=1e-9)
+
+
+def test_variants_that_all_reduce_take_the_collective_options():
+    """local-sgd, cocod and pipe-sgd all-reduce with the options of the allreduce variant
+    (algorithm, chunks, channels, ring_form): on 2 p4d-like nodes (4 NICs) GPT-2 medium's
+    averaging is NIC bound, so one ring per NIC, the hierarchical all-reduce and NCCL's tree
+    all beat one ring; local-sgd with sync='ps' refuses them."""
+    cl = Cluster.from_file(EXAMPLES / "p4d-8xa100-4x100g.yaml", workers=16)
+    kw = dict(steps=10, replications=1, parallel=False, granularity="coarse")
+    for variant, extra in (("local-sgd", {"H": 2}), ("pipe-sgd", {})):
+        ring = predict(variant, "gpt2_medium", cl, **extra, **kw).samples_per_s.mean
+        for opts in ({"channels": 4}, {"algorithm": "hierarchical", "chunks": 4},
+                     {"algorithm": "dbtree", "channels": 4}):
+            faster = predict(variant, "gpt2_medium", cl, **extra, **opts, **kw)
+            assert faster.samples_per_s.mean > 1.05 * ring, (variant, opts)
+    assert predict("cocod", "gpt2_medium", cl, k=2, channels=4, **kw).samples_per_s.mean > 0
+    with pytest.raises(VariantError, match="option algorithm='dbtree' is modelled on the "
+                                           "all-reduce; with sync='ps' pass algorithm='ring'"):
+        predict("local-sgd", "resnet18", cl, sync="ps", algorithm="dbtree", **kw)

@@ -50,62 +50,43 @@ import math
 from ..errors import VariantError
 from ..net import Net
 from ..workload import Cluster, ModelProfile
-from .collectives import LOOP_ROUNDS, RING_FORMS
 from .compression import compressed_allreduce, tensor_sizes
 from .compute import compute_chain, compute_phase, worker_profiles
 from .durations import duration
 from .fabric import Fabric
 from .layers import group_layers, merge_groups, message_profile
 from .options import (
+    ALLREDUCE_ALGORITHM,
     BALANCE,
+    CHANNELS,
+    CHUNKS,
     COMM_GRANULARITY,
     COMPRESSION,
     DISCIPLINE,
     MAX_LAYERS,
+    RING_FORM,
     Option,
     check_bool,
     check_bytes,
-    check_choice,
-    check_int,
 )
 from .registry import register
 
 __all__ = ["build_fine", "build_coarse", "without_resources", "fuse_buckets", "OPTIONS"]
 
 OPTIONS = (
-    Option("algorithm", "ring", "'ring' (reduce-scatter + all-gather), 'tree' (binary tree "
-           "reduce + broadcast) or 'hierarchical' (intra-node reduce-scatter, inter-node ring "
-           "all-reduce of 1/g per local rank, intra-node all-gather; needs a Cluster topology); "
-           "'dbtree': NCCL's double binary tree (two trees, half the data each; on a "
-           "topology NCCL's multi-node tree: the double tree over the nodes, a chain of GPUs "
-           "inside each, streamed)",
-           check_choice("ring", "tree", "dbtree", "hierarchical")),
+    ALLREDUCE_ALGORITHM,
     Option("bucket_bytes", 25e6, "a size (e.g. '25MB'; PyTorch DDP's bucket_cap_mb=25 is 25 MiB = "
            "26214400, and its smaller first bucket is not modelled), 0 (one bucket per layer) "
            "or float('inf') (one bucket): gradient fusion threshold of fine nets",
            check_bytes(allow_inf=True)),
     Option("overlap", True, "True/False: start a bucket's all-reduce as soon as its gradients "
            "are ready (True) or after the whole backward pass (False)", check_bool),
-    Option("chunks", 1, "an integer >= 1: pieces a hierarchical all-reduce is pipelined in "
-           "through its three phases, as NCCL does (1: none; 'hierarchical' only)",
-           check_int(1)),
-    Option("channels", 1, "an integer >= 1: concurrent rings (or double trees) of a 'ring' "
-           "(or 'dbtree') all-reduce, fine, or coarse on multi-GPU nodes, as NCCL's "
-           "channels; on a topology ring k crosses "
-           "nodes through NIC k mod nics (and tree k's chains start at that NIC), so "
-           "channels = nics_per_node uses every NIC (1: one ring)", check_int(1)),
+    CHUNKS,
+    CHANNELS,
     BALANCE,
     COMPRESSION,
     COMM_GRANULARITY,
-    Option("ring_form", "auto", "'auto', 'unrolled', 'looped' or 'pipelined': how rings are "
-           "built: one transfer per member and round (the net stays an event graph, 2n(n-1) "
-           "transfers), a looped sub-net with a round counter (O(n) transitions, same timing, "
-           "O(n^2) events), or one streamed flow per ring edge as NCCL pipelines a ring (O(n) "
-           "transitions and events; the closed form on equal edges); 'auto' pipelines rings of "
-           f"more than {LOOP_ROUNDS} rounds and every ring of a coarse net; 'dbtree': "
-           "'pipelined' streams each tree edge, other forms store and forward at every hop, "
-           "'auto' streams on a topology with several GPUs per node",
-           check_choice(*RING_FORMS)),
+    RING_FORM,
     DISCIPLINE,
     MAX_LAYERS,
     Option("fuse_layers", False, "True/False: merge the layers of each gradient bucket into one "

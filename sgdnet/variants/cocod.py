@@ -35,6 +35,7 @@ from .fabric import Fabric
 from .layers import group_layers
 from .options import (
     BALANCE,
+    COLLECTIVE_OPTIONS,
     COMPRESSION,
     DISCIPLINE,
     MAX_LAYERS,
@@ -52,13 +53,15 @@ OPTIONS = (
            "4]): local steps between two synchronisation points", check_per_worker_int(1)),
     BALANCE,
     COMPRESSION,
+    *COLLECTIVE_OPTIONS,
     DISCIPLINE,
     MAX_LAYERS,
 )
 
 
 def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, k, discipline: str,
-           max_layers, balance: str = "none", compression=None) -> Net:
+           max_layers, balance: str = "none", compression=None, algorithm: str = "ring",
+           chunks: int = 1, channels: int = 1, ring_form: str = "auto") -> Net:
     n = cluster.workers
     ks = per_worker("k", k, n, "cocod")
     net = Net(f"cocod-{'coarse' if coarse else 'fine'}")
@@ -76,7 +79,9 @@ def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, k, discipline
                        tags={"worker": i, "kind": "compute", "phase": "merge", "step": False})
         ar_in[i], ar_out[i] = [snap], [done]
     compressed_allreduce(net, fab, cluster, model, "avg", model.grad_bytes, tensor_sizes(model),
-                         compression, inputs=ar_in, outputs=ar_out, coarse=coarse)
+                         compression, inputs=ar_in, outputs=ar_out, coarse=coarse,
+                         algorithm=algorithm, chunks=chunks, channels=channels,
+                         ring_form=ring_form)
     net.meta["batch_sizes"] = bs
     net.meta["cluster"] = cluster
     return net

@@ -37,6 +37,7 @@ from .fabric import Fabric
 from .layers import group_layers
 from .options import (
     BALANCE,
+    COLLECTIVE_OPTIONS,
     COMPRESSION,
     DISCIPLINE,
     MAX_LAYERS,
@@ -63,6 +64,7 @@ OPTIONS = (
            "(sync='ps' only)", check_choice(None, "dedicated", "colocated")),
     BALANCE,
     COMPRESSION,
+    *COLLECTIVE_OPTIONS,
     DISCIPLINE,
     MAX_LAYERS,
 )
@@ -86,11 +88,17 @@ def _split_join(net: Net, n: int, loops, H: list[int], pieces: int = 1) -> tuple
 
 def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, H, sync: str,
            shards, placement, discipline: str, max_layers, balance: str = "none",
-           compression=None) -> Net:
-    if compression is not None and sync != "allreduce":
-        raise VariantError(f"variant 'local-sgd': option compression={compression!r} is "
-                           "modelled on the all-reduce; with sync='ps' pass compression=None "
-                           "or use sync='allreduce'")
+           compression=None, algorithm: str = "ring", chunks: int = 1, channels: int = 1,
+           ring_form: str = "auto") -> Net:
+    if sync != "allreduce":
+        given = {"compression": (compression, None), "algorithm": (algorithm, "ring"),
+                 "chunks": (chunks, 1), "channels": (channels, 1),
+                 "ring_form": (ring_form, "auto")}
+        for name, (value, default) in given.items():
+            if value != default:
+                raise VariantError(f"variant 'local-sgd': option {name}={value!r} is "
+                                   f"modelled on the all-reduce; with sync='ps' pass "
+                                   f"{name}={default!r} or use sync='allreduce'")
     cl = ps_cluster(cluster, shards, placement) if sync == "ps" else cluster
     n = cl.workers
     hs = per_worker("H", H, n, "local-sgd")
@@ -104,7 +112,8 @@ def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, H, sync: str,
     if sync == "allreduce":
         compressed_allreduce(net, fab, cl, model, "avg", model.grad_bytes, tensor_sizes(model),
                              compression, inputs=ins, outputs={i: [outs[i]] for i in range(n)},
-                             coarse=coarse)
+                             coarse=coarse, algorithm=algorithm, chunks=chunks,
+                             channels=channels, ring_form=ring_form)
     else:
         ps_average(net, fab, cl, model.grad_bytes, ins, outs)
     net.meta["cluster"] = cl

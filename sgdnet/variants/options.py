@@ -1,5 +1,6 @@
 """Variant options: the :class:`Option` declaration, value checks, and the options several
-variants share (``max_layers``, ``discipline``, the parameter-server options).
+variants share (``max_layers``, ``discipline``, the parameter-server options, the collective
+options of the variants that all-reduce).
 
 An option check is ``check(value) -> normalised value`` raising ``ValueError`` with a short
 reason; :meth:`VariantSpec.resolve <sgdnet.variants.registry.VariantSpec.resolve>` wraps it in a
@@ -17,10 +18,12 @@ from .. import units
 from .._check import bool_problem, int_problem
 from ..errors import VariantError
 from .compression import check_compression
+from .rings import LOOP_ROUNDS, RING_FORMS
 
 __all__ = ["Option", "check_choice", "check_bool", "check_int", "check_bytes",
            "check_per_worker_int", "per_worker", "largest", "MAX_LAYERS", "DISCIPLINE", "BALANCE",
-           "COMM_GRANULARITY", "COMPRESSION", "PS_OPTIONS", "SYNC_PS_OPTIONS", "OPTION_HINTS"]
+           "COMM_GRANULARITY", "COMPRESSION", "PS_OPTIONS", "SYNC_PS_OPTIONS", "OPTION_HINTS",
+           "ALLREDUCE_ALGORITHM", "CHUNKS", "CHANNELS", "RING_FORM", "COLLECTIVE_OPTIONS"]
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,44 @@ COMPRESSION = Option(
     "device's bandwidth)",
     check_compression,
 )
+# the collective options of every variant that all-reduces (allreduce, local-sgd, cocod, pipe-sgd)
+ALLREDUCE_ALGORITHM = Option(
+    "algorithm", "ring",
+    "'ring' (reduce-scatter + all-gather), 'tree' (binary tree reduce + broadcast) or "
+    "'hierarchical' (intra-node reduce-scatter, inter-node ring all-reduce of 1/g per local "
+    "rank, intra-node all-gather; needs a Cluster topology); 'dbtree': NCCL's double binary "
+    "tree (two trees, half the data each; on a topology NCCL's multi-node tree: the double "
+    "tree over the nodes, a chain of GPUs inside each, streamed)",
+    check_choice("ring", "tree", "dbtree", "hierarchical"),
+)
+CHUNKS = Option(
+    "chunks", 1,
+    "an integer >= 1: pieces a hierarchical all-reduce is pipelined in through its three "
+    "phases, as NCCL does (1: none; 'hierarchical' only)",
+    check_int(1),
+)
+CHANNELS = Option(
+    "channels", 1,
+    "an integer >= 1: concurrent rings (or double trees) of a 'ring' (or 'dbtree') all-reduce, "
+    "fine, or coarse on multi-GPU nodes, as NCCL's channels; on a topology ring k crosses "
+    "nodes through NIC k mod nics (and tree k's chains start at that NIC), so "
+    "channels = nics_per_node uses every NIC (1: one ring)",
+    check_int(1),
+)
+RING_FORM = Option(
+    "ring_form", "auto",
+    "'auto', 'unrolled', 'looped' or 'pipelined': how rings are built: one transfer per member "
+    "and round (the net stays an event graph, 2n(n-1) transfers), a looped sub-net with a round "
+    "counter (O(n) transitions, same timing, O(n^2) events), or one streamed flow per ring edge "
+    "as NCCL pipelines a ring (O(n) transitions and events; the closed form on equal edges); "
+    f"'auto' pipelines rings of more than {LOOP_ROUNDS} rounds and every ring of a coarse net; "
+    "'dbtree': 'pipelined' streams each tree edge, other forms store and forward at every hop, "
+    "'auto' streams on a topology with several GPUs per node",
+    check_choice(*RING_FORMS),
+)
+#: The collective options, in the order the all-reduce variants list them.
+COLLECTIVE_OPTIONS = (ALLREDUCE_ALGORITHM, CHUNKS, CHANNELS, RING_FORM)
+
 #: Hints for options a variant does not have, appended to the "no option" error.
 OPTION_HINTS: dict[str, str] = {
     "balance": "balance='batch' evens out the wait at a synchronisation barrier; asynchronous "

@@ -31,6 +31,7 @@ from .fabric import Fabric
 from .layers import group_layers, message_profile
 from .options import (
     BALANCE,
+    COLLECTIVE_OPTIONS,
     COMM_GRANULARITY,
     COMPRESSION,
     DISCIPLINE,
@@ -52,6 +53,7 @@ OPTIONS = (
     BALANCE,
     COMPRESSION,
     COMM_GRANULARITY,
+    *COLLECTIVE_OPTIONS,
     DISCIPLINE,
     MAX_LAYERS,
 )
@@ -59,7 +61,9 @@ OPTIONS = (
 
 def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, width: int, bucket_bytes,
            discipline: str, max_layers, balance: str = "none", compression=None,
-           comm_granularity: str = "layer") -> Net:
+           comm_granularity: str = "layer", algorithm: str = "ring", chunks: int = 1,
+           channels: int = 1, ring_form: str = "auto") -> Net:
+    coll = dict(algorithm=algorithm, chunks=chunks, channels=channels, ring_form=ring_form)
     n = cluster.workers
     net = Net(f"pipe-sgd-{'coarse' if coarse else 'fine'}")
     fab = Fabric(net, cluster, discipline)
@@ -75,7 +79,7 @@ def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, width: int, b
             grads[i], creds[i] = [grad], [cred]
         compressed_allreduce(net, fab, cluster, model, "ar", model.grad_bytes,
                              tensor_sizes(model), compression, inputs=grads, outputs=creds,
-                             coarse=True)
+                             coarse=True, **coll)
     else:
         prof, thr = message_profile(model, comm_granularity, bucket_bytes)
         prof = group_layers(prof, max_layers, cluster.compute_cv)
@@ -99,7 +103,7 @@ def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, width: int, b
                                  tensor_sizes(prof, buckets[j]), compression,
                                  inputs={i: [grads[i, j]] for i in range(n)},
                                  outputs={i: [creds[i, j]] for i in range(n)}, coarse=False,
-                                 tags={"bucket": j})
+                                 tags={"bucket": j}, **coll)
         net.meta["buckets"] = buckets
     net.meta["cluster"] = cluster
     if balance != "none":
