@@ -402,3 +402,8 @@ def test_predict_notes_rings_that_leave_nics_idle(capsys):
     assert code == 0 and "each pair of trees crosses" in out and "channels=2:" in out
     code, out, _ = run(capsys, *base, "-o", "channels=8")
     assert code == 0 and "note:" not in out
+    local = [a if a != "allreduce" else "local-sgd" for a in base]
+    code, out, _ = run(capsys, *local)
+    assert code == 0 and "add -o channels=8" in out
+    code, out, _ = run(capsys, *local, "-o", "sync=ps")
+    assert code == 0 and "note:" not in out
