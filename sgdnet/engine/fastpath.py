@@ -63,7 +63,7 @@ from ..dists import (
 )
 from ..net.compiled import INF_SERVERS, CompiledNet
 from ..results import RawReplication
-from .fastrun import POLL_WORK, run_lanes
+from .fastrun import POLL_WORK, cached_analysis, run_lanes
 from .kernel import _xo_step, sample, seed_state
 
 __all__ = ["FastPlan", "fast_plan", "fast_path_problems", "run_fast", "MAX_HISTORY_BYTES"]
@@ -237,19 +237,13 @@ def fixed_durations(cn: CompiledNet) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fast_plan(cn: CompiledNet) -> FastPlan | None:
-    """The recursion's plan for ``cn``, or None when the fast path does not apply (cached on the
-    compiled net, which :func:`sgdnet.net.compiled.compile_net` caches by structure)."""
-    got = getattr(cn, "_fastpath", None)
-    if got is None:
-        got = _analyse(cn)
-        cn._fastpath = got  # type: ignore[attr-defined]
-    return got[0]
+    """The recursion's plan for ``cn``, or None when the fast path does not apply (cached)."""
+    return cached_analysis(cn, "_fastpath", _analyse)[0]
 
 
 def fast_path_problems(cn: CompiledNet) -> list[str]:
     """Why the fast path does not apply to ``cn`` (empty when it does)."""
-    fast_plan(cn)
-    return list(cn._fastpath[1])  # type: ignore[attr-defined]
+    return list(cached_analysis(cn, "_fastpath", _analyse)[1])
 
 
 # ------------------------------------------------------------------------------ kernel

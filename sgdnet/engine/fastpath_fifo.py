@@ -56,8 +56,16 @@ from ..dists import CODE_EXP, CODE_LOGN
 from ..net.compiled import DISC_CODES, CompiledNet
 from ..results import RawReplication
 from . import fifo_record
-from .fastpath import _STREAM_XOR, _lanes_done, _topo, _xo, _zig, fixed_durations, zero_rows
-from .fastrun import POLL_WORK, run_lanes
+from .fastpath import (
+    _STREAM_XOR,
+    _lanes_done,
+    _topo,
+    _xo,
+    _zig,
+    fixed_durations,
+    zero_rows,
+)
+from .fastrun import POLL_WORK, cached_analysis, run_lanes
 from .fifo_record import Acc, replication
 from .kernel import sample, seed_state
 
@@ -249,17 +257,12 @@ def _analyse(cn: CompiledNet) -> tuple[FifoPlan | None, list[str]]:
 
 def fifo_plan(cn: CompiledNet) -> FifoPlan | None:
     """The recursion's plan for ``cn``, or None when the net is outside the class (cached)."""
-    got = getattr(cn, "_fastfifo", None)
-    if got is None:
-        got = _analyse(cn)
-        cn._fastfifo = got  # type: ignore[attr-defined]
-    return got[0]
+    return cached_analysis(cn, "_fastfifo", _analyse)[0]
 
 
 def fifo_path_problems(cn: CompiledNet) -> list[str]:
     """Why the FIFO fast path does not apply to ``cn`` (empty when it does)."""
-    fifo_plan(cn)
-    return list(cn._fastfifo[1])  # type: ignore[attr-defined]
+    return list(cached_analysis(cn, "_fastfifo", _analyse)[1])
 
 
 # ------------------------------------------------------------------------------ kernel

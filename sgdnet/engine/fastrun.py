@@ -18,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["POLL_WORK", "run_chunks", "run_lanes"]
+from ..net.compiled import CompiledNet
+
+__all__ = ["POLL_WORK", "run_chunks", "run_lanes", "cached_analysis"]
 
 #: completions per fast-path kernel call, i.e. how often ``halt`` is read and progress recorded
 #: (~5-20 ms of work; a call costs ~20 us of Python, so this adds < 0.5 %)
@@ -80,3 +82,14 @@ def run_lanes(chunks: list[list[int]], chunk: Callable[..., list | None], *, par
     if any(g is None for g in got):
         return None
     return [r for g in got for r in g]
+
+
+def cached_analysis(cn: CompiledNet, attr: str, analyse: Callable) -> tuple:
+    """``analyse(cn)``, a ``(plan or None, reasons)`` pair, made once and kept on the compiled
+    net under ``attr`` (:func:`sgdnet.net.compiled.compile_net` caches nets by structure);
+    both fast paths keep theirs so."""
+    got = getattr(cn, attr, None)
+    if got is None:
+        got = analyse(cn)
+        setattr(cn, attr, got)
+    return got
