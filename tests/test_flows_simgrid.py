@@ -113,3 +113,44 @@ def test_completion_times_agree_with_simgrid_max_min(topology, seed):
             n += 1
             assert x == pytest.approx(y, rel=1e-9), (topology, k, j, sets[k])
     assert n > 600
+
+
+def test_nccl_tree_flows_on_a_topology_agree_with_simgrid():
+    """The streamed multi-node tree (``algorithm="dbtree"`` on a topology, issue #15) is a set
+    of flows started together over the topology's links (NVLink, NIC up and down, an
+    oversubscribed spine): every one of them ends when SimGrid's max-min says, to 1e-9."""
+    from sgdnet import Cluster, Topology
+    from sgdnet.variants.collectives import allreduce
+    from sgdnet.variants.fabric import Fabric
+
+    topo = Topology(gpus_per_node=4, intra_bandwidth="40GB/s", intra_latency=0.0,
+                    nics_per_node=2, nic_bandwidth="10GB/s", fabric="leaf-spine", rack_nodes=2,
+                    oversubscription=2.0,  # and nodes of unequal NICs, so that flows differ
+                    node_nic_bandwidth=["10GB/s", "7GB/s", "10GB/s", "4GB/s", "10GB/s",
+                                        "10GB/s", "6GB/s", "9GB/s"])
+    cl = Cluster(workers=32, latency=0, topology=topo)  # 8 nodes, 4 racks
+    net = Net("tree")
+    n = cl.workers
+    ins = {i: [net.place(f"in{i}", 1).name] for i in range(n)}
+    outs = {i: [net.place(f"out{i}").name] for i in range(n)}
+    allreduce(net, Fabric(net, cl), cl, "ar", 96e6, inputs=ins, outputs=outs, coarse=False,
+              stream=None, algorithm="dbtree", channels=2)
+    flows = [t for t in net.transitions.values() if t.tags.get("form") == "pipelined"]
+    links = {r for t in flows for r in t.resources if net.resources[r].discipline == "flow"}
+    assert all(net.resources[r].latency == 0 and not net.resources[r].efficiency for r in links)
+    fset = {"links": {r: net.resources[r].bandwidth for r in sorted(links)},
+            "flows": [{"path": [r for r in t.resources if r in links],
+                       "bytes": float(t.duration.mean), "start": 0.0, "cap": None}
+                      for t in flows]}
+    clk = net.place("clock", tokens=1)
+    net.transition("tick", 1e9, inputs={clk: 1}, outputs={clk: 1}, tags={"step": True})
+    res = simulate(net, steps=1, warmup=0, replications=1, seed=0, trace=True, parallel=False)
+    end = {e["name"]: e["end"] for e in res.trace_events(0)}
+    proc = subprocess.run([SG_PY, str(PEER)], input=json.dumps([fset]), capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (peer,) = json.loads(proc.stdout)
+    assert len(flows) == 2 * 2 * 2 * (n - 1)  # channels x trees x (up, down) x edges
+    for t, y in zip(flows, peer):
+        assert end[t.name] == pytest.approx(y, rel=1e-9), t.name
+    assert len({round(y, 9) for y in peer}) >= 5  # not one uniform share: 6 distinct ends
