@@ -115,10 +115,12 @@ def test_completion_times_agree_with_simgrid_max_min(topology, seed):
     assert n > 600
 
 
-def test_nccl_tree_flows_on_a_topology_agree_with_simgrid():
-    """The streamed multi-node tree (``algorithm="dbtree"`` on a topology, issue #15) is a set
-    of flows started together over the topology's links (NVLink, NIC up and down, an
-    oversubscribed spine): every one of them ends when SimGrid's max-min says, to 1e-9."""
+@pytest.mark.parametrize("algorithm, n_flows", [("dbtree", 2 * 2 * 2 * 31), ("ring", 2 * 32)])
+def test_nccl_tree_flows_on_a_topology_agree_with_simgrid(algorithm, n_flows):
+    """The streamed multi-node tree (``algorithm="dbtree"`` on a topology, issue #15) and the
+    pipelined rings of NCCL's channels are sets of flows started together over the topology's
+    links (NVLink, NIC up and down, an oversubscribed spine): every one of them ends when
+    SimGrid's max-min says, to 1e-9."""
     from sgdnet import Cluster, Topology
     from sgdnet.variants.collectives import allreduce
     from sgdnet.variants.fabric import Fabric
@@ -134,7 +136,7 @@ def test_nccl_tree_flows_on_a_topology_agree_with_simgrid():
     ins = {i: [net.place(f"in{i}", 1).name] for i in range(n)}
     outs = {i: [net.place(f"out{i}").name] for i in range(n)}
     allreduce(net, Fabric(net, cl), cl, "ar", 96e6, inputs=ins, outputs=outs, coarse=False,
-              stream=None, algorithm="dbtree", channels=2)
+              stream=None, algorithm=algorithm, channels=2, ring_form="pipelined")
     flows = [t for t in net.transitions.values() if t.tags.get("form") == "pipelined"]
     links = {r for t in flows for r in t.resources if net.resources[r].discipline == "flow"}
     assert all(net.resources[r].latency == 0 and not net.resources[r].efficiency for r in links)
@@ -150,7 +152,7 @@ def test_nccl_tree_flows_on_a_topology_agree_with_simgrid():
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (peer,) = json.loads(proc.stdout)
-    assert len(flows) == 2 * 2 * 2 * (n - 1)  # channels x trees x (up, down) x edges
+    assert len(flows) == n_flows  # channels x trees x (up, down) x edges; channels x members
     for t, y in zip(flows, peer):
         assert end[t.name] == pytest.approx(y, rel=1e-9), t.name
-    assert len({round(y, 9) for y in peer}) >= 5  # not one uniform share: 6 distinct ends
+    assert len({round(y, 9) for y in peer}) >= 3  # not one uniform share
