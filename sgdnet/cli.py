@@ -294,10 +294,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
 def _channels_hint(variant: str, options: dict[str, Any], cluster: Any) -> str | None:
     """A note when a scheme's all-reduce rings (or trees) use fewer NICs per node than the
     nodes have: NCCL runs a channel per NIC or more, sgdnet one channel unless told."""
+    from .variants import get
+    from .variants.rings import multi_gpu_nodes
+
     t = cluster.topology
-    all_reduces = variant in ("allreduce", "pipe-sgd", "cocod") or (
-        variant == "local-sgd" and options.get("sync", "allreduce") == "allreduce")
-    if not all_reduces or t is None or t.gpus_per_node < 2 or t.nics_per_node < 2:
+    # the schemes with the collective options, local-sgd only while it all-reduces
+    all_reduces = ("channels" in get(variant).option_names()
+                   and options.get("sync", "allreduce") == "allreduce")
+    if not all_reduces or not multi_gpu_nodes(cluster) or t.nics_per_node < 2:
         return None
     algorithm, channels = options.get("algorithm", "ring"), options.get("channels", 1)
     if algorithm not in ("ring", "dbtree") or channels >= t.nics_per_node:

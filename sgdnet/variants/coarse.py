@@ -56,6 +56,7 @@ from .fabric import Fabric
 from .layers import compute_cv, group_layers
 from .options import BALANCE, COMPRESSION
 from .parameter_server import _chunks
+from .rings import multi_gpu_nodes
 from .trees import depth_latency, node_tree
 
 __all__ = ["COARSE_PLUS", "SUPPORTED", "Heuristics", "overlap_fraction", "tail_fraction",
@@ -254,19 +255,13 @@ def _compute(net: Net, fab: Fabric, model: ModelProfile, cl: Cluster, i: int, h:
     apply_straggler(net, cl, i, f"w{i}.compute", [f"w{i}.compute", f"w{i}.tail"])
 
 
-def _node_trees(cl: Cluster) -> bool:
-    """Whether ``cl`` has nodes of several GPUs, where ``"dbtree"`` builds NCCL's multi-node
-    tree and a coarse ring may run channels."""
-    return cl.topology is not None and cl.topology.gpus_per_node > 1
-
-
 def _latency_term(cl: Cluster, fab: Fabric, algorithm: str) -> float:
     """One all-reduce's latency term (its time for zero bytes) among the cluster's workers; for
     NCCL's multi-node tree (``"dbtree"`` on multi-GPU nodes) its deepest path, up and down."""
     n = cl.workers
     if n == 1 or algorithm == "hierarchical":
         return 0.0
-    if algorithm == "dbtree" and _node_trees(cl):
+    if algorithm == "dbtree" and multi_gpu_nodes(cl):
         return max(2 * depth_latency(fab, node_tree(cl, t)) for t in (0, 1))
     closed = ring_allreduce_time if algorithm == "ring" else tree_allreduce_time
     lat = max(fab.latency(("worker", i), ("worker", (i + 1) % n)) for i in range(n))
@@ -275,10 +270,6 @@ def _latency_term(cl: Cluster, fab: Fabric, algorithm: str) -> float:
 
 def _build_allreduce(model: ModelProfile, cl: Cluster, h: Heuristics, *, algorithm: str,
                      discipline: str, chunks: int = 1, channels: int = 1, **_) -> Net:
-    if channels != 1 and not (algorithm in ("ring", "dbtree") and _node_trees(cl)):
-        raise VariantError(f"channels={channels} runs concurrent rings of a fine all-reduce; "
-                           f"granularity={COARSE_PLUS!r} has one closed-form collective per "
-                           "message (but on multi-GPU nodes): pass channels=1")
     n = cl.workers
     net = Net(f"allreduce-{algorithm}-coarse+")
     fab = Fabric(net, aggregate_noise(cl, h.messages), discipline)
@@ -411,8 +402,9 @@ def build(variant: str, model: ModelProfile, cluster: Cluster, *,
     Raises
     ------
     VariantError
-        ``variant`` has no coarse+ net, or an option it cannot honour (``channels > 1``,
-        ``balance='batch'``, ``compression``).
+        ``variant`` has no coarse+ net, or an option it cannot honour (``balance='batch'``,
+        ``compression``; ``channels > 1`` off nodes of several GPUs, which the all-reduce
+        refuses).
     """
     if heuristics_ is not None and not isinstance(heuristics_, Heuristics):
         raise VariantError(f"heuristics={heuristics_!r} is not a sgdnet.CoarseHeuristics; give "

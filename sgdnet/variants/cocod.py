@@ -60,8 +60,9 @@ OPTIONS = (
 
 
 def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, k, discipline: str,
-           max_layers, balance: str = "none", compression=None, algorithm: str = "ring",
-           chunks: int = 1, channels: int = 1, ring_form: str = "auto") -> Net:
+           max_layers, balance: str = "none", compression=None, **coll) -> Net:
+    """``coll``: the collective options (:data:`.options.COLLECTIVE_OPTIONS`) of the
+    all-reduce."""
     n = cluster.workers
     ks = per_worker("k", k, n, "cocod")
     net = Net(f"cocod-{'coarse' if coarse else 'fine'}")
@@ -79,9 +80,7 @@ def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, k, discipline
                        tags={"worker": i, "kind": "compute", "phase": "merge", "step": False})
         ar_in[i], ar_out[i] = [snap], [done]
     compressed_allreduce(net, fab, cluster, model, "avg", model.grad_bytes, tensor_sizes(model),
-                         compression, inputs=ar_in, outputs=ar_out, coarse=coarse,
-                         algorithm=algorithm, chunks=chunks, channels=channels,
-                         ring_form=ring_form)
+                         compression, inputs=ar_in, outputs=ar_out, coarse=coarse, **coll)
     net.meta["batch_sizes"] = bs
     net.meta["cluster"] = cluster
     return net

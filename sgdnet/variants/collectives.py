@@ -86,6 +86,7 @@ from .rings import (  # noqa: F401 - ring forms re-exported: allreduce and tests
     _ring_pipe,
     barrier_ok,
     channel_order,
+    multi_gpu_nodes,
     resolve_ring_form,
     ring_is_looped,
 )
@@ -183,7 +184,7 @@ def allreduce(
                            f"algorithm={algorithm!r} has none: pass chunks=1")
     if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
         raise VariantError(f"channels={channels!r}: must be an integer >= 1 (1 = one ring)")
-    nodes = cluster.topology is not None and cluster.topology.gpus_per_node > 1
+    nodes = multi_gpu_nodes(cluster)
     node_tree_net = algorithm == "dbtree" and nodes  # NCCL's multi-node tree, fine or coarse
     # NCCL's channels of a coarse ring on multi-GPU nodes: pipelined rings, one per channel
     channel_rings = algorithm == "ring" and nodes and channels > 1

@@ -88,17 +88,16 @@ def _split_join(net: Net, n: int, loops, H: list[int], pieces: int = 1) -> tuple
 
 def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, H, sync: str,
            shards, placement, discipline: str, max_layers, balance: str = "none",
-           compression=None, algorithm: str = "ring", chunks: int = 1, channels: int = 1,
-           ring_form: str = "auto") -> Net:
+           compression=None, **coll) -> Net:
+    """``coll``: the collective options (:data:`.options.COLLECTIVE_OPTIONS`) of the
+    all-reduce, given to it as they are."""
     if sync != "allreduce":
-        given = {"compression": (compression, None), "algorithm": (algorithm, "ring"),
-                 "chunks": (chunks, 1), "channels": (channels, 1),
-                 "ring_form": (ring_form, "auto")}
-        for name, (value, default) in given.items():
-            if value != default:
-                raise VariantError(f"variant 'local-sgd': option {name}={value!r} is "
-                                   f"modelled on the all-reduce; with sync='ps' pass "
-                                   f"{name}={default!r} or use sync='allreduce'")
+        given = {"compression": compression, **coll}
+        for o in (COMPRESSION, *COLLECTIVE_OPTIONS):
+            if given.get(o.name, o.default) != o.default:
+                raise VariantError(f"variant 'local-sgd': option {o.name}={given[o.name]!r} "
+                                   f"is modelled on the all-reduce; with sync='ps' pass "
+                                   f"{o.name}={o.default!r} or use sync='allreduce'")
     cl = ps_cluster(cluster, shards, placement) if sync == "ps" else cluster
     n = cl.workers
     hs = per_worker("H", H, n, "local-sgd")
@@ -112,8 +111,7 @@ def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, H, sync: str,
     if sync == "allreduce":
         compressed_allreduce(net, fab, cl, model, "avg", model.grad_bytes, tensor_sizes(model),
                              compression, inputs=ins, outputs={i: [outs[i]] for i in range(n)},
-                             coarse=coarse, algorithm=algorithm, chunks=chunks,
-                             channels=channels, ring_form=ring_form)
+                             coarse=coarse, **coll)
     else:
         ps_average(net, fab, cl, model.grad_bytes, ins, outs)
     net.meta["cluster"] = cl

@@ -61,9 +61,9 @@ OPTIONS = (
 
 def _build(model: ModelProfile, cluster: Cluster, *, coarse: bool, width: int, bucket_bytes,
            discipline: str, max_layers, balance: str = "none", compression=None,
-           comm_granularity: str = "layer", algorithm: str = "ring", chunks: int = 1,
-           channels: int = 1, ring_form: str = "auto") -> Net:
-    coll = dict(algorithm=algorithm, chunks=chunks, channels=channels, ring_form=ring_form)
+           comm_granularity: str = "layer", **coll) -> Net:
+    """``coll``: the collective options (:data:`.options.COLLECTIVE_OPTIONS`) of every
+    all-reduce."""
     n = cluster.workers
     net = Net(f"pipe-sgd-{'coarse' if coarse else 'fine'}")
     fab = Fabric(net, cluster, discipline)

@@ -15,7 +15,7 @@ from ..workload import Cluster
 from .fabric import Fabric
 
 __all__ = ["LOOP_ROUNDS", "RING_FORMS", "resolve_ring_form", "ring_is_looped", "barrier_ok",
-           "channel_order"]
+           "channel_order", "multi_gpu_nodes"]
 
 
 #: Rings with more rounds than this are built looped by ``ring_form="auto"`` (see :func:`_ring`).
@@ -223,6 +223,13 @@ def barrier_ok(fabric: Fabric) -> bool:
     c = fabric.cluster
     return not fabric.flows or (c.send_s_per_byte == 0 and c.recv_s_per_byte == 0
                                 and c.reduce_s_per_byte == 0)
+
+
+def multi_gpu_nodes(cluster: Cluster) -> bool:
+    """Whether ``cluster`` has a topology of nodes with several GPUs: where a collective's
+    channels cross the nodes through different NICs (:func:`channel_order`) and
+    ``"dbtree"`` is NCCL's multi-node tree, fine or coarse."""
+    return cluster.topology is not None and cluster.topology.gpus_per_node > 1
 
 
 def channel_order(cluster: Cluster, k: int) -> list[int]:
