@@ -14,10 +14,11 @@ a virtual clock per bottleneck, the oracle advances every flow), so completions 
 arithmetic may come a rounding apart, in either order; their "same run" compares completions
 ordered by (time to 1e-9, transition).
 
-- stochastic durations: the per-replication figures (throughput, per-worker throughput,
-  utilizations, mean waits, mean r*) of the two engines come from the same law: Welch two-sample
-  t-tests, and a Brown-Forsythe test of the throughput spread, at alpha = 1e-3
-  (Bonferroni-divided over the figures of a net).
+- stochastic durations, modulators and random switches: the same run too, replication by
+  replication, because both engines draw from the same counter-based streams
+  (sgdnet.engine.rng: firing k of a transition lasts draw k of its stream, whatever order the
+  engine processes events in); the samplers are checked against their laws in test_rng.py, and
+  the switches' choices against their weights here.
 """
 
 import math
@@ -221,39 +222,57 @@ def test_generators_cover_the_features():
     assert any(len(t.resources) >= 2 for n in nets for t in n.transitions.values())
 
 
-# ------------------------------------------------------- deterministic: same run
+# ------------------------------------------------------- same run, deterministic or not
+def assert_same_run(net, k, r, rounded, rtol=1e-9):
+    """Every replication of the kernel's ``k`` and the reference's ``r`` is the same run.
+
+    ``rtol`` bounds the relative differences of times and sums; completion times are compared to
+    ``1e-12`` unless ``rtol`` is looser (stochastic flow nets: the engines' roundings of max-min
+    shares drift apart over a run, ~1e-12 after 200 steps and ~1e-8 after 300 in one case, as
+    perturbations do in a network of shared links)."""
+    ttol = rtol if rtol > 1e-9 else 1e-12
+    np.testing.assert_allclose(k.throughput.samples, r.throughput.samples, rtol=rtol)
+    for t in net.transitions:
+        assert k.firings(t).tolist() == r.firings(t).tolist(), t
+    for rep in range(len(k.seeds)):
+        kt, ktr = k.step_completion_times(rep)
+        rt, rtr = r.step_completion_times(rep)
+        np.testing.assert_allclose(kt, rt, rtol=ttol)
+        assert _in_order(kt, ktr, rounded) == _in_order(rt, rtr, rounded)
+    for res in net.resources:
+        np.testing.assert_allclose(k.utilization(res).samples, r.utilization(res).samples, rtol=rtol, atol=1e-12,
+                                   err_msg=res)
+        np.testing.assert_allclose(k.mean_wait(res).samples, r.mean_wait(res).samples, rtol=rtol, atol=1e-12,
+                                   err_msg=res)
+    for kraw, rraw in zip(k._raws, r._raws):  # the raw records: counts must be identical
+        assert list(kraw.wait_n) == list(rraw.wait_n)
+        np.testing.assert_allclose(kraw.wait_sum, rraw.wait_sum, rtol=rtol, atol=1e-9)
+        np.testing.assert_allclose(kraw.busy, rraw.busy, rtol=rtol, atol=1e-9)
+    for g in net.gates:
+        assert k.gate_log(g).tolist() == r.gate_log(g).tolist()
+        ks, rs = k.gate_stats(g), r.gate_stats(g)  # the leads at every counter completion
+        assert rs.lead_counts.sum() > 0
+        if ks.lead_overflowed():  # leads past the kernel's bins are pooled in its last bin
+            assert k.deterministic is False
+            continue
+        for kl, rl in zip(ks.lead_counts, rs.lead_counts):
+            assert kl[:rl.size].tolist() == rl.tolist() and not kl[rl.size:].any()
+    if k.trace is None:
+        return
+    assert (_in_order(k.trace["end"], k.trace["transition"], rounded)
+            == _in_order(r.trace["end"], r.trace["transition"], rounded))
+    if not rounded:
+        np.testing.assert_allclose(k.trace["start"], r.trace["start"], rtol=ttol, atol=1e-12)
+    np.testing.assert_allclose(k.trace["end"], r.trace["end"], rtol=ttol, atol=1e-12)
+
+
 @pytest.mark.parametrize("name", sorted(NETS))
 def test_deterministic_nets_give_the_same_run(name):
     net = NETS[name](True)
     kw = dict(steps=150, warmup=15, replications=1, seed=0, trace=True, trace_limit=5000)
     k, r = simulate(net, engine="generic", **kw), simulate_reference(net, **kw)  # the kernel, not the fast path
-    assert k.throughput.mean == pytest.approx(r.throughput.mean, rel=1e-9)
-    for t in net.transitions:
-        assert k.firings(t)[0] == r.firings(t)[0], t
-    kt, ktr = k.step_completion_times(0)
-    rt, rtr = r.step_completion_times(0)
-    np.testing.assert_allclose(kt, rt, rtol=1e-12)
-    rounded = name.startswith(("flow", "star"))
-    assert _in_order(kt, ktr, rounded) == _in_order(rt, rtr, rounded)
-    for res in net.resources:
-        assert k.utilization(res).mean == pytest.approx(r.utilization(res).mean, rel=1e-9, abs=1e-12), res
-        assert k.mean_wait(res).mean == pytest.approx(r.mean_wait(res).mean, rel=1e-9, abs=1e-12, nan_ok=True)
-    kraw, rraw = k._raws[0], r._raws[0]  # the raw records: counts must be identical
-    assert list(kraw.wait_n) == list(rraw.wait_n)
-    np.testing.assert_allclose(kraw.wait_sum, rraw.wait_sum, rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(kraw.busy, rraw.busy, rtol=1e-9, atol=1e-9)
-    for g in net.gates:
-        assert k.gate_log(g).tolist() == r.gate_log(g).tolist()
-        ks, rs = k.gate_stats(g), r.gate_stats(g)  # the leads at every counter completion
-        assert not ks.lead_overflowed()
-        kl, rl = ks.lead_counts[0], rs.lead_counts[0]
-        assert kl[:rl.size].tolist() == rl.tolist() and not kl[rl.size:].any()
-        assert rs.lead_counts.sum() > 0
-    assert (_in_order(k.trace["end"], k.trace["transition"], rounded)
-            == _in_order(r.trace["end"], r.trace["transition"], rounded))
-    if not rounded:
-        np.testing.assert_allclose(k.trace["start"], r.trace["start"], rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(k.trace["end"], r.trace["end"], rtol=1e-12, atol=1e-12)
+    assert k.deterministic
+    assert_same_run(net, k, r, name.startswith(("flow", "star")))
 
 
 def _in_order(times, trans, rounded):
@@ -264,56 +283,18 @@ def _in_order(times, trans, rounded):
     return [t for _, t in sorted(zip(np.round(np.asarray(times), 9), np.asarray(trans).tolist()))]
 
 
-# ---------------------------------------------------- stochastic: same law
-def _same_law(a, b, alpha):
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
-    if a.size < 2 or b.size < 2:
-        return True, math.nan
-    scale = max(abs(a.mean()), abs(b.mean()), 1e-300)
-    if max(a.std(), b.std()) <= 1e-9 * scale:  # constant up to rounding (e.g. a resource always busy)
-        return math.isclose(a.mean(), b.mean(), rel_tol=1e-9, abs_tol=1e-12), math.nan
-    p = stats.ttest_ind(a, b, equal_var=False).pvalue
-    return p > alpha, p
-
-
-def mean_r_per_rep(result):
-    """Mean controller decision r* per replication (from the raw per-replication records)."""
-    out = []
-    for raw in result._raws:
-        gl = np.asarray(raw.gate_log, dtype=float).reshape(-1, 2)
-        out.append(gl[:, 1].mean() if len(gl) else np.nan)
-    return out
-
-
+# ---------------------------------------------------- stochastic: same run
 @pytest.mark.parametrize("name", sorted(NETS))
-def test_stochastic_nets_agree_in_distribution(name):
+def test_stochastic_nets_give_the_same_run(name):
+    # firing k of a transition lasts draw k of its stream in both engines, an iid modulator's
+    # j-th multiplier is draw j of its stream and a Markov modulator's j-th sojourn likewise
+    # (sgdnet.engine.rng): random durations, modulators and gates give the very same run
     net = NETS[name](False)
-    steps, warmup = 400, 40
-    k = simulate(net, steps=steps, warmup=warmup, replications=40, seed=1, engine="generic")
-    r = simulate_reference(net, steps=steps, warmup=warmup, replications=16, seed=2)
-    figures = {"throughput": (k.throughput.samples, r.throughput.samples)}
-    for w, e in k.throughput_by("worker").items():
-        figures[f"throughput worker={w}"] = (e.samples, r.throughput_by("worker")[w].samples)
-    for res in net.resources:
-        figures[f"utilization {res}"] = (k.utilization(res).samples, r.utilization(res).samples)
-        figures[f"mean wait {res}"] = (k.mean_wait(res).samples, r.mean_wait(res).samples)
-    for g in net.gates:
-        if net.gates[g].kind == "dynamic_lag":
-            figures[f"mean r* {g}"] = (mean_r_per_rep(k), mean_r_per_rep(r))
-        figures[f"mean lead {g}"] = (k.gate_stats(g).mean_lead().samples, r.gate_stats(g).mean_lead().samples)
-    alpha = 1e-3 / (len(figures) + 1)
-    bad = {}
-    # the spread across replications too (Brown-Forsythe), e.g. a modulator never redrawn
-    # keeps the mean but inflates the variance
-    p = stats.levene(k.throughput.samples, r.throughput.samples, center="median").pvalue
-    if not p > alpha:
-        bad["throughput spread"] = (k.throughput.std, r.throughput.std, p)
-    for fig, (a, b) in figures.items():
-        ok, p = _same_law(a, b, alpha)
-        if not ok:
-            bad[fig] = (float(np.mean(a)), float(np.mean(b)), p)
-    assert not bad, f"kernel vs reference (kernel mean, reference mean, p): {bad}"
+    kw = dict(steps=300, warmup=30, replications=2, seed=1, trace=True, trace_limit=3000)
+    k, r = simulate(net, engine="generic", **kw), simulate_reference(net, **kw)
+    assert not k.deterministic
+    flows = name.startswith(("flow", "star"))
+    assert_same_run(net, k, r, flows, rtol=1e-6 if flows else 1e-9)
 
 
 # ------------------------------------------------------- trace bound and replay
@@ -374,33 +355,34 @@ SWITCH_NETS = {f"switch-{s}-{b}": (lambda s=s, b=b: switch_net(s, b))
 
 
 @pytest.mark.parametrize("name", sorted(SWITCH_NETS))
-def test_random_switches_agree_in_distribution(name):
+def test_random_switches_give_the_same_run(name):
+    # the switches draw from their own stream, one draw per choice among two or more candidates
+    net = SWITCH_NETS[name]()
+    kw = dict(steps=300, warmup=30, replications=2, seed=1, trace=True, trace_limit=3000)
+    k, r = simulate(net, engine="generic", **kw), simulate_reference(net, **kw)
+    assert not k.deterministic
+    assert_same_run(net, k, r, False)
+    for p in net.places:
+        np.testing.assert_allclose(k.mean_tokens(p).samples, r.mean_tokens(p).samples, rtol=1e-9)
+    for res in net.resources:
+        np.testing.assert_allclose(k.mean_sojourn(res).samples, r.mean_sojourn(res).samples, rtol=1e-9)
+
+
+@pytest.mark.parametrize("name", sorted(SWITCH_NETS))
+def test_random_switches_follow_their_weights(name):
+    # the draws follow the weights: the routes of a station fire in proportion to them
     net = SWITCH_NETS[name]()
     k = simulate(net, steps=300, warmup=30, replications=40, seed=1)
-    r = simulate_reference(net, steps=300, warmup=30, replications=16, seed=2)
-    assert not k.deterministic
-    figures = {"throughput": (k.throughput.samples, r.throughput.samples)}
-    for t in net.transitions:
-        figures[f"rate {t}"] = (k.transition_throughput(t).samples, r.transition_throughput(t).samples)
-    for res in net.resources:
-        figures[f"utilization {res}"] = (k.utilization(res).samples, r.utilization(res).samples)
-        figures[f"mean wait {res}"] = (k.mean_wait(res).samples, r.mean_wait(res).samples)
-        figures[f"mean sojourn {res}"] = (k.mean_sojourn(res).samples, r.mean_sojourn(res).samples)
-    for p in net.places:
-        figures[f"tokens {p}"] = (k.mean_tokens(p).samples, r.mean_tokens(p).samples)
-    alpha = 1e-3 / len(figures)
-    bad = {}
-    for fig, (a, b) in figures.items():
-        ok, p = _same_law(a, b, alpha)
-        if not ok:
-            bad[fig] = (float(np.mean(a)), float(np.mean(b)), p)
-    assert not bad, f"kernel vs reference (kernel mean, reference mean, p): {bad}"
-    # the draws follow the weights: routes of one station fire in proportion to them
     assert any(t.resources for t in net.transitions.values() if t.name.startswith("route"))
+    tested = 0
     for i in range(len([p for p in net.places if p.startswith("q")])):
         routes = [t for t in net.transitions.values() if t.name.startswith(f"route{i}")]
         fired = np.array([k.firings(t.name).sum() for t in routes], dtype=float)
+        if fired.sum() == 0:  # a station the closed network drained before the window
+            continue
         w = np.array([t.weight for t in routes])
         expect = fired.sum() * w / w.sum()
         chi2 = float(((fired - expect) ** 2 / expect).sum())
         assert stats.chi2.sf(chi2, len(routes) - 1) > 1e-4, (i, fired, expect)
+        tested += 1
+    assert tested >= 2

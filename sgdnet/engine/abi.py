@@ -66,7 +66,7 @@ NET_ARGS = tuple((f, f) for f in (
         "d_code", "d_par", "d_pool",
         "g_kind", "g_s", "g_slow", "g_rmax", "g_ptr", "mem_gate", "mem_counter",
         "cnt_ptr", "cnt_mem", "gg_ptr", "gg_trans", "mg_ptr", "mg_trans", "g_cap",
-        "mod_kind", "mod_par", "rs_ptr", "rs_mod"))
+        "mod_kind", "mod_par", "rs_ptr", "rs_mod", "sid"))
 #: (kernel parameter, numpy scalar type): the run's scalars, after the net's arrays
 RUN_ARGS = (
     ("seed", np.uint64), ("steps", np.int64), ("warmup", np.int64), ("max_events", np.int64),

@@ -240,19 +240,19 @@ def _try_fast(cn: CompiledNet, seeds: list, engine: str, *, steps: int, warmup: 
     kind = "fast"
     played = seeds[:1] if cn.deterministic else seeds
     if not why:
-        from . import fastpath
+        from . import fastpath, rng
 
-        _ready(fastpath, (fastpath,))
+        _ready(fastpath, (fastpath, rng))
         raws = fastpath.run_fast(cn, played, steps=steps, warmup=warmup, samples=samples,
                                  max_events=max_events, parallel=parallel, progress=progress)
         if raws is None:
             why = ["the run needs more history memory or events than the fast path allows"]
     elif not trace and not histograms:  # the sort-then-queue recursion for shared FIFO links
-        from . import fastpath_fifo, fifo_record
+        from . import fastpath_fifo, fifo_record, rng
 
         why_fifo = fastpath_fifo.fifo_path_problems(cn)
         if not why_fifo:
-            _ready(fastpath_fifo, (fastpath_fifo, fifo_record))
+            _ready(fastpath_fifo, (fastpath_fifo, fifo_record, rng))
             raws = fastpath_fifo.run_fifo(cn, played, steps=steps, warmup=warmup, samples=samples,
                                           max_events=max_events, parallel=parallel,
                                           progress=progress)
@@ -275,8 +275,8 @@ def _try_fast(cn: CompiledNet, seeds: list, engine: str, *, steps: int, warmup: 
 
 
 def _ready(path, modules) -> None:
-    """Before a fast path's first run in this process: its numba caches (and the kernel's, whose
-    sampler it calls) checked for damage (deleted with one warning, rebuilt), then the compiled
+    """Before a fast path's first run in this process: its numba caches (and the kernel's and the
+    random streams') checked for damage (deleted with one warning, rebuilt), then the compiled
     functions it calls from Python loaded (:func:`jitcache.preload`)."""
     from .jitcache import check_cache, preload
 

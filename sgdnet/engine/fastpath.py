@@ -29,14 +29,12 @@ holds every round (``rounds x transitions x lanes`` float64, lanes in chunks of 
 would need more than :data:`MAX_HISTORY_BYTES`, or more completions than ``max_events``, is left
 to the generic engine (``run_fast`` returns None).
 
-Equivalence with the generic engine: the same trajectory law. Deterministic nets give the very
-same run — step times and transitions, ``t0``, ``t1``, firings, events (tested on random event
-graphs, zero durations included): completions at one instant are put in the generic engine's
-processing order (see ``fkey`` in :func:`_replication`: batch, start, batch of the start, rank,
-firing index). Random durations are drawn from the fast path's **own random stream** (xoshiro256**
-per replication seeded from the replication's seed XOR a constant; normals by a 256-strip
-ziggurat, exponentials by inversion, other laws by the generic sampler on that state), so a
-stochastic result agrees with the generic engine in distribution, not trajectory by trajectory.
+Equivalence with the generic engine: the very same run — step times and transitions, ``t0``,
+``t1``, firings, events — for random durations too: firing ``k`` of a transition lasts draw ``k``
+of that transition's counter-based stream (:mod:`sgdnet.engine.rng`), the draw the generic engine
+makes for it, and completions at one instant are put in the generic engine's processing order
+(see ``fkey`` in :func:`_replication`: batch, start, batch of the start, rank, firing index).
+Tested on random event graphs, deterministic (zero durations included) and stochastic.
 
 What it cannot give: traces (``trace=True``) — :func:`sgdnet.simulate` then runs the generic
 engine. Resource counters (busy time, waits) are zero because there are no resources.
@@ -44,7 +42,6 @@ engine. Resource counters (busy time, waits) are zero because there are no resou
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -54,8 +51,6 @@ from numba import njit
 from ..dists import (
     CODE_DET,
     CODE_EMP,
-    CODE_EXP,
-    CODE_LOGN,
     CODE_SHEXP,
     CODE_STRAG,
     CODE_UNIF,
@@ -64,7 +59,7 @@ from ..dists import (
 from ..net.compiled import INF_SERVERS, CompiledNet
 from ..results import RawReplication
 from .fastrun import POLL_WORK, cached_analysis, run_lanes
-from .kernel import _xo_step, sample, seed_state
+from .rng import _bases, draw, replication_key, sample, stream_bases
 
 __all__ = ["FastPlan", "fast_plan", "fast_path_problems", "run_fast", "MAX_HISTORY_BYTES"]
 
@@ -72,12 +67,8 @@ __all__ = ["FastPlan", "fast_plan", "fast_path_problems", "run_fast", "MAX_HISTO
 #: would need more falls back to the generic engine
 MAX_HISTORY_BYTES = 128 << 20
 _LANES = 8  # replications per chunk
-_STREAM_XOR = 0x6A09E667F3BCC909  # the fast path's own stream: seed XOR this constant
 #: set once sgdnet.engine.jitcache has checked this module's numba cache in this process
 CACHE_CHECKED = False
-_U = np.uint64
-_INV53 = 1.0 / 9007199254740992.0
-_TWO_PI = 2.0 * math.pi
 
 
 @dataclass
@@ -229,8 +220,7 @@ def fixed_durations(cn: CompiledNet) -> tuple[np.ndarray, np.ndarray]:
     T = cn.n_transitions
     fixed = deterministic_rows(cn.d_code, cn.d_par, cn.d_pool)[:T].astype(np.int64)
     dfix = np.zeros(T)
-    s = np.zeros(4, dtype=np.uint64)
-    s[0] = 1
+    s = np.zeros(1, dtype=np.uint64)
     for t in np.flatnonzero(fixed):
         dfix[t] = sample(s, int(cn.d_code[t]), cn.d_par, int(t), cn.d_pool)
     return fixed, dfix
@@ -247,83 +237,9 @@ def fast_path_problems(cn: CompiledNet) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ kernel
-@njit(cache=True, inline="always")
-def _xo(s0, s1, s2, s3):
-    """A uniform double in [0, 1) from the generic kernel's xoshiro256** step, on scalars (an
-    array-taking helper would pay reference counting on every call): (u, new s0..s3)."""
-    res, s0, s1, s2, s3 = _xo_step(s0, s1, s2, s3)
-    return float(res >> _U(11)) * _INV53, s0, s1, s2, s3
-
-
-def _zig_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The 256-strip, 52-bit ziggurat tables of NumPy's normal sampler (Marsaglia-Tsang)."""
-    f = lambda x: math.exp(-0.5 * x * x)  # noqa: E731
-    r = _ZIG_R
-    v = r * f(r) + math.sqrt(math.pi / 2.0) * math.erfc(r / math.sqrt(2.0))  # area of a strip
-    m = float(1 << 52)
-    ki = np.zeros(256, dtype=np.uint64)
-    wi = np.zeros(256)
-    fi = np.zeros(256)
-    dn = tn = r
-    q = v / f(dn)
-    ki[0] = np.uint64(int((dn / q) * m))
-    wi[0], wi[255] = q / m, dn / m
-    fi[0], fi[255] = 1.0, f(dn)
-    for i in range(254, 0, -1):
-        dn = math.sqrt(-2.0 * math.log(v / dn + f(dn)))
-        ki[i + 1] = np.uint64(int((dn / tn) * m))
-        tn = dn
-        fi[i] = f(dn)
-        wi[i] = dn / m
-    return ki, wi, fi
-
-
-_ZIG_R = 3.6541528853610088
-_ZIG_KI, _ZIG_WI, _ZIG_FI = _zig_tables()
-
-
-@njit(cache=True, inline="always")
-def _zig(s0, s1, s2, s3):
-    """A standard normal by the ziggurat (tables frozen into the code): (z, new s0..s3)."""
-    while True:
-        r, s0, s1, s2, s3 = _xo_step(s0, s1, s2, s3)
-        idx = r & _U(0xFF)
-        r >>= _U(8)
-        rabs = (r >> _U(1)) & _U(0x000FFFFFFFFFFFFF)
-        x = float(rabs) * _ZIG_WI[idx]
-        if r & _U(1):
-            x = -x
-        if rabs < _ZIG_KI[idx]:
-            return x, s0, s1, s2, s3
-        if idx == 0:  # the tail beyond R
-            while True:
-                u1, s0, s1, s2, s3 = _xo(s0, s1, s2, s3)
-                u2, s0, s1, s2, s3 = _xo(s0, s1, s2, s3)
-                xx = -math.log1p(-u1) / _ZIG_R
-                yy = -math.log1p(-u2)
-                if yy + yy > xx * xx:
-                    z = _ZIG_R + xx
-                    return (-z if (rabs >> _U(8)) & _U(1) else z), s0, s1, s2, s3
-        else:  # the wedge
-            u1, s0, s1, s2, s3 = _xo(s0, s1, s2, s3)
-            if (_ZIG_FI[idx - 1] - _ZIG_FI[idx]) * u1 + _ZIG_FI[idx] < math.exp(-0.5 * x * x):
-                return x, s0, s1, s2, s3
-
-
-@njit(cache=True)
-def normals(seed, n):  # pragma: no cover - compiled
-    """``n`` standard normals from the fast path's sampler (for its tests)."""
-    st = seed_state(_U(seed))
-    s0, s1, s2, s3 = st[0], st[1], st[2], st[3]
-    out = np.empty(n)
-    for i in range(n):
-        out[i], s0, s1, s2, s3 = _zig(s0, s1, s2, s3)
-    return out
-
-
 @njit(cache=True, nogil=True, error_model="numpy")
 def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, fixed, dfix, code, par, pool,
-            S, steps_idx, need, ptr, phase, lo_a):  # pragma: no cover - compiled
+            SB, steps_idx, need, ptr, phase, lo_a):  # pragma: no cover - compiled
     """Compute rounds ``k0..`` of the recursion into the flat history ``C`` (index
     ``(k * T + t) * L + lane``) until every lane is done (``phase == 2``), ``kmax`` rounds
     exist, or about ``work`` completions were made. Transition ``order[j]`` reads the arcs
@@ -335,10 +251,10 @@ def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, fixed, dfix, code
     ns = steps_idx.size
     k = k0
     done_work = 0
+    scratch = np.zeros(1, dtype=np.uint64)
     while k < kmax and done_work < work:
         row = k * T
-        for l in range(L):  # a lane's generator state stays in registers for the round
-            s0, s1, s2, s3 = S[l, 0], S[l, 1], S[l, 2], S[l, 3]
+        for l in range(L):
             for j in range(T):
                 t = order[j]
                 x = 0.0
@@ -348,21 +264,11 @@ def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, fixed, dfix, code
                         v = C[(kk * T + aprod[a]) * L + l]
                         if v > x:
                             x = v
-                c = code[t]
                 if fixed[t]:
                     d = dfix[t]
-                elif c == CODE_LOGN:  # log-normal (ziggurat) and exponential, inlined
-                    z, s0, s1, s2, s3 = _zig(s0, s1, s2, s3)
-                    d = math.exp(par[t, 0] + par[t, 1] * z)
-                elif c == CODE_EXP:
-                    u1, s0, s1, s2, s3 = _xo(s0, s1, s2, s3)
-                    d = -par[t, 0] * math.log(1.0 - u1)
-                else:  # the generic engine's sampler on this lane's state
-                    S[l, 0], S[l, 1], S[l, 2], S[l, 3] = s0, s1, s2, s3
-                    d = sample(S[l], c, par, t, pool)
-                    s0, s1, s2, s3 = S[l, 0], S[l, 1], S[l, 2], S[l, 3]
+                else:  # draw k of t's stream: the generic engine's duration of firing k
+                    d = draw(SB[l, t], k, code[t], par, t, pool, scratch)
                 C[(row + t) * L + l] = x + d
-            S[l, 0], S[l, 1], S[l, 2], S[l, 3] = s0, s1, s2, s3
         done_work += T * L
         k += 1
         alldone = _lanes_done(C, k, T, L, ns, steps_idx, ptr, need, phase, lo_a)
@@ -465,16 +371,14 @@ def _chunk(cn: CompiledNet, plan: FastPlan, seeds: list[int], steps: int, warmup
     kcap = max(MAX_HISTORY_BYTES // (8 * T * L), 1)
     K = min(kcap, int(1.25 * need / per_round) + plan.max_tokens + 16)
     C = np.empty(K * T * L)
-    S = np.zeros((L, 4), dtype=np.uint64)
-    for l, sd in enumerate(seeds):
-        S[l] = seed_state(_U((int(sd) ^ _STREAM_XOR) & (2**64 - 1)))
+    SB = np.stack([stream_bases(replication_key(sd), cn.sid[:T]) for sd in seeds])
     ptr = np.zeros((st.size, L), dtype=np.int64)
     phase = np.zeros(L, dtype=np.int64)
     lo_a = np.zeros(L)
     k = 0
     while True:
         k = _rounds(C, T, L, k, K, POLL_WORK, plan.order, plan.aptr, plan.aprod, plan.atok,
-                    plan.fixed, plan.dfix, cn.d_code, cn.d_par, cn.d_pool, S, st, np.int64(need),
+                    plan.fixed, plan.dfix, cn.d_code, cn.d_par, cn.d_pool, SB, st, np.int64(need),
                     ptr, phase, lo_a)
         prog[i] = L * min(need, k * st.size)
         if (phase == 2).all():
@@ -597,7 +501,7 @@ def run_fast(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, samp
              max_events: int, parallel: bool = False,
              progress: Callable[[int], None] | None = None) -> list[RawReplication] | None:
     """Replications of ``cn`` by the max-plus recursion, one :class:`RawReplication` per seed
-    (the fields the generic engine fills, from the fast path's own random stream), or None when
+    (the fields the generic engine fills, from the generic engine's random streams), or None when
     the fast path does not apply or would need more memory or events than allowed (then the
     caller runs the generic engine). ``parallel``: the lanes are split over the engine's threads
     (the kernel releases the GIL); results do not depend on it (each lane owns its stream).
@@ -619,4 +523,4 @@ def run_fast(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, samp
 
 #: The compiled functions this path calls from Python, loaded up front by ``simulate``
 #: (:func:`sgdnet.engine.jitcache.preload`).
-PRELOAD = (seed_state, sample, _rounds, _start, _upto)
+PRELOAD = (sample, _bases, _rounds, _start, _upto)

@@ -38,36 +38,31 @@ the leading rounds wholly before the frontier are tallied and dropped, so memory
 with ``steps``. The record (window, step times, firings, busy time, waits, sojourns, marking
 integrals; :mod:`sgdnet.engine.fifo_record`) is read off it in the generic engine's processing
 order. A deterministic net gives the generic engine's run (floating sums may differ in the last
-bits); random durations come from the max-plus fast path's own stream (same law, not the same
-trajectories). Built-in variants are outside the class (their transfers hold two NICs at once, or
+bits), random durations included: firing ``k`` of a transition lasts draw ``k`` of its
+counter-based stream (:mod:`sgdnet.engine.rng`), as in the generic engine. Built-in variants are outside the class (their transfers hold two NICs at once, or
 they have gates, inhibitors, modulators or flows), so their results do not change.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 
-from ..dists import CODE_EXP, CODE_LOGN
 from ..net.compiled import DISC_CODES, CompiledNet
 from ..results import RawReplication
 from . import fifo_record
 from .fastpath import (
-    _STREAM_XOR,
     _lanes_done,
     _topo,
-    _xo,
-    _zig,
     fixed_durations,
     zero_rows,
 )
 from .fastrun import POLL_WORK, cached_analysis, run_lanes
 from .fifo_record import Acc, replication
-from .kernel import sample, seed_state
+from .rng import _bases, draw, replication_key, stream_bases
 
 __all__ = ["FifoPlan", "fifo_plan", "fifo_path_problems", "run_fifo"]
 
@@ -79,7 +74,6 @@ MAX_HISTORY_BYTES = 8 << 20
 _LANES = 1
 #: set once sgdnet.engine.jitcache has checked this module's numba cache in this process
 CACHE_CHECKED = False
-_U = np.uint64
 
 
 @dataclass
@@ -268,7 +262,7 @@ def fifo_path_problems(cn: CompiledNet) -> list[str]:
 # ------------------------------------------------------------------------------ kernel
 @njit(cache=True, nogil=True, error_model="numpy")
 def _rounds(A, X, C, T, L, k0, kmax, work, useq, ustart, ures, ip, iprod, ioff, rank, fixed, dfix,
-            code, par, pool, S, ob, dlast, steps_idx, need, ptr, phase, lo_a, kbase):  # pragma: no cover
+            code, par, pool, SB, ob, dlast, steps_idx, need, ptr, phase, lo_a, kbase):  # pragma: no cover
     """Rounds ``k0..`` into the flat histories ``A`` (requests, kept for resource users only),
     ``X`` (starts), ``C`` (completions), index ``(k * T + t) * L + lane``; the stopping rule of
     :func:`sgdnet.engine.fastpath._rounds`. ``ob[i, l]``: lane ``l``'s current order of the
@@ -284,10 +278,10 @@ def _rounds(A, X, C, T, L, k0, kmax, work, useq, ustart, ures, ip, iprod, ioff, 
     kt = np.empty(big, dtype=np.int64)
     k = k0
     done_work = 0
+    scratch = np.zeros(1, dtype=np.uint64)
     while k < kmax and done_work < work:
         row = k * T
         for l in range(L):
-            s0, s1, s2, s3 = S[l, 0], S[l, 1], S[l, 2], S[l, 3]
             for j in range(nst):
                 r = ures[j]
                 dp = 0.0
@@ -332,25 +326,15 @@ def _rounds(A, X, C, T, L, k0, kmax, work, useq, ustart, ures, ip, iprod, ioff, 
                     else:
                         t = useq[i]
                         x = X[(row + t) * L + l]
-                    c = code[t]
                     if fixed[t]:
                         d = dfix[t]
-                    elif c == CODE_LOGN:
-                        z, s0, s1, s2, s3 = _zig(s0, s1, s2, s3)
-                        d = math.exp(par[t, 0] + par[t, 1] * z)
-                    elif c == CODE_EXP:
-                        u1, s0, s1, s2, s3 = _xo(s0, s1, s2, s3)
-                        d = -par[t, 0] * math.log(1.0 - u1)
-                    else:
-                        S[l, 0], S[l, 1], S[l, 2], S[l, 3] = s0, s1, s2, s3
-                        d = sample(S[l], c, par, t, pool)
-                        s0, s1, s2, s3 = S[l, 0], S[l, 1], S[l, 2], S[l, 3]
+                    else:  # draw (kbase + k) of t's stream: the generic engine's duration
+                        d = draw(SB[l, t], kbase + k, code[t], par, t, pool, scratch)
                     X[(row + t) * L + l] = x
                     C[(row + t) * L + l] = x + d
                     dp = x + d
                 if r >= 0:
                     dlast[r, l] = dp
-            S[l, 0], S[l, 1], S[l, 2], S[l, 3] = s0, s1, s2, s3
         done_work += T * L
         k += 1
         alldone = _lanes_done(C, k, T, L, ns, steps_idx, ptr, need, phase, lo_a)
@@ -375,9 +359,7 @@ def _chunk(cn: CompiledNet, plan: FifoPlan, seeds: list[int], steps: int, warmup
     kcap = max(MAX_HISTORY_BYTES // (8 * T * L), 2 * plan.max_off + 4)
     K = min(kcap, int(1.25 * need / max(1, ns)) + plan.max_off + 16)
     A, X, C = np.empty((K, T, L)), np.empty((K, T, L)), np.empty((K, T, L))
-    S = np.zeros((L, 4), dtype=np.uint64)
-    for l, sd in enumerate(seeds):
-        S[l] = seed_state(_U((int(sd) ^ _STREAM_XOR) & (2**64 - 1)))
+    SB = np.stack([stream_bases(replication_key(sd), cn.sid[:T]) for sd in seeds])
     ob = np.repeat(plan.useq[:, None], L, axis=1).copy()
     dlast = np.zeros((max(1, cn.n_resources), L))
     ptr = np.zeros((ns, L), dtype=np.int64)
@@ -389,7 +371,7 @@ def _chunk(cn: CompiledNet, plan: FifoPlan, seeds: list[int], steps: int, warmup
     while True:
         k = _rounds(A.reshape(-1), X.reshape(-1), C.reshape(-1), T, L, k, K, POLL_WORK, plan.useq,
                     plan.ustart, plan.ures, plan.ip, plan.iprod, plan.ioff, rank, plan.fixed,
-                    plan.dfix, cn.d_code, cn.d_par, cn.d_pool, S, ob, dlast, st,
+                    plan.dfix, cn.d_code, cn.d_par, cn.d_pool, SB, ob, dlast, st,
                     np.int64(need - ns * acc.kbase), ptr, phase, lo_a, np.int64(acc.kbase))
         prog[i] = L * min(need, (acc.kbase + k) * ns)
         if (phase == 2).all():
@@ -430,7 +412,7 @@ def run_fifo(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, samp
              max_events: int, parallel: bool = False,
              progress: Callable[[int], None] | None = None) -> list[RawReplication] | None:
     """Replications of ``cn`` by the sort-then-queue recursion (one :class:`RawReplication` per
-    seed, from the fast path's own random stream), or None when the net is outside the class or
+    seed, from the generic engine's random streams), or None when the net is outside the class or
     the run would need more history memory or events than allowed. ``parallel``: the
     replications are spread over the engine's threads (the kernel releases the GIL); results do
     not depend on it. ``progress``: called with the step completions so far (see
@@ -447,4 +429,4 @@ def run_fifo(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, samp
 
 #: The compiled functions this path calls from Python, loaded up front by ``simulate``
 #: (:func:`sgdnet.engine.jitcache.preload`).
-PRELOAD = (seed_state, sample, _rounds, fifo_record._upto, fifo_record._tally_rows, fifo_record._tally)
+PRELOAD = (_bases, _rounds, fifo_record._upto, fifo_record._tally_rows, fifo_record._tally)

@@ -48,9 +48,10 @@ Design (see DESIGN.md "The engine" and the normative firing semantics of the tea
 - **Processor sharing**: each ps resource keeps its holder slots; when the holder set changes,
   every holder's remaining work is brought up to date and its completion key is moved in the
   heap, rates ``min over its ps resources of min(1, cap/n)``.
-- **Durations**: the exponential and log-normal draws are inlined in the start path (the
-  xoshiro256** words kept in registers), with exactly the operations of :func:`sample`, so the
-  random stream is the same as through it.
+- **Durations**: firing k of transition t lasts draw k of t's own stream (:mod:`sgdnet.engine.rng`:
+  counter-based, so a draw does not depend on the order events are processed in); the kernel keeps
+  each stream's base and counter (``sb``, ``sk``). Log-normal (ziggurat) and exponential draws are
+  inlined in the start path with the generator state in a register.
 - **Gates and modulators** are evaluated inside the enabling test and at starts/completions.
 - **Random switches** (``F_SW``): when the candidate about to start is weighted,
   :func:`_sw_pick` collects the weighted candidates of its priority class that could start (the
@@ -81,17 +82,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ..dists import (  # distribution codes (d_code), folded as constants
-    CODE_DET,
-    CODE_EMP,
-    CODE_EXP,
-    CODE_GAMMA,
-    CODE_LOGN,
-    CODE_NORM,
-    CODE_SHEXP,
-    CODE_STRAG,
-    CODE_UNIF,
-)
+from ..dists import CODE_DET  # the one distribution code the kernel reads (rng has the rest)
 from ..net.compiled import (  # resource disciplines, gate and modulator kinds, folded likewise
     DISC_FIFO,
     DISC_FLOW,
@@ -123,148 +114,26 @@ from .abi import (  # the interface's slots and codes (sgdnet.engine.abi), folde
     ST_OK,
     ST_ZENO,
 )
+from .rng import GOLDEN, draw, draw_state, next_uniform
+from .rng import _mix as _smix
 
-# ------------------------------------------------------------------ random numbers
-# xoshiro256** seeded by splitmix64; the state is a uint64[4] array owned by one replication.
+# ------------------------------------------------------------------ constants
+# random numbers: sgdnet.engine.rng (one counter-based stream per transition, modulator and the
+# random switches; the kernel keeps each stream's base and draw counter)
 _U = np.uint64
 # integer arguments of helpers as int64 values, not literals: numba compiles a helper once per
 # distinct argument types, and a literal 0 is a type of its own (Literal[int](0))
-_I0, _I1, _IM1, _K7, _K45 = (np.int64(k) for k in (0, 1, -1, 7, 45))
+_I0, _I1, _IM1 = (np.int64(k) for k in (0, 1, -1))
 # and a bool argument as a bool value: a variable first set from a literal False is typed
 # Literal[bool](False) until type inference unifies it, and a helper it is passed to is compiled
 # for both types
 _FALSE = np.bool_(False)
-_INV53 = 1.0 / 9007199254740992.0
-TWO_PI = 2.0 * math.pi
-
 #: The decorator of the helpers only jitted code calls: without the CPython and C wrappers numba
 #: otherwise generates, optimises and emits for every compiled function (Python-side argument
 #: unboxing, never used for these; ~1/3 less LLVM work on a cold compile of the kernel). The
 #: helpers also called from Python (``sample``, the instant-queue functions) keep them.
 _inner = njit(cache=True, _nrt=False, error_model="numpy", no_cpython_wrapper=True,
               no_cfunc_wrapper=True)
-
-
-@_inner
-def _rotl(x, k):
-    return (x << _U(k)) | (x >> _U(64 - k))
-
-
-@njit(cache=True)
-def seed_state(seed):
-    """Four splitmix64 outputs of ``seed`` (uint64) as the xoshiro256** state."""
-    s = np.empty(4, dtype=np.uint64)
-    z = _U(seed)
-    for i in range(4):
-        z = z + _U(0x9E3779B97F4A7C15)
-        x = z
-        x = (x ^ (x >> _U(30))) * _U(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> _U(27))) * _U(0x94D049BB133111EB)
-        s[i] = x ^ (x >> _U(31))
-    return s
-
-
-@njit(cache=True, _nrt=False, error_model="numpy", inline="always")
-def _xo_step(s0, s1, s2, s3):
-    """One xoshiro256** step on a state held in registers: (output, new s0..s3)."""
-    res = _rotl(s1 * _U(5), _K7) * _U(9)
-    t = s1 << _U(17)
-    s2 ^= s0
-    s3 ^= s1
-    s1 ^= s2
-    s0 ^= s3
-    s2 ^= t
-    return res, s0, s1, s2, _rotl(s3, _K45)
-
-
-@_inner
-def next_u64(s):
-    res, s[0], s[1], s[2], s[3] = _xo_step(s[0], s[1], s[2], s[3])
-    return res
-
-
-@_inner
-def uniform(s):
-    """A double in [0, 1)."""
-    return float(next_u64(s) >> _U(11)) * _INV53
-
-
-@_inner
-def exponential(s, mean):
-    return -mean * math.log(1.0 - uniform(s))
-
-
-@_inner
-def std_normal(s):
-    u1 = 1.0 - uniform(s)
-    u2 = uniform(s)
-    return math.sqrt(-2.0 * math.log(u1)) * math.cos(TWO_PI * u2)
-
-
-@_inner
-def gamma_unit(s, k):
-    """Gamma(shape k, scale 1) by Marsaglia-Tsang (k < 1 via the u**(1/k) boost)."""
-    boost = 1.0
-    if k < 1.0:
-        boost = uniform(s) ** (1.0 / k)
-        k += 1.0
-    d = k - 1.0 / 3.0
-    c = 1.0 / math.sqrt(9.0 * d)
-    while True:
-        x = std_normal(s)
-        v = 1.0 + c * x
-        if v <= 0.0:
-            continue
-        v = v * v * v
-        u = 1.0 - uniform(s)
-        if math.log(u) < 0.5 * x * x + d - d * v + d * math.log(v):
-            return d * v * boost
-
-
-@_inner
-def sample_base(s, code, a, b, pool):
-    """One draw of a non-mixture distribution with parameter row ``(a, b)``."""
-    if code == CODE_DET:
-        return a
-    if code == CODE_EXP:
-        return exponential(s, a)
-    if code == CODE_UNIF:
-        return a + (b - a) * uniform(s)
-    if code == CODE_NORM:
-        if b == 0.0:
-            return a
-        while True:
-            x = a + b * std_normal(s)
-            if x >= 0.0:
-                return x
-    if code == CODE_LOGN:
-        return math.exp(a + b * std_normal(s))
-    if code == CODE_GAMMA:
-        if a == 0.0:
-            return b
-        return gamma_unit(s, a) * b
-    if code == CODE_SHEXP:
-        return a + exponential(s, b)
-    if code == CODE_EMP:
-        n = int(b)
-        j = int(uniform(s) * n)
-        if j >= n:
-            j = n - 1
-        return pool[int(a) + j]
-    return a
-
-
-@njit(cache=True, _nrt=False, error_model="numpy")
-def sample(s, code, par, row, pool):
-    """One draw of distribution ``code`` with parameters ``par[row]`` (see :func:`sgdnet.dists.flatten`)."""
-    if code == CODE_DET:
-        return par[row, 0]
-    if code == CODE_STRAG:
-        x = sample_base(s, int(par[row, 2]), par[row, 3], par[row, 4], pool)
-        if uniform(s) < par[row, 0]:
-            x *= par[row, 1]
-        return x
-    return sample_base(s, code, par[row, 0], par[row, 1], pool)
 
 
 HALT_POLL = 4096  # completions between two reads of the halt flag
@@ -834,7 +703,7 @@ def _sw_ring(h, base, cap, head, n, t, TS, TF, sw_w, sw_prio, qres_idx, used, r_
 
 @_inner
 def _sw_pick(t, ih, ih_n, ih_hd, ih_heap, qh, qn, qhd, r_disc, rq_base, TS, TF, sw_w, sw_prio, sw_res,
-             qres_idx, used, r_cap, cand, stk, rng):
+             qres_idx, used, r_cap, cand, stk, sb, sk):
     """The random switch: ``t`` (weighted, able to start, the scan's next start) or a weighted
     candidate competing with it, drawn with probability proportional to weight. One uniform is drawn
     only when there are two or more to choose from; they are ordered by rank first."""
@@ -865,7 +734,10 @@ def _sw_pick(t, ih, ih_n, ih_hd, ih_heap, qh, qn, qhd, r_disc, rq_base, TS, TF, 
     tot = 0.0
     for i in range(nc):
         tot += sw_w[cand[i]]
-    x = uniform(rng) * tot
+    i = sb.size - 1  # the random switches' stream, one draw per choice among two or more
+    su, _ = next_uniform(draw_state(sb[i], sk[i]))
+    sk[i] += 1
+    x = su * tot
     acc = 0.0
     for i in range(nc - 1):
         acc += sw_w[cand[i]]
@@ -900,7 +772,7 @@ def run_replication(
     d_code, d_par, d_pool,
     g_kind, g_s, g_slow, g_rmax, g_ptr, mem_gate, mem_counter,
     cnt_ptr, cnt_mem, gg_ptr, gg_trans, mg_ptr, mg_trans, g_cap,
-    mod_kind, mod_par, rs_ptr, rs_mod,
+    mod_kind, mod_par, rs_ptr, rs_mod, sid,
     seed, steps, warmup, max_events, zeno_limit, samples, trace_limit, cap_slots, cap_requests, cap_holders,
     o_f, o_i, o_step_t, o_step_tr, o_firings, o_busy, o_wsum, o_wn,
     o_tr_t, o_tr_s, o_tr_e, o_glog, o_ghist, o_mark, o_gcnt, o_grel, o_glead, halt, prog,
@@ -929,7 +801,15 @@ def run_replication(
     nG = g_kind.size
     nM = mod_kind.size
     nMem = mem_gate.size
-    rng = seed_state(seed)
+    # random streams (sgdnet.engine.rng): row t < nT a transition's, nT + mi modulator mi's, the
+    # last the random switches'; draw k of row i starts its generator at draw_state(sb[i], k)
+    nS = sid.size
+    sb = np.empty(nS, dtype=np.uint64)
+    rkey = _smix(_U(seed) + _U(GOLDEN))
+    for i in range(nS):
+        sb[i] = _smix(rkey ^ sid[i])
+    sk = np.zeros(nS, dtype=np.int64)
+    rng = np.zeros(1, dtype=np.uint64)  # a draw's generator state when it goes through sample()
     hist = o_hw.shape[0] > 0  # histograms kept (else o_hw and o_hs have no rows)
 
     # ---------------------------------------------------------------- state
@@ -1045,18 +925,22 @@ def run_replication(
     mk_state = np.zeros(nM, dtype=np.int64)
     mk_next = np.full(nM, np.inf, dtype=np.float64)
     for mi in range(nM):
+        j = nT + mi  # draw 0 of the modulator's stream
         if mod_kind[mi] == MOD_IID:
-            modval[mi] = sample(rng, d_code[nT + mi], d_par, nT + mi, d_pool)
-        else:
+            modval[mi] = draw(sb[j], sk[j], d_code[j], d_par, j, d_pool, rng)
+        else:  # a Markov modulator's first state (a uniform) and sojourn, from one draw
             sf = mod_par[mi, 0]
             mf = mod_par[mi, 1]
             ms = mod_par[mi, 2]
-            if uniform(rng) < ms / (mf + ms):
+            ru, rx = next_uniform(draw_state(sb[j], sk[j]))
+            rv, rx = next_uniform(rx)
+            if ru < ms / (mf + ms):
                 mk_state[mi] = 1
                 modval[mi] = sf
-                mk_next[mi] = exponential(rng, ms)
+                mk_next[mi] = -ms * math.log(1.0 - rv)
             else:
-                mk_next[mi] = exponential(rng, mf)
+                mk_next[mi] = -mf * math.log(1.0 - rv)
+        sk[j] += 1
     # accounting
     blast = np.zeros(nR, dtype=np.float64)
     # o_ptok accumulates sum(delta * (tau - t0)) over the marking changes (delta at tau) while
@@ -1380,7 +1264,7 @@ def run_replication(
                 f = TS[t, TS_FL]
                 if f & F_SW:
                     c = _sw_pick(t, ih, ih_n, ih_hd, ih_heap, qh, qn, qhd, r_disc, rq_base, TS, TF, sw_w,
-                                 sw_prio, sw_res, qres_idx, used, r_cap, sw_cand, sw_stk, rng)
+                                 sw_prio, sw_res, qres_idx, used, r_cap, sw_cand, sw_stk, sb, sk)
                     if c != t:
                         # start c instead: t stays a candidate (with the promotion it carries)
                         ih_n, ih_hd, ih_heap = _iq_push(ih, ihs, ih_hd, ih_n, ih_heap, t, TD, TS, TF)
@@ -1476,37 +1360,30 @@ def run_replication(
                 if f & F_RS:
                     for k in range(rs_ptr[t], rs_ptr[t + 1]):
                         mi = rs_mod[k]
-                        modval[mi] = sample(rng, d_code[nT + mi], d_par, nT + mi, d_pool)
+                        j = nT + mi
+                        modval[mi] = draw(sb[j], sk[j], d_code[j], d_par, j, d_pool, rng)
+                        sk[j] += 1
                 code = TS[t, TS_CODE]
                 if code == CODE_DET:
                     dur = TF[t, TF_PAR0]
-                elif code == CODE_EXP:
-                    # inline xoshiro256** + inversion (the common exponential)
-                    y, rng[0], rng[1], rng[2], rng[3] = _xo_step(rng[0], rng[1], rng[2], rng[3])
-                    dur = -TF[t, TF_PAR0] * math.log(1.0 - float(y >> _U(11)) * _INV53)
-                elif code == CODE_LOGN:
-                    # inline log-normal: two xoshiro256** words with the state in registers, then
-                    # exactly the operations of std_normal and sample_base (same stream, same doubles)
-                    y, x0, x1, x2, x3 = _xo_step(rng[0], rng[1], rng[2], rng[3])
-                    yb, rng[0], rng[1], rng[2], rng[3] = _xo_step(x0, x1, x2, x3)
-                    u1 = 1.0 - float(y >> _U(11)) * _INV53
-                    u2 = float(yb >> _U(11)) * _INV53
-                    z = math.sqrt(-2.0 * math.log(u1)) * math.cos(TWO_PI * u2)
-                    dur = math.exp(TF[t, TF_PAR0] + TF[t, TF_PAR1] * z)
-                else:
-                    dur = sample(rng, code, d_par, t, d_pool)
+                else:  # draw k of t's stream (log-normal and exponential inlined)
+                    dur = draw(sb[t], sk[t], code, d_par, t, d_pool, rng)
+                    sk[t] += 1
                 mi = TS[t, TS_MOD]
                 if f & F_MOD:
                     if mod_kind[mi] == MOD_MARKOV:
                         while mk_next[mi] <= now:
                             st = 1 - mk_state[mi]
                             mk_state[mi] = st
+                            j = nT + mi  # the next draw of the modulator's stream
+                            rv, rx = next_uniform(draw_state(sb[j], sk[j]))
+                            sk[j] += 1
                             if st == 1:
                                 modval[mi] = mod_par[mi, 0]
-                                mk_next[mi] += exponential(rng, mod_par[mi, 2])
+                                mk_next[mi] += -mod_par[mi, 2] * math.log(1.0 - rv)
                             else:
                                 modval[mi] = 1.0
-                                mk_next[mi] += exponential(rng, mod_par[mi, 1])
+                                mk_next[mi] += -mod_par[mi, 1] * math.log(1.0 - rv)
                     dur *= modval[mi]
                 # a firing slot
                 if f & F_S1:

@@ -2,8 +2,11 @@
 
 :func:`simulate_reference` plays the normative firing semantics of the team contract directly
 from the :class:`~sgdnet.net.Net` object (never from the compiled arrays), so that it is an
-independent implementation. Tests compare it with :func:`sgdnet.simulate`, distribution against
-distribution (the random streams differ: this module samples with ``dist.sample(rng)``).
+independent implementation. It draws from the kernel's counter-based random streams
+(:mod:`sgdnet.engine.rng`: firing ``k`` of a transition lasts draw ``k`` of that transition's
+stream, whatever order events are processed in), so tests compare it with :func:`sgdnet.simulate`
+run against run, stochastic nets included; the samplers themselves are tested against their laws
+in ``tests/test_rng.py``.
 
 Semantics implemented (the contract's, plus the readings chosen where it is silent)
 -----------------------------------------------------------------------------------
@@ -25,8 +28,8 @@ Instants
     Random switches: when that first candidate ``i`` is weighted (``Transition.weight``), the
     one started is drawn among the weighted candidates that could start and have ``i``'s
     ``prio_class`` and ``priority`` (whatever their request times: a GSPN marking has no ages),
-    with probability proportional to weight (one ``rng.random()``, only when there are two or
-    more), ordered by (priority, declaration index) for the draw.
+    with probability proportional to weight (one uniform of the switches' stream, only when there
+    are two or more), ordered by (priority, declaration index) for the draw.
     Zero-duration firings started during a scan complete at the same instant, in start order,
     as the next batch (before time advances).
 
@@ -100,10 +103,11 @@ import numpy as np
 
 from .._check import derive_seeds
 from .._check import int_arg as _check_int
+from ..dists import CODE_DET
 from ..errors import DeadlockError, SimulationError
 from ..net.builder import Net
 from ..results import HIST_BINS, hist_bin
-from .reference_model import ReferenceReplication, _Firing, _Model, max_min
+from .reference_model import ReferenceReplication, _Firing, _Model, _Streams, max_min
 
 __all__ = ["simulate_reference", "ReferenceReplication", "derive_seeds"]
 
@@ -142,14 +146,16 @@ class _Replication:
         self.modval = [1.0] * len(M.mods)
         self.mstate = [0] * len(M.mods)  # markov: 0 fast, 1 slow
         self.mnext = [math.inf] * len(M.mods)
+        nt = len(M.trans)
         for mi, mod in enumerate(M.mods):
             if mod.kind == "iid":
-                self.modval[mi] = float(mod.multiplier.sample(rng))
-            else:
-                slow = rng.random() < mod.mean_slow / (mod.mean_fast + mod.mean_slow)
+                self.modval[mi] = rng.sample(nt + mi)
+            else:  # the first state and its sojourn from the modulator's first draw
+                u, v = rng.uniforms(nt + mi, 2)
+                slow = u < mod.mean_slow / (mod.mean_fast + mod.mean_slow)
                 self.mstate[mi] = int(slow)
                 self.modval[mi] = mod.slow_factor if slow else 1.0
-                self.mnext[mi] = rng.exponential(mod.mean_slow if slow else mod.mean_fast)
+                self.mnext[mi] = -(mod.mean_slow if slow else mod.mean_fast) * math.log(1.0 - v)
         # accounting
         self.nsteps = 0
         self.counting = warmup == 0
@@ -280,7 +286,7 @@ class _Replication:
                       if (pc, prio) == (key[0], key[2]) and W[j] is not None and self.can_start(j))
         if len(tied) < 2:
             return i
-        x = self.rng.random() * sum(W[j] for j in tied)
+        x = self.rng.uniforms(len(self.M.sid) - 1, 1)[0] * sum(W[j] for j in tied)
         acc = 0.0
         for j in tied[:-1]:
             acc += W[j]
@@ -306,9 +312,10 @@ class _Replication:
         if g is not None and M.gates[g[0]].kind == "dynamic_lag":
             self.released[g[0]][g[1]] = False
             self.touch_gate(g[0])
+        nt = len(M.trans)
         for mi in M.resamples[i]:
-            self.modval[mi] = float(M.mods[mi].multiplier.sample(self.rng))
-        dur = float(M.trans[i].duration.sample(self.rng))
+            self.modval[mi] = self.rng.sample(nt + mi)
+        dur = self.rng.sample(i) if M.d_code[i] != CODE_DET else float(M.d_par[i, 0])
         mi = M.tmod[i]
         if mi is not None:
             if M.mods[mi].kind == "markov":
@@ -330,7 +337,8 @@ class _Replication:
             s = 1 - self.mstate[mi]
             self.mstate[mi] = s
             self.modval[mi] = mod.slow_factor if s else 1.0
-            self.mnext[mi] += self.rng.exponential(mod.mean_slow if s else mod.mean_fast)
+            (v,) = self.rng.uniforms(len(self.M.trans) + mi, 1)
+            self.mnext[mi] += -(mod.mean_slow if s else mod.mean_fast) * math.log(1.0 - v)
 
     # -------------------------------------------------------------------- ps
     def rerate(self) -> None:
@@ -564,8 +572,7 @@ def run_reference(net: Net, *, steps=1000, warmup=100, replications=8, seed=None
     max_events = _check_int("max_events", max_events, 1)
     raws = []
     for rep, s in enumerate(seeds):
-        rng = np.random.default_rng(s)
-        raws.append(_Replication(M, rng, steps, warmup, trace, trace_limit, max_events, rep,
+        raws.append(_Replication(M, _Streams(M, s), steps, warmup, trace, trace_limit, max_events, rep,
                                  bool(histograms)).run())
     return raws, seeds
 

@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..dists import Deterministic, flatten
 from ..errors import SimulationError
 from ..net.builder import Net
+from ..net.compiled import SWITCH_STREAM, stream_ids
 
 __all__ = ["ReferenceReplication", "max_min"]
 
@@ -120,6 +122,42 @@ class _Model:
             if m.kind == "iid":
                 for tn in m.resample_on:
                     self.resamples[tidx[tn]].append(mi)
+        # random streams (sgdnet.engine.rng): the laws as rows (transitions, then modulators)
+        # and one stream per name, the kernel's, so that both engines draw the same numbers
+        self.d_code, self.d_par, self.d_pool = flatten(
+            [t.duration for t in self.trans]
+            + [m.multiplier if m.kind == "iid" and m.multiplier is not None else Deterministic(1.0)
+               for m in self.mods])
+        self.sid = stream_ids([*self.tnames, *(f"modulator:{m.name}" for m in self.mods),
+                               SWITCH_STREAM])
+
+
+class _Streams:
+    """One replication's draws: row ``i``'s ``k``-th draw from stream ``i`` (the kernel's)."""
+
+    def __init__(self, M: _Model, seed: int):
+        from .rng import replication_key, stream_bases
+
+        self.M = M
+        self.base = stream_bases(replication_key(seed), M.sid)
+        self.k = [0] * len(M.sid)
+
+    def sample(self, row: int) -> float:
+        """The next draw of row ``row``'s law (a transition's duration, an iid multiplier)."""
+        from .rng import durations
+
+        M = self.M
+        x = durations(self.base[row], self.k[row], 1, M.d_code[row], M.d_par, row, M.d_pool)[0]
+        self.k[row] += 1
+        return float(x)
+
+    def uniforms(self, row: int, n: int) -> list[float]:
+        """The first ``n`` uniforms of row ``row``'s next draw (switches, Markov modulators)."""
+        from .rng import words
+
+        u = words(self.base[row], self.k[row], n)
+        self.k[row] += 1
+        return [float(v) for v in u]
 
 
 def max_min(M: _Model, flows: list) -> dict:

@@ -163,6 +163,17 @@ def _key_parts(net: Net, fast: bool) -> list:
     return parts
 
 
+#: the name of the random switches' stream (see :mod:`sgdnet.engine.rng`)
+SWITCH_STREAM = "sgdnet:random-switch"
+
+
+def stream_ids(names: list[str]) -> np.ndarray:
+    """Random-stream ids (uint64) of names: the first 8 bytes of each name's BLAKE2b digest
+    (see :mod:`sgdnet.engine.rng`)."""
+    return np.array([int.from_bytes(hashlib.blake2b(n.encode(), digest_size=8).digest(), "little")
+                     for n in names], dtype=np.uint64)
+
+
 class CompiledNet:
     """The arrays of one net (see the module docstring for the layout) plus its names and tags.
 
@@ -330,6 +341,16 @@ class CompiledNet:
         self.deterministic = not self.weighted and bool(fixed[:nT].all()) and all(
             (m.kind == "iid" and bool(fixed[nT + mi])) or (m.kind == "markov" and m.slow_factor == 1.0)
             for mi, m in enumerate(Ms))
+
+        # random streams (sgdnet.engine.rng): one per transition, per modulator and one for the
+        # random switches, named so that nets sharing names share draws (common random numbers);
+        # a net without randomness draws nothing that matters, and skips hashing its names
+        n_streams = nT + len(Ms) + 1
+        if self.deterministic:
+            self.sid = np.zeros(n_streams, dtype=np.uint64)
+        else:
+            self.sid = stream_ids([*t_names, *(f"modulator:{m}" for m in self.modulator_names),
+                                   SWITCH_STREAM])
 
         # every array contiguous and read-only (the kernel takes them in the order of
         # sgdnet.engine.abi.NET_ARGS)
