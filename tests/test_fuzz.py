@@ -3,8 +3,10 @@ oracle, and a few hundred random bad inputs to the public API and the CLI.
 
 Nets: fixed generator seeds; arbitrary small nets (not only live ones: deadlocks, unbounded
 places, zero-duration cycles, inhibitors, fifo / priority / ps resources, 1, 2 or infinite
-servers) with deterministic durations on a 1/8 grid, so both engines must give the same run or
-the same error class. Every case runs in a worker process under a per-case wall-clock limit
+servers) with deterministic durations on a 1/8 grid (exact ties) or, one net in three, random
+ones (exponential, log-normal, uniform; zero durations kept): both engines draw firing k of a
+transition from draw k of its stream (sgdnet.engine.rng), so they must give the same run or the
+same error class either way. Every case runs in a worker process under a per-case wall-clock limit
 enforced here (the worker is killed and the test fails naming the seed).
 
 Bad inputs: every one must end in an SgdnetError (API) or one line on stderr and exit status 2
@@ -40,7 +42,7 @@ CASE_LIMIT_S = 60.0  # generous: a loaded 2-core CI machine; a healthy case take
 # ---------------------------------------------------------------------------- random nets
 def random_net(seed: int):
     from sgdnet import Net
-    from sgdnet.dists import Deterministic
+    from sgdnet.dists import Deterministic, Exponential, LogNormal, Uniform
 
     rng = np.random.default_rng(seed)
     net = Net(f"fuzz{seed}")
@@ -63,8 +65,11 @@ def random_net(seed: int):
         inhib = {p: int(rng.integers(1, 4)) for p in pick(1)} if rng.random() < 0.2 else None
         held = [res[i] for i in range(len(res)) if rng.random() < 0.4]
         d = 0.0 if rng.random() < 0.1 else int(rng.integers(1, 17)) / 8
+        dist = Deterministic(d)
+        if seed % 3 == 2 and d > 0:  # random durations: both engines draw the same numbers
+            dist = (Exponential(d), LogNormal(mean=d, cv=0.5), Uniform(0.5 * d, 1.5 * d))[k % 3]
         servers = (1, 2, math.inf)[int(rng.integers(3))]
-        net.transition(f"t{k}", Deterministic(d), inputs=inputs, outputs=outputs,
+        net.transition(f"t{k}", dist, inputs=inputs, outputs=outputs,
                        inhibitors=inhib, resources=held, servers=servers,
                        priority=int(rng.integers(0, 3)), tags={"step": k == 0})
     return net
