@@ -98,6 +98,12 @@ class Study:
         Replications per row (passed to predict unless the grid or fixed sets it).
     seed : int
         Study seed (>= 0); row seeds derive from it and the row's parameters.
+    common_random_numbers : bool
+        Give every row the same seed, so that rows draw the same random numbers for the
+        transitions their nets share by name (the same variant on two bandwidths, with and
+        without a straggler model): the difference between two rows then carries much less noise
+        than with independent seeds (README, "Studies"). Rows with other variants or models
+        share fewer names and gain less. Default False: independent rows.
     out : str or path-like, optional
         Default output table for :meth:`run`.
     name : str, optional
@@ -128,7 +134,8 @@ class Study:
                  configs: Sequence[Mapping[str, Any]] | None = None,
                  fixed: Mapping[str, Any] | None = None, replications: int | None = None,
                  seed: int = 0, out: str | os.PathLike | None = None, name: str | None = None,
-                 runner: Callable[..., Any] | None = None, on_error: str = "record"):
+                 runner: Callable[..., Any] | None = None, on_error: str = "record",
+                 common_random_numbers: bool = False):
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise StudyError(f"Study seed={seed!r} must be an integer >= 0 (row seeds derive from "
                              "it, so a study is reproducible and resumable)")
@@ -141,7 +148,11 @@ class Study:
         if runner is not None and not callable(runner):
             raise StudyError(f"Study runner={runner!r} is not callable; give a function "
                              "runner(variant, model, cluster, *, seed, **kwargs)")
+        if not isinstance(common_random_numbers, bool):
+            raise StudyError(f"Study common_random_numbers={common_random_numbers!r} must be "
+                             "True or False")
         self.seed = seed
+        self.common = common_random_numbers
         self.replications = replications
         self.out = None if out is None else Path(out)
         self.name = name or "study"
@@ -168,7 +179,7 @@ class Study:
         for i, c in enumerate(self.explicit):
             _check_keys(c, f"configs[{i}]")
         self._configs = self._expand()
-        self._ids = [row_id(c, seed) for c in self._configs]
+        self._ids = [row_id(c, seed, self.common) for c in self._configs]
         dup = len(set(self._ids)) != len(self._ids)
         if dup:
             seen: dict[str, int] = {}
@@ -186,7 +197,8 @@ class Study:
         """A study from a YAML (``.yaml``/``.yml``) or TOML (``.toml``) file.
 
         Keys: ``grid`` (axes), ``configs`` (list), ``fixed``, ``replications``, ``seed``,
-        ``out`` (relative to the file's directory), ``name``, ``on_error``. Example::
+        ``out`` (relative to the file's directory), ``name``, ``on_error``,
+        ``common_random_numbers``. Example::
 
             seed: 1
             replications: 4
@@ -248,7 +260,8 @@ class Study:
             raise StudyError(f"study config {str(p)!r} has neither 'grid' nor 'configs'; give at "
                              "least one")
         kw: dict[str, Any] = {k: data[k] for k in ("grid", "configs", "fixed", "replications",
-                                                    "name", "on_error") if k in data}
+                                                    "name", "on_error", "common_random_numbers")
+                              if k in data}
         if "seed" in data:
             kw["seed"] = data["seed"]
         if data.get("out") is not None:
@@ -319,14 +332,15 @@ class Study:
 
     def seeds(self) -> list[int]:
         """The seed of every row, in grid order."""
-        return [row_seed(c, self.seed) for c in self._configs]
+        return [row_seed(c, self.seed, self.common) for c in self._configs]
 
     def __len__(self) -> int:
         return len(self._configs)
 
     def __repr__(self) -> str:
         axes = ", ".join(f"{k}x{len(v)}" for k, v in self.grid.items()) or "no grid"
-        return f"Study({len(self)} rows: {axes}; seed={self.seed})"
+        crn = ", common random numbers" if self.common else ""
+        return f"Study({len(self)} rows: {axes}; seed={self.seed}{crn})"
 
     # ------------------------------------------------------------------ running
     def run(self, executor: Any = "local", *, out: str | os.PathLike | None = None,
@@ -425,8 +439,9 @@ class Study:
             pool, owned, parallel = self._executor(executor, n_jobs, scheduler, mp_context)
             try:
                 threads = None if pool is None else 1
-                tasks = (_Task(i, ids[i], self._configs[i], row_seed(self._configs[i], self.seed),
-                               self.runner, threads) for i in todo)
+                tasks = (_Task(i, ids[i], self._configs[i],
+                               row_seed(self._configs[i], self.seed, self.common), self.runner,
+                               threads) for i in todo)
                 for _, row, failed in _execute(pool, tasks, max_pending or 4 * parallel):
                     ran += 1
                     if failed:
@@ -470,7 +485,7 @@ class Study:
         if params.get("cluster.workers", 1) == 1 and "cluster.speeds" not in params:
             return None
         rest = {k: v for k, v in params.items() if k not in ("cluster.workers", "cluster.speeds")}
-        return row_id({**rest, "cluster.workers": 1}, self.seed)
+        return row_id({**rest, "cluster.workers": 1}, self.seed, self.common)
 
     def _release(self, row: dict[str, Any], rows: dict[str, dict[str, Any]],
                  waiting: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:

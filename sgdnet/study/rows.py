@@ -31,7 +31,8 @@ _METRIC_SET = set(METRIC_COLUMNS)
 _RESERVED = {"row_id", "seed", "runner", *METRIC_COLUMNS, *_TAIL_COLUMNS}
 _TOP_KEYS = {"variant", "model", "cluster"}
 _MODEL_FIELDS = ("batch_size", "speed", "cv")
-_CONFIG_KEYS = {"grid", "configs", "fixed", "replications", "seed", "out", "name", "on_error"}
+_CONFIG_KEYS = {"grid", "configs", "fixed", "replications", "seed", "out", "name", "on_error",
+               "common_random_numbers"}
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
 
@@ -158,7 +159,7 @@ def _canon_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
-def row_id(params: Mapping[str, Any], study_seed: int) -> str:
+def row_id(params: Mapping[str, Any], study_seed: int, common: bool = False) -> str:
     """The key of a row: 16 hex digits of SHA-256 over its canonical parameters and study seed.
 
     Parameters
@@ -167,20 +168,28 @@ def row_id(params: Mapping[str, Any], study_seed: int) -> str:
         Flat parameters of the row (as in :meth:`Study.configs`).
     study_seed : int
         The study seed.
+    common : bool
+        The study runs its rows under common random numbers (then part of the key, so a table
+        of the other kind is not resumed as if its rows were these).
 
     Returns
     -------
     str
     """
-    text = _canon_json({"params": _canon(dict(params), "row"), "study_seed": int(study_seed)})
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    key: dict[str, Any] = {"params": _canon(dict(params), "row"), "study_seed": int(study_seed)}
+    if common:
+        key["common_random_numbers"] = True
+    return hashlib.sha256(_canon_json(key).encode()).hexdigest()[:16]
 
 
-def row_seed(params: Mapping[str, Any], study_seed: int) -> int:
+def row_seed(params: Mapping[str, Any], study_seed: int, common: bool = False) -> int:
     """Seed of a row, a deterministic function of its parameters and the study seed.
 
     ``SeedSequence([study_seed, *sha256(canonical JSON of params) as 8 uint32 words])`` gives a
-    63-bit integer; the position of the row in the grid and the executor play no part.
+    63-bit integer; the position of the row in the grid and the executor play no part. With
+    ``common``, every row gets the same seed (the study seed's alone): rows then draw the same
+    numbers for the transitions their nets share by name (common random numbers, see
+    :mod:`sgdnet.engine.rng`), so differences between rows carry less noise.
 
     Parameters
     ----------
@@ -188,6 +197,8 @@ def row_seed(params: Mapping[str, Any], study_seed: int) -> int:
         Flat parameters of the row.
     study_seed : int
         The study seed (>= 0).
+    common : bool
+        One seed for every row.
 
     Returns
     -------
@@ -196,7 +207,8 @@ def row_seed(params: Mapping[str, Any], study_seed: int) -> int:
     """
     import numpy as np
 
-    digest = hashlib.sha256(_canon_json(_canon(dict(params), "row")).encode()).digest()
+    canon = {"common_random_numbers": True} if common else _canon(dict(params), "row")
+    digest = hashlib.sha256(_canon_json(canon).encode()).digest()
     words = [int.from_bytes(digest[i:i + 4], "little") for i in range(0, 32, 4)]
     ss = np.random.SeedSequence([int(study_seed), *words])
     return int(ss.generate_state(1, np.uint64)[0] >> np.uint64(1))
