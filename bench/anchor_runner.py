@@ -4,7 +4,7 @@ The anchors' ``model.build_ps_net(params)`` returns a flat-array Petri net (CSR 
 arcs, one FIFO resource per transition, log-normal ``exp(mu + sigma Z)`` durations, marker
 transitions closing worker steps). :func:`to_sgdnet` translates that *data* into a
 :class:`sgdnet.Net` arc by arc, so sgdnet simulates the very net the C and numba anchors run
-(same places, arcs, resources, means and CVs; its own random stream). :func:`run` is the
+(same places, arcs, resources, means and CVs; its own random streams, so trajectories differ). :func:`run` is the
 ``fn(params, t_end, seed) -> dict(events, wall_s, now)`` hook the anchors' harness times:
 
 ```bash

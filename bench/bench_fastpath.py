@@ -20,7 +20,8 @@ For each net and N = 4, 16, 64 the two engines run in interleaved rounds in this
 timed by this process's CPU time (one core: ``parallel=False``), and the script prints
 completions per CPU-second of each and the median of the per-round ratios fast / generic, for
 one replication and for 8 (the fast path's lanes). Mean throughputs of the two are printed too
-(they must agree within their CIs: same law, different random streams)::
+(they must be equal: both engines draw firing k of a transition from draw k of its stream,
+``sgdnet.engine.rng``)::
 
     PYTHONPATH=. python bench/bench_fastpath.py [--rounds 5] [--completions 2e6] [--N 4 16 64]
 """
