@@ -51,6 +51,8 @@ from numba import njit
 from ..dists import (
     CODE_DET,
     CODE_EMP,
+    CODE_EXP,
+    CODE_LOGN,
     CODE_SHEXP,
     CODE_STRAG,
     CODE_UNIF,
@@ -59,7 +61,15 @@ from ..dists import (
 from ..net.compiled import INF_SERVERS, CompiledNet
 from ..results import RawReplication
 from .fastrun import POLL_WORK, cached_analysis, run_lanes
-from .rng import _bases, draw, replication_key, sample, stream_bases
+from .rng import (
+    _bases,
+    draw,
+    exponential_draw,
+    lognormal_draw,
+    replication_key,
+    sample,
+    stream_bases,
+)
 
 __all__ = ["FastPlan", "fast_plan", "fast_path_problems", "run_fast", "MAX_HISTORY_BYTES"]
 
@@ -267,7 +277,13 @@ def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, fixed, dfix, code
                 if fixed[t]:
                     d = dfix[t]
                 else:  # draw k of t's stream: the generic engine's duration of firing k
-                    d = draw(SB[l, t], k, code[t], par, t, pool, scratch)
+                    c = code[t]
+                    if c == CODE_LOGN:
+                        d = lognormal_draw(SB[l, t], k, par[t, 0], par[t, 1])
+                    elif c == CODE_EXP:
+                        d = exponential_draw(SB[l, t], k, par[t, 0])
+                    else:
+                        d = draw(SB[l, t], k, c, par, t, pool, scratch)
                 C[(row + t) * L + l] = x + d
         done_work += T * L
         k += 1

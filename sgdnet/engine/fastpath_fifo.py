@@ -51,6 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from ..dists import CODE_EXP, CODE_LOGN
 from ..net.compiled import DISC_CODES, CompiledNet
 from ..results import RawReplication
 from . import fifo_record
@@ -62,7 +63,7 @@ from .fastpath import (
 )
 from .fastrun import POLL_WORK, cached_analysis, run_lanes
 from .fifo_record import Acc, replication
-from .rng import _bases, draw, replication_key, stream_bases
+from .rng import _bases, draw, exponential_draw, lognormal_draw, replication_key, stream_bases
 
 __all__ = ["FifoPlan", "fifo_plan", "fifo_path_problems", "run_fifo"]
 
@@ -329,7 +330,13 @@ def _rounds(A, X, C, T, L, k0, kmax, work, useq, ustart, ures, ip, iprod, ioff, 
                     if fixed[t]:
                         d = dfix[t]
                     else:  # draw (kbase + k) of t's stream: the generic engine's duration
-                        d = draw(SB[l, t], kbase + k, code[t], par, t, pool, scratch)
+                        c = code[t]
+                        if c == CODE_LOGN:
+                            d = lognormal_draw(SB[l, t], kbase + k, par[t, 0], par[t, 1])
+                        elif c == CODE_EXP:
+                            d = exponential_draw(SB[l, t], kbase + k, par[t, 0])
+                        else:
+                            d = draw(SB[l, t], kbase + k, c, par, t, pool, scratch)
                     X[(row + t) * L + l] = x
                     C[(row + t) * L + l] = x + d
                     dp = x + d

@@ -82,7 +82,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ..dists import CODE_DET  # the one distribution code the kernel reads (rng has the rest)
+from ..dists import CODE_DET, CODE_EXP, CODE_LOGN  # the codes the kernel reads (rng has the rest)
 from ..net.compiled import (  # resource disciplines, gate and modulator kinds, folded likewise
     DISC_FIFO,
     DISC_FLOW,
@@ -114,7 +114,7 @@ from .abi import (  # the interface's slots and codes (sgdnet.engine.abi), folde
     ST_OK,
     ST_ZENO,
 )
-from .rng import GOLDEN, draw, draw_state, next_uniform
+from .rng import GOLDEN, draw, draw_state, exponential_draw, lognormal_draw, next_uniform
 from .rng import _mix as _smix
 
 # ------------------------------------------------------------------ constants
@@ -1367,7 +1367,12 @@ def run_replication(
                 if code == CODE_DET:
                     dur = TF[t, TF_PAR0]
                 else:  # draw k of t's stream (log-normal and exponential inlined)
-                    dur = draw(sb[t], sk[t], code, d_par, t, d_pool, rng)
+                    if code == CODE_LOGN:
+                        dur = lognormal_draw(sb[t], sk[t], TF[t, TF_PAR0], TF[t, TF_PAR1])
+                    elif code == CODE_EXP:
+                        dur = exponential_draw(sb[t], sk[t], TF[t, TF_PAR0])
+                    else:
+                        dur = draw(sb[t], sk[t], code, d_par, t, d_pool, rng)
                     sk[t] += 1
                 mi = TS[t, TS_MOD]
                 if f & F_MOD:

@@ -48,7 +48,8 @@ from ..dists import (
 from ..net.compiled import SWITCH_STREAM, stream_ids
 
 __all__ = ["replication_key", "stream_ids", "stream_bases", "SWITCH_STREAM", "draw_state",
-           "uniform", "exponential", "std_normal", "sample", "normals", "durations"]
+           "lognormal_draw", "exponential_draw", "draw", "uniform", "exponential", "std_normal",
+           "sample", "normals", "durations"]
 
 _U = np.uint64
 GOLDEN = 0x9E3779B97F4A7C15  # SplitMix64's increment
@@ -261,32 +262,60 @@ def sample(s, code, par, row, pool):
     return sample_base(s, code, par[row, 0], par[row, 1], pool)
 
 
-@njit(cache=True, _nrt=False, error_model="numpy", inline="always")
+@_inline
+def lognormal_draw(base, k, mu, sigma):
+    """Draw ``k`` of the stream of base ``base``: ``exp(mu + sigma Z)``, Z by the ziggurat.
+
+    Scalars only: an inlined function taking arrays would make numba count references on them
+    at every call (atomic increments, ~10 ns a draw in the engines' loops)."""
+    z, _ = next_normal(draw_state(base, k))
+    return math.exp(mu + sigma * z)
+
+
+@_inline
+def exponential_draw(base, k, mean):
+    """Draw ``k`` of the stream of base ``base``: an exponential of mean ``mean`` by inversion."""
+    u, _ = next_uniform(draw_state(base, k))
+    return -mean * math.log(1.0 - u)
+
+
+@njit(cache=True, _nrt=False, error_model="numpy")
 def draw(base, k, code, par, row, pool, s):
     """Draw ``k`` of the stream of base ``base`` from law ``par[row]`` (``s``: a uint64[1] scratch).
 
-    Log-normal and exponential draws, the common random laws, are inlined with the state in a
-    register; the others go through :func:`sample`."""
-    x = draw_state(base, k)
+    The same numbers as :func:`lognormal_draw` and :func:`exponential_draw`, which the engines'
+    loops call directly for those laws (the common random ones) and this function otherwise."""
     if code == CODE_LOGN:
-        z, x = next_normal(x)
-        return math.exp(par[row, 0] + par[row, 1] * z)
+        return lognormal_draw(base, k, par[row, 0], par[row, 1])
     if code == CODE_EXP:
-        u, x = next_uniform(x)
-        return -par[row, 0] * math.log(1.0 - u)
-    s[0] = x
+        return exponential_draw(base, k, par[row, 0])
+    s[0] = draw_state(base, k)
     return sample(s, code, par, row, pool)
 
 
 # ------------------------------------------------------------------ from Python
 @njit(cache=True)
-def durations(base, k0, n, code, par, row, pool):  # pragma: no cover - compiled
-    """Draws ``k0 .. k0 + n - 1`` of one stream (for the reference simulator and the tests)."""
+def _durations(base, k0, n, code, par, row, pool):  # pragma: no cover - compiled
     out = np.empty(n)
     s = np.zeros(1, dtype=np.uint64)
     for i in range(n):
         out[i] = draw(base, k0 + i, code, par, row, pool, s)
     return out
+
+
+def _ro(a: np.ndarray) -> np.ndarray:
+    """A read-only view (the compiled nets' arrays are read-only: the same numba types, so
+    :func:`draw` is compiled once whoever calls it)."""
+    v = a.view()
+    v.setflags(write=False)
+    return v
+
+
+def durations(base: int, k0: int, n: int, code: int, par: np.ndarray, row: int,
+              pool: np.ndarray) -> np.ndarray:
+    """Draws ``k0 .. k0 + n - 1`` of one stream (for the reference simulator and the tests)."""
+    return _durations(np.uint64(base), np.int64(k0), np.int64(n), np.int64(code), _ro(par),
+                      np.int64(row), _ro(pool))
 
 
 @njit(cache=True)
