@@ -181,3 +181,32 @@ def test_simulate_checks_the_kernel_cache():
     src = (REPO / "sgdnet" / "engine" / "api.py").read_text()
     # the check is a call, before the driver runs: behaviour is covered above on a small module
     assert src.index("check_cache()") < src.index("out = run(")
+
+
+def test_a_changed_dependency_recompiles_instead_of_loading_stale_code(tmp_path):
+    # numba keys a cache by the function's own file: a constant folded from another module
+    # would be loaded stale after that module changed; JIT_DEPENDS makes check_cache see it
+    (tmp_path / "jc_const.py").write_text("K = 1\n")
+    (tmp_path / "jc_dep.py").write_text(
+        'from numba import njit\nfrom jc_const import K\nJIT_DEPENDS = ("jc_const.py",)\n\n'
+        "@njit(cache=True)\ndef plus_one(x):\n    return x + K\n")
+    first, p = _run(tmp_path, ["jc_dep"])
+    assert first["jc_dep"]["result"] == 42 and first["jc_dep"]["compile"] is True, p.stderr
+    again, p = _run(tmp_path, ["jc_dep"])
+    assert again["jc_dep"]["result"] == 42 and again["jc_dep"]["compile"] is False, p.stderr
+    (tmp_path / "jc_const.py").write_text("K = 2\n")  # jc_dep.py itself is untouched
+    changed, p = _run(tmp_path, ["jc_dep"])
+    assert changed["jc_dep"]["error"] is None, changed["jc_dep"]["error"]
+    assert changed["jc_dep"]["compile"] is True and changed["jc_dep"]["result"] == 43, p.stderr
+    assert not changed["jc_dep"]["warnings"]
+    settled, p = _run(tmp_path, ["jc_dep"])
+    assert settled["jc_dep"]["compile"] is False and settled["jc_dep"]["result"] == 43, p.stderr
+
+
+def test_the_engines_list_the_files_their_machine_code_embeds():
+    from sgdnet.engine import fastpath, fastpath_fifo, fifo_record, kernel, rng
+
+    for mod in (kernel, fastpath, fastpath_fifo, fifo_record, rng):
+        here = Path(mod.__file__).parent
+        assert mod.JIT_DEPENDS and all((here / f).is_file() for f in mod.JIT_DEPENDS), mod.__name__
+    assert {"rng.py", "abi.py"} <= set(kernel.JIT_DEPENDS)

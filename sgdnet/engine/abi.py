@@ -19,9 +19,9 @@ driver allocates, orders and resets from these tables and :func:`unpack` reads t
 (``tests/test_engine_abi.py`` checks the tables against the kernel's signature).
 
 The constants are plain module-level ints so that Numba folds them into the kernel (which
-imports them from here). Numba's on-disk cache is keyed by ``kernel.py`` only: after changing a
-constant here, touch ``kernel.py`` (or delete its ``__pycache__``) so the kernel recompiles. This
-module imports nothing heavy (numpy and the results' record type).
+imports them from here). Numba's on-disk cache is keyed by ``kernel.py`` only, so this file is in
+the kernel's ``JIT_DEPENDS``: :mod:`sgdnet.engine.jitcache` recompiles the kernel when it changed.
+This module imports nothing heavy (numpy and the results' record type).
 """
 
 from __future__ import annotations

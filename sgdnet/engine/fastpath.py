@@ -71,6 +71,9 @@ from .rng import (
     stream_bases,
 )
 
+#: files whose code or constants the compiled functions embed (see sgdnet.engine.jitcache)
+JIT_DEPENDS = ("rng.py", "../dists.py", "../net/compiled.py")
+
 __all__ = ["FastPlan", "fast_plan", "fast_path_problems", "run_fast", "MAX_HISTORY_BYTES"]
 
 #: memory bound of one lane chunk's history (rounds x transitions x lanes float64); a run that

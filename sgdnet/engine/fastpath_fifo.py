@@ -65,6 +65,9 @@ from .fastrun import POLL_WORK, cached_analysis, run_lanes
 from .fifo_record import Acc, replication
 from .rng import _bases, draw, exponential_draw, lognormal_draw, replication_key, stream_bases
 
+#: files whose code or constants the compiled functions embed (see sgdnet.engine.jitcache)
+JIT_DEPENDS = ("rng.py", "fastpath.py", "fifo_record.py", "../dists.py", "../net/compiled.py")
+
 __all__ = ["FifoPlan", "fifo_plan", "fifo_path_problems", "run_fifo"]
 
 #: bytes of each history array (requests, starts, completions) of one replication: when full,

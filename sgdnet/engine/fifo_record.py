@@ -20,6 +20,9 @@ from numba import njit
 from ..results import RawReplication
 from .fastpath import first_not_before
 
+#: files whose code the compiled functions embed (see sgdnet.engine.jitcache)
+JIT_DEPENDS = ("fastpath.py",)
+
 __all__ = ["Acc", "replication"]
 
 class Acc:

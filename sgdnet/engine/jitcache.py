@@ -7,12 +7,21 @@ first simulation of a process, :func:`check_cache` reads every index of the kern
 and checks that each data file it names is a complete pickle stream (opcodes only, nothing is
 executed); a damaged function's files are deleted with one warning, and numba recompiles it.
 
+Numba keys a function's cache by that function's own source file only, so machine code that
+inlined a helper or folded a constant from *another* file (the kernel inlines
+:mod:`~sgdnet.engine.rng`'s samplers and folds :mod:`~sgdnet.engine.abi`'s slots, the codes of
+:mod:`sgdnet.dists` and :mod:`sgdnet.net.compiled`) would be loaded stale after that file changed.
+A module lists those files in ``JIT_DEPENDS`` (paths relative to its own); :func:`check_cache`
+keeps a digest of them next to the module's cache files and deletes the cache when they changed,
+so numba compiles it again (once) instead of running stale code.
+
 It also tells whether a compile is coming (no usable index), so the CLI can say so.
 """
 
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import pickle
 import pickletools
@@ -20,7 +29,7 @@ import warnings
 from types import ModuleType
 from typing import Any
 
-__all__ = ["check_cache", "repair", "preload", "JitCacheWarning"]
+__all__ = ["check_cache", "repair", "preload", "stale_dependencies", "JitCacheWarning"]
 
 
 class JitCacheWarning(UserWarning):
@@ -110,6 +119,54 @@ def repair(dispatchers: list[Any], entries: tuple[str, ...] | None = None) -> tu
     return problems, usable
 
 
+def _depends_digest(module: ModuleType) -> str | None:
+    """SHA-1 over the module's own file and its ``JIT_DEPENDS`` files (None: it lists none)."""
+    deps = getattr(module, "JIT_DEPENDS", None)
+    src = getattr(module, "__file__", None)
+    if not deps or not src:
+        return None
+    here = os.path.dirname(os.path.abspath(src))
+    h = hashlib.sha1()
+    for rel in (os.path.basename(src), *deps):
+        try:
+            with open(os.path.join(here, rel), "rb") as fh:
+                h.update(rel.encode() + b"\0" + fh.read() + b"\0")
+        except OSError:
+            h.update(rel.encode() + b"\0missing\0")
+    return h.hexdigest()
+
+
+def stale_dependencies(module: ModuleType, dispatchers: list[Any]) -> bool:
+    """Delete the module's cache files if the files its compiled code depends on changed since
+    they were written (or since an unknown time: cache files without a recorded digest), and
+    record the current digest. Returns True when files were deleted."""
+    digest = _depends_digest(module)
+    if digest is None or not dispatchers:
+        return False
+    name = getattr(module, "__name__", "module").rsplit(".", 1)[-1]
+    cache_dir = dispatchers[0]._cache._cache_file._cache_path
+    record = os.path.join(cache_dir, f"{name}.sgdnet-deps")
+    try:
+        with open(record, encoding="ascii") as fh:
+            old = fh.read().strip()
+    except OSError:
+        old = None
+    stale = False
+    if old != digest:
+        for d in dispatchers:
+            cf = d._cache._cache_file
+            if os.path.exists(cf._index_path):
+                _delete(cf)
+                stale = True
+        try:
+            os.makedirs(cache_dir, exist_ok=True)
+            with open(record, "w", encoding="ascii") as fh:
+                fh.write(digest + "\n")
+        except OSError:  # a read-only cache: numba will not write there either
+            pass
+    return stale
+
+
 def check_cache(module: ModuleType | None = None) -> bool:
     """Check (once per process) the cache of the kernel's functions; repair and warn once.
 
@@ -130,7 +187,9 @@ def check_cache(module: ModuleType | None = None) -> bool:
     try:
         dispatchers = _cached_dispatchers(module)
         names = {getattr(d, "__name__", None) for d in dispatchers}
+        stale = stale_dependencies(module, dispatchers)
         problems, usable = repair(dispatchers, (ENTRY,) if ENTRY in names else None)
+        usable = usable and not stale
     except (AttributeError, TypeError):  # a numba whose cache internals differ: leave it be
         problems, usable = [], True
     if problems:

@@ -117,6 +117,10 @@ from .abi import (  # the interface's slots and codes (sgdnet.engine.abi), folde
 from .rng import GOLDEN, draw, draw_state, exponential_draw, lognormal_draw, next_uniform
 from .rng import _mix as _smix
 
+#: the files whose code (inlined samplers) or constants this module's machine code embeds: numba
+#: keys the cache by this file only, so sgdnet.engine.jitcache recompiles when one of them changed
+JIT_DEPENDS = ("rng.py", "abi.py", "../dists.py", "../net/compiled.py", "../results.py")
+
 # ------------------------------------------------------------------ constants
 # random numbers: sgdnet.engine.rng (one counter-based stream per transition, modulator and the
 # random switches; the kernel keeps each stream's base and draw counter)

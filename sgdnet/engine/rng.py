@@ -22,9 +22,9 @@ Laws. Normals by the 256-strip ziggurat of Marsaglia and Tsang with the 52-bit t
 legacy sampler (one word and a table look-up in ~99 % of draws), exponentials by inversion,
 gamma by Marsaglia-Tsang, the rest as documented in :func:`sample_base`.
 
-Numba's on-disk cache of a function is keyed by its own file: after changing this module, touch
-``kernel.py``, ``fastpath.py`` and ``fastpath_fifo.py`` (or delete their ``__pycache__``) so that
-they recompile (the same rule as :mod:`sgdnet.engine.abi`'s constants).
+Numba's on-disk cache of a function is keyed by its own file; ``kernel.py``, ``fastpath.py`` and
+``fastpath_fifo.py`` list this one in their ``JIT_DEPENDS``, so :mod:`sgdnet.engine.jitcache`
+recompiles them when it changed.
 """
 
 from __future__ import annotations
@@ -46,6 +46,9 @@ from ..dists import (
     CODE_UNIF,
 )
 from ..net.compiled import SWITCH_STREAM, stream_ids
+
+#: files whose constants the compiled functions embed (see sgdnet.engine.jitcache)
+JIT_DEPENDS = ("../dists.py",)
 
 __all__ = ["replication_key", "stream_ids", "stream_bases", "SWITCH_STREAM", "draw_state",
            "lognormal_draw", "exponential_draw", "draw", "uniform", "exponential", "std_normal",
