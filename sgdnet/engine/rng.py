@@ -66,12 +66,13 @@ _inline = njit(cache=True, _nrt=False, error_model="numpy", inline="always")
 
 
 # ------------------------------------------------------------------ the streams
-def replication_key(seed: int) -> np.uint64:
-    """The key of the replication of ``seed`` (uint64)."""
-    return np.uint64(_mix_py((int(seed) + GOLDEN) & _M64))
-
-
 _M64 = (1 << 64) - 1
+
+
+def replication_key(seed: int) -> np.uint64:
+    """The key of the replication of ``seed`` (uint64): ``mix(seed + GOLDEN)``, as the kernel
+    computes it."""
+    return np.uint64(_mix_py((int(seed) + GOLDEN) & _M64))
 
 
 def _mix_py(z: int) -> int:
