@@ -150,9 +150,13 @@ _ZIG_R = 3.6541528853610088
 _ZIG_KI, _ZIG_WI, _ZIG_FI = _zig_tables()
 
 
-@_inline
+@_inner
 def next_normal(x):
-    """A standard normal by the ziggurat (tables frozen into the code) and the new state."""
+    """A standard normal by the ziggurat (tables frozen into the code) and the new state.
+
+    Called, not inlined: scalars in and out (no reference counting), and its tail and wedge
+    loops would otherwise be compiled into every caller (~4 s more of the kernel's cold
+    compile)."""
     while True:
         r, x = next_word(x)
         idx = r & _U(0xFF)
