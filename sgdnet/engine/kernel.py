@@ -114,8 +114,14 @@ from .abi import (  # the interface's slots and codes (sgdnet.engine.abi), folde
     ST_OK,
     ST_ZENO,
 )
-from .rng import GOLDEN, draw, draw_state, exponential_draw, lognormal_draw, next_uniform
-from .rng import _mix as _smix
+from .rng import (
+    draw,
+    exponential_draw,
+    lognormal_draw,
+    replication_bases,
+    uniform_draw,
+    uniform_pair,
+)
 
 #: the files whose code (inlined samplers) or constants this module's machine code embeds: numba
 #: keys the cache by this file only, so sgdnet.engine.jitcache recompiles when one of them changed
@@ -739,7 +745,7 @@ def _sw_pick(t, ih, ih_n, ih_hd, ih_heap, qh, qn, qhd, r_disc, rq_base, TS, TF, 
     for i in range(nc):
         tot += sw_w[cand[i]]
     i = sb.size - 1  # the random switches' stream, one draw per choice among two or more
-    su, _ = next_uniform(draw_state(sb[i], sk[i]))
+    su = uniform_draw(sb[i], sk[i])
     sk[i] += 1
     x = su * tot
     acc = 0.0
@@ -806,12 +812,10 @@ def run_replication(
     nM = mod_kind.size
     nMem = mem_gate.size
     # random streams (sgdnet.engine.rng): row t < nT a transition's, nT + mi modulator mi's, the
-    # last the random switches'; draw k of row i starts its generator at draw_state(sb[i], k)
+    # last the random switches'; draw k of row i starts its generator at rng.draw_state(sb[i], k)
     nS = sid.size
     sb = np.empty(nS, dtype=np.uint64)
-    rkey = _smix(_U(seed) + _U(GOLDEN))
-    for i in range(nS):
-        sb[i] = _smix(rkey ^ sid[i])
+    replication_bases(seed, sid, sb)
     sk = np.zeros(nS, dtype=np.int64)
     rng = np.zeros(1, dtype=np.uint64)  # a draw's generator state when it goes through sample()
     hist = o_hw.shape[0] > 0  # histograms kept (else o_hw and o_hs have no rows)
@@ -936,8 +940,7 @@ def run_replication(
             sf = mod_par[mi, 0]
             mf = mod_par[mi, 1]
             ms = mod_par[mi, 2]
-            ru, rx = next_uniform(draw_state(sb[j], sk[j]))
-            rv, rx = next_uniform(rx)
+            ru, rv = uniform_pair(sb[j], sk[j])
             if ru < ms / (mf + ms):
                 mk_state[mi] = 1
                 modval[mi] = sf
@@ -1385,7 +1388,7 @@ def run_replication(
                             st = 1 - mk_state[mi]
                             mk_state[mi] = st
                             j = nT + mi  # the next draw of the modulator's stream
-                            rv, rx = next_uniform(draw_state(sb[j], sk[j]))
+                            rv = uniform_draw(sb[j], sk[j])
                             sk[j] += 1
                             if st == 1:
                                 modval[mi] = mod_par[mi, 0]

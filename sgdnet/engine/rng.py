@@ -270,6 +270,31 @@ def sample(s, code, par, row, pool):
     return sample_base(s, code, par[row, 0], par[row, 1], pool)
 
 
+@_inner
+def uniform_draw(base, k):
+    """The first uniform of draw ``k`` of the stream of base ``base`` (called, not inlined: the
+    engines' cold paths, switches and Markov modulators)."""
+    u, _ = next_uniform(draw_state(base, k))
+    return u
+
+
+@_inner
+def uniform_pair(base, k):
+    """The first two uniforms of draw ``k`` of the stream of base ``base``."""
+    u, x = next_uniform(draw_state(base, k))
+    v, _ = next_uniform(x)
+    return u, v
+
+
+@_inner
+def replication_bases(seed, sid, out):
+    """``out[i] = mix(key ^ sid[i])`` with ``key = mix(seed + GOLDEN)``: a replication's stream
+    bases (:func:`replication_key`, :func:`stream_bases`), for the kernel."""
+    key = _mix(_U(seed) + _U(GOLDEN))
+    for i in range(sid.size):
+        out[i] = _mix(key ^ sid[i])
+
+
 @_inline
 def lognormal_draw(base, k, mu, sigma):
     """Draw ``k`` of the stream of base ``base``: ``exp(mu + sigma Z)``, Z by the ziggurat.
