@@ -65,7 +65,7 @@ from .rng import (
     _bases,
     draw,
     exponential_draw,
-    lognormal_draw,
+    lognormal_draw_inlined,
     replication_key,
     sample,
     stream_bases,
@@ -282,7 +282,7 @@ def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, fixed, dfix, code
                 else:  # draw k of t's stream: the generic engine's duration of firing k
                     c = code[t]
                     if c == CODE_LOGN:
-                        d = lognormal_draw(SB[l, t], k, par[t, 0], par[t, 1])
+                        d = lognormal_draw_inlined(SB[l, t], k, par[t, 0], par[t, 1])
                     elif c == CODE_EXP:
                         d = exponential_draw(SB[l, t], k, par[t, 0])
                     else:

@@ -63,7 +63,14 @@ from .fastpath import (
 )
 from .fastrun import POLL_WORK, cached_analysis, run_lanes
 from .fifo_record import Acc, replication
-from .rng import _bases, draw, exponential_draw, lognormal_draw, replication_key, stream_bases
+from .rng import (
+    _bases,
+    draw,
+    exponential_draw,
+    lognormal_draw_inlined,
+    replication_key,
+    stream_bases,
+)
 
 #: files whose code or constants the compiled functions embed (see sgdnet.engine.jitcache)
 JIT_DEPENDS = ("rng.py", "fastpath.py", "fifo_record.py", "../dists.py", "../net/compiled.py")
@@ -335,7 +342,7 @@ def _rounds(A, X, C, T, L, k0, kmax, work, useq, ustart, ures, ip, iprod, ioff, 
                     else:  # draw (kbase + k) of t's stream: the generic engine's duration
                         c = code[t]
                         if c == CODE_LOGN:
-                            d = lognormal_draw(SB[l, t], kbase + k, par[t, 0], par[t, 1])
+                            d = lognormal_draw_inlined(SB[l, t], kbase + k, par[t, 0], par[t, 1])
                         elif c == CODE_EXP:
                             d = exponential_draw(SB[l, t], kbase + k, par[t, 0])
                         else:

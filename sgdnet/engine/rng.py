@@ -305,6 +305,20 @@ def lognormal_draw(base, k, mu, sigma):
     return math.exp(mu + sigma * z)
 
 
+#: the ziggurat inlined by numba, for the fast paths' loops (a few ns a draw there; the kernel
+#: calls :func:`next_normal`, whose inlining cost ~1 s of its cold compile). Never compiled on
+#: its own, so it writes no cache files of its own.
+_next_normal_inlined = njit(cache=False, _nrt=False, error_model="numpy",
+                            inline="always")(next_normal.py_func)
+
+
+@_inline
+def lognormal_draw_inlined(base, k, mu, sigma):
+    """:func:`lognormal_draw` with the ziggurat inlined (the same numbers)."""
+    z, _ = _next_normal_inlined(draw_state(base, k))
+    return math.exp(mu + sigma * z)
+
+
 @_inline
 def exponential_draw(base, k, mean):
     """Draw ``k`` of the stream of base ``base``: an exponential of mean ``mean`` by inversion."""
