@@ -307,9 +307,10 @@ def lognormal_draw(base, k, mu, sigma):
 
 #: the ziggurat inlined by numba, for the fast paths' loops (a few ns a draw there; the kernel
 #: calls :func:`next_normal`, whose inlining cost ~1 s of its cold compile). Never compiled on
-#: its own, so it writes no cache files of its own.
+#: its own, so it writes no cache files of its own. (Under NUMBA_DISABLE_JIT ``next_normal`` is
+#: the plain function.)
 _next_normal_inlined = njit(cache=False, _nrt=False, error_model="numpy",
-                            inline="always")(next_normal.py_func)
+                            inline="always")(getattr(next_normal, "py_func", next_normal))
 
 
 @_inline
