@@ -27,7 +27,7 @@ from sgdnet.dists import (
     Uniform,
     flatten,
 )
-from sgdnet.engine.rng import durations, normals, replication_key, stream_bases
+from sgdnet.engine.rng import durations, normals, stream_bases
 from sgdnet.net.compiled import stream_ids
 
 N = 200_000
@@ -36,7 +36,7 @@ N = 200_000
 def draws(dist, name="t", seed=0, n=N, k0=0):
     """Draws ``k0 .. k0 + n - 1`` of the stream of ``name`` under ``seed`` from ``dist``."""
     code, par, pool = flatten([dist])
-    base = stream_bases(replication_key(seed), stream_ids([name]))[0]
+    base = stream_bases(seed, stream_ids([name]))[0]
     return durations(base, k0, n, code[0], par, 0, pool)
 
 

@@ -62,11 +62,10 @@ from ..net.compiled import INF_SERVERS, CompiledNet
 from ..results import RawReplication
 from .fastrun import POLL_WORK, cached_analysis, run_lanes
 from .rng import (
-    _bases,
     draw,
     exponential_draw,
     lognormal_draw_inlined,
-    replication_key,
+    replication_bases,
     sample,
     stream_bases,
 )
@@ -390,7 +389,7 @@ def _chunk(cn: CompiledNet, plan: FastPlan, seeds: list[int], steps: int, warmup
     kcap = max(MAX_HISTORY_BYTES // (8 * T * L), 1)
     K = min(kcap, int(1.25 * need / per_round) + plan.max_tokens + 16)
     C = np.empty(K * T * L)
-    SB = np.stack([stream_bases(replication_key(sd), cn.sid[:T]) for sd in seeds])
+    SB = np.stack([stream_bases(sd, cn.sid[:T]) for sd in seeds])
     ptr = np.zeros((st.size, L), dtype=np.int64)
     phase = np.zeros(L, dtype=np.int64)
     lo_a = np.zeros(L)
@@ -542,4 +541,4 @@ def run_fast(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, samp
 
 #: The compiled functions this path calls from Python, loaded up front by ``simulate``
 #: (:func:`sgdnet.engine.jitcache.preload`).
-PRELOAD = (sample, _bases, _rounds, _start, _upto)
+PRELOAD = (sample, replication_bases, _rounds, _start, _upto)

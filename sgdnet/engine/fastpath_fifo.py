@@ -64,11 +64,10 @@ from .fastpath import (
 from .fastrun import POLL_WORK, cached_analysis, run_lanes
 from .fifo_record import Acc, replication
 from .rng import (
-    _bases,
     draw,
     exponential_draw,
     lognormal_draw_inlined,
-    replication_key,
+    replication_bases,
     stream_bases,
 )
 
@@ -376,7 +375,7 @@ def _chunk(cn: CompiledNet, plan: FifoPlan, seeds: list[int], steps: int, warmup
     kcap = max(MAX_HISTORY_BYTES // (8 * T * L), 2 * plan.max_off + 4)
     K = min(kcap, int(1.25 * need / max(1, ns)) + plan.max_off + 16)
     A, X, C = np.empty((K, T, L)), np.empty((K, T, L)), np.empty((K, T, L))
-    SB = np.stack([stream_bases(replication_key(sd), cn.sid[:T]) for sd in seeds])
+    SB = np.stack([stream_bases(sd, cn.sid[:T]) for sd in seeds])
     ob = np.repeat(plan.useq[:, None], L, axis=1).copy()
     dlast = np.zeros((max(1, cn.n_resources), L))
     ptr = np.zeros((ns, L), dtype=np.int64)
@@ -446,4 +445,4 @@ def run_fifo(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, samp
 
 #: The compiled functions this path calls from Python, loaded up front by ``simulate``
 #: (:func:`sgdnet.engine.jitcache.preload`).
-PRELOAD = (_bases, _rounds, fifo_record._upto, fifo_record._tally_rows, fifo_record._tally)
+PRELOAD = (replication_bases, _rounds, fifo_record._upto, fifo_record._tally_rows, fifo_record._tally)

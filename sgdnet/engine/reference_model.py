@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..dists import Deterministic, flatten
+from ..dists import flatten
 from ..errors import SimulationError
 from ..net.builder import Net
-from ..net.compiled import SWITCH_STREAM, stream_ids
+from ..net.compiled import law_rows, net_stream_ids
 
 __all__ = ["ReferenceReplication", "max_min"]
 
@@ -125,21 +125,18 @@ class _Model:
         # random streams (sgdnet.engine.rng): the laws as rows (transitions, then modulators)
         # and one stream per name, the kernel's, so that both engines draw the same numbers
         self.d_code, self.d_par, self.d_pool = flatten(
-            [t.duration for t in self.trans]
-            + [m.multiplier if m.kind == "iid" and m.multiplier is not None else Deterministic(1.0)
-               for m in self.mods])
-        self.sid = stream_ids([*self.tnames, *(f"modulator:{m.name}" for m in self.mods),
-                               SWITCH_STREAM])
+            law_rows([t.duration for t in self.trans], self.mods))
+        self.sid = net_stream_ids(self.tnames, [m.name for m in self.mods])
 
 
 class _Streams:
     """One replication's draws: row ``i``'s ``k``-th draw from stream ``i`` (the kernel's)."""
 
     def __init__(self, M: _Model, seed: int):
-        from .rng import replication_key, stream_bases
+        from .rng import stream_bases
 
         self.M = M
-        self.base = stream_bases(replication_key(seed), M.sid)
+        self.base = stream_bases(seed, M.sid)
         self.k = [0] * len(M.sid)
 
     def sample(self, row: int) -> float:

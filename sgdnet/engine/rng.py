@@ -8,7 +8,7 @@ processing order inside an engine cannot change a result, and two nets that shar
 names (two variants, two bandwidths, with and without a straggler) are simulated under common
 random numbers: firing ``k`` of ``w0.fwd.l3`` lasts the same in both.
 
-Streams. A replication's ``key`` is :func:`replication_key` of its seed; a stream id ``sid`` is
+Streams. A replication's ``key`` is ``mix(seed + GOLDEN)``; a stream id ``sid`` is
 :func:`~sgdnet.net.compiled.stream_ids` of a name (the first 8 bytes of its BLAKE2b digest). The draw ``k`` of stream
 ``sid`` starts a SplitMix64 generator (Steele, Lea and Flood 2014) at
 ``mix(mix(key ^ sid) + k * GOLDEN2)``, ``mix`` being SplitMix64's finaliser; the generator then
@@ -16,7 +16,8 @@ gives as many 64-bit words as the law needs (one for most log-normal draws, more
 samplers and straggler mixtures). Streams of a net (``CompiledNet.sid``): one per
 transition (its durations, or its bytes for a transfer), one per modulator (its multipliers, or
 its state switches for a Markov modulator), and one for the random switches' choices (named
-:data:`SWITCH_STREAM`), each drawn with its own counter.
+:data:`~sgdnet.net.compiled.SWITCH_STREAM`; :func:`~sgdnet.net.compiled.net_stream_ids`), each
+drawn with its own counter.
 
 Laws. Normals by the 256-strip ziggurat of Marsaglia and Tsang with the 52-bit tables of NumPy's
 legacy sampler (one word and a table look-up in ~99 % of draws), exponentials by inversion,
@@ -45,12 +46,11 @@ from ..dists import (
     CODE_STRAG,
     CODE_UNIF,
 )
-from ..net.compiled import SWITCH_STREAM, stream_ids
 
 #: files whose constants the compiled functions embed (see sgdnet.engine.jitcache)
 JIT_DEPENDS = ("../dists.py",)
 
-__all__ = ["replication_key", "stream_ids", "stream_bases", "SWITCH_STREAM", "draw_state",
+__all__ = ["replication_bases", "stream_bases", "draw_state",
            "lognormal_draw", "exponential_draw", "draw", "uniform", "exponential", "std_normal",
            "sample", "normals", "durations"]
 
@@ -66,21 +66,6 @@ _inline = njit(cache=True, _nrt=False, error_model="numpy", inline="always")
 
 
 # ------------------------------------------------------------------ the streams
-_M64 = (1 << 64) - 1
-
-
-def replication_key(seed: int) -> np.uint64:
-    """The key of the replication of ``seed`` (uint64): ``mix(seed + GOLDEN)``, as the kernel
-    computes it."""
-    return np.uint64(_mix_py((int(seed) + GOLDEN) & _M64))
-
-
-def _mix_py(z: int) -> int:
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
-    return z ^ (z >> 31)
-
-
 @_inline
 def _mix(z):
     """SplitMix64's finaliser (a bijection of uint64)."""
@@ -90,15 +75,26 @@ def _mix(z):
 
 
 @njit(cache=True, _nrt=False)
-def _bases(key, sid, out):
+def replication_bases(seed, sid, out):
+    """``out[i] = mix(key ^ sid[i])`` with the replication's ``key = mix(seed + GOLDEN)``: the
+    base of each stream (the kernel calls it; :func:`stream_bases` from Python)."""
+    key = _mix(_U(seed) + _U(GOLDEN))
     for i in range(sid.size):
         out[i] = _mix(key ^ sid[i])
 
 
-def stream_bases(key: np.uint64, sid: np.ndarray) -> np.ndarray:
-    """``mix(key ^ sid)`` for every stream id: the per-replication base of each stream."""
-    out = np.empty(sid.size, dtype=np.uint64)
-    _bases(np.uint64(key), np.ascontiguousarray(sid, dtype=np.uint64), out)
+def _ro(a: np.ndarray) -> np.ndarray:
+    """A read-only view (the compiled nets' arrays are read-only: the same numba types, so
+    :func:`draw` is compiled once whoever calls it)."""
+    v = a.view()
+    v.setflags(write=False)
+    return v
+
+
+def stream_bases(seed: int, sid: np.ndarray) -> np.ndarray:
+    """The bases of the streams ``sid`` in the replication of ``seed`` (uint64 array)."""
+    out = np.empty(len(sid), dtype=np.uint64)
+    replication_bases(np.uint64(seed), _ro(np.ascontiguousarray(sid, dtype=np.uint64)), out)
     return out
 
 
@@ -286,15 +282,6 @@ def uniform_pair(base, k):
     return u, v
 
 
-@_inner
-def replication_bases(seed, sid, out):
-    """``out[i] = mix(key ^ sid[i])`` with ``key = mix(seed + GOLDEN)``: a replication's stream
-    bases (:func:`replication_key`, :func:`stream_bases`), for the kernel."""
-    key = _mix(_U(seed) + _U(GOLDEN))
-    for i in range(sid.size):
-        out[i] = _mix(key ^ sid[i])
-
-
 @_inline
 def lognormal_draw(base, k, mu, sigma):
     """Draw ``k`` of the stream of base ``base``: ``exp(mu + sigma Z)``, Z by the ziggurat.
@@ -349,14 +336,6 @@ def _durations(base, k0, n, code, par, row, pool):  # pragma: no cover - compile
     for i in range(n):
         out[i] = draw(base, k0 + i, code, par, row, pool, s)
     return out
-
-
-def _ro(a: np.ndarray) -> np.ndarray:
-    """A read-only view (the compiled nets' arrays are read-only: the same numba types, so
-    :func:`draw` is compiled once whoever calls it)."""
-    v = a.view()
-    v.setflags(write=False)
-    return v
 
 
 def durations(base: int, k0: int, n: int, code: int, par: np.ndarray, row: int,

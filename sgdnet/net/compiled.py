@@ -174,6 +174,20 @@ def stream_ids(names: list[str]) -> np.ndarray:
                      for n in names], dtype=np.uint64)
 
 
+def net_stream_ids(transition_names: list[str], modulator_names: list[str]) -> np.ndarray:
+    """The ids of a net's streams, in the engines' row order: one per transition, one per
+    modulator (named ``"modulator:" + name``), then the random switches' (:data:`SWITCH_STREAM`)."""
+    return stream_ids([*transition_names, *(f"modulator:{m}" for m in modulator_names),
+                       SWITCH_STREAM])
+
+
+def law_rows(durations: list[Distribution], modulators: list) -> list[Distribution]:
+    """The laws the streams' rows draw from: the transitions' durations, then each modulator's
+    multiplier (a unit constant for a Markov modulator, whose row draws only its switches)."""
+    return [*durations] + [m.multiplier if m.kind == "iid" and m.multiplier is not None
+                           else _unit() for m in modulators]
+
+
 class CompiledNet:
     """The arrays of one net (see the module docstring for the layout) plus its names and tags.
 
@@ -280,9 +294,7 @@ class CompiledNet:
                                 for v in (tg.get("worker") for tg in t_tags)], dtype=_I).reshape(nT)
         self.mod_of = np.array([-1 if m is None else midx[m] for m in t_mod], dtype=_I).reshape(nT)
 
-        dists = [*t_dur] + [
-            m.multiplier if m.kind == "iid" and m.multiplier is not None else _unit() for m in Ms]
-        self.d_code, self.d_par, self.d_pool = flatten(dists)
+        self.d_code, self.d_par, self.d_pool = flatten(law_rows(t_dur, Ms))
         self.d_code = self.d_code.astype(_I)
 
         # gates
@@ -349,8 +361,7 @@ class CompiledNet:
         if self.deterministic:
             self.sid = np.zeros(n_streams, dtype=np.uint64)
         else:
-            self.sid = stream_ids([*t_names, *(f"modulator:{m}" for m in self.modulator_names),
-                                   SWITCH_STREAM])
+            self.sid = net_stream_ids(t_names, self.modulator_names)
 
         # every array contiguous and read-only (the kernel takes them in the order of
         # sgdnet.engine.abi.NET_ARGS)
