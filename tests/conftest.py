@@ -210,8 +210,24 @@ def _fifo_round_net() -> Net:
     return net
 
 
-#: how long ``gw1`` waits for ``gw0``'s kernel before it goes on (and may compile it itself)
+#: how long a worker waits for ``gw0``'s kernel before it goes on (and may compile it itself)
 KERNEL_WAIT_S = 600.0
+
+#: Test modules that neither call the generic kernel nor start processes (measured: a serial run
+#: with ``driver.run``, ``subprocess.Popen`` and ``multiprocessing`` wrapped, 16 s of tests), then
+#: ``test_budget.py`` (11 s, one kernel test). Under xdist they run first, so that the workers
+#: other than ``gw0`` have work while ``gw0`` compiles the kernel (see
+#: :func:`pytest_collection_finish`). A module listed here that starts to use the kernel costs
+#: time only: its worker waits for ``gw0`` at that test (:func:`_await_kernel`).
+KERNEL_FREE_FIRST = (
+    "test_calibrate.py", "test_profiling_device.py", "test_profiling.py", "test_analysis.py",
+    "test_compile_bulk.py", "test_fastpath_halt.py", "test_draw_cap.py", "test_bulk_build.py",
+    "test_gc.py", "test_dists.py", "test_cli_plot.py", "test_hardening_plots.py",
+    "test_layers.py", "test_compute_model.py", "test_workload_profile.py",
+    "test_hostile_files.py", "test_units.py", "test_workload_network.py",
+    "test_cli_workloads.py", "test_workload_cluster.py", "test_net_builder.py",
+    "test_validate_arcs.py", "test_graph.py", "test_budget.py",
+)
 
 
 def _kernel_marker(config) -> Path:
@@ -220,31 +236,99 @@ def _kernel_marker(config) -> Path:
     return Path(tempfile.gettempdir()) / f"sgdnet-kernel-{uid}.done"
 
 
+def _warms_up(session) -> bool:
+    """Whether this process is an xdist worker of a session large enough to warm up."""
+    worker = getattr(session.config, "workerinput", {}).get("workerid", "")
+    return worker.startswith("gw") and len(session.items) >= WARM_UP_MIN_TESTS
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Under xdist, the modules of :data:`KERNEL_FREE_FIRST` first (in that order), the others
+    after them in their usual order. Every worker sorts alike (xdist requires the same order)."""
+    if not getattr(config, "workerinput", None) or len(items) < WARM_UP_MIN_TESTS:
+        return
+    rank = {name: i for i, name in enumerate(KERNEL_FREE_FIRST)}
+    items.sort(key=lambda it: rank.get(it.path.name, len(rank)))  # stable
+
+
+def _await_kernel_in(marker: Path):
+    """A function that returns once ``marker`` exists (at most :data:`KERNEL_WAIT_S` after its
+    first call), at once after it has."""
+    state = {"done": False}
+
+    def wait() -> None:
+        if state["done"]:
+            return
+        end = time.monotonic() + KERNEL_WAIT_S
+        while not marker.exists() and time.monotonic() < end:
+            time.sleep(0.1)
+        state["done"] = True
+
+    return wait
+
+
+def _hold_kernel_users(wait) -> None:
+    """Make everything in this process that could compile the kernel call ``wait`` first: the
+    generic engine's driver, and starting a process (a CLI run, a study's local workers, dask),
+    which would compile it in the child."""
+    import multiprocessing.process
+    import subprocess
+
+    from sgdnet.engine import api, driver
+
+    run = driver.run
+
+    def held_run(*args, **kwargs):
+        wait()
+        return run(*args, **kwargs)
+
+    driver.run = api.run = held_run
+    popen_init = subprocess.Popen.__init__
+
+    def held_popen(self, *args, **kwargs):
+        wait()
+        popen_init(self, *args, **kwargs)
+
+    subprocess.Popen.__init__ = held_popen
+    start = multiprocessing.process.BaseProcess.start
+
+    def held_start(self, *args, **kwargs):
+        wait()
+        return start(self, *args, **kwargs)
+
+    multiprocessing.process.BaseProcess.start = held_start
+
+
 def pytest_collection_finish(session):
-    """Under pytest-xdist (``addopts`` in setup.cfg), the first two workers compile the engine's JIT
-    functions before their first test: ``gw0`` the kernel (one specialization, histograms on or
-    off), ``gw1`` the two fast paths (event graph and FIFO round), then waits for ``gw0``.
+    """Under pytest-xdist (``addopts`` in setup.cfg), ``gw0`` compiles the engine's kernel before
+    its first test and ``gw1`` the two fast paths (event graph and FIFO round); the other
+    workers hold every use of the kernel until ``gw0`` is done, and run the kernel-free tests
+    meanwhile.
 
     On an empty numba cache the kernel costs ~30 s of CPU, a fast path ~3 s. xdist hands tests to
     a worker as soon as its own collection is done, so ``gw1``, done with the fast paths after
-    ~5 s, met the kernel in its first test and compiled it a second time beside ``gw0`` (seen in
-    a cold run: ``test_bench_model``'s first case took 27 s on ``gw1`` while ``gw0`` was still in
-    this hook). Now ``gw0`` leaves a marker file when its compile ends (whatever its outcome) and
-    ``gw1`` waits for it (at most :data:`KERNEL_WAIT_S`), then loads the kernel from the cache:
-    the kernel is compiled once per cold run, and no test (nor any process a test starts) begins
+    ~5 s, once met the kernel in its first test and compiled it a second time beside ``gw0``
+    (a cold run: ``test_bench_model``'s first case took 27 s on ``gw1`` while ``gw0`` was still
+    in this hook). Then ``gw1`` waited in this hook for ``gw0``'s marker file: ~25 s of an idle
+    core per cold run. Now the kernel-free modules come first (:data:`KERNEL_FREE_FIRST`) and
+    the workers other than ``gw0`` run them, waiting for the marker (at most
+    :data:`KERNEL_WAIT_S`) only where the kernel could be compiled: at the generic engine's
+    driver or at the start of a process (:func:`_hold_kernel_users`). The kernel is still
+    compiled once per cold run, and no test needing it (nor any process a test starts) runs
     before it is in the cache. With a warm cache this only loads them (well under a second).
     Small selections and serial runs compile lazily, as before. What the tests check is
     unchanged: the same functions, the same cache."""
-    worker = getattr(session.config, "workerinput", {}).get("workerid", "")
-    if not worker.startswith("gw") or len(session.items) < WARM_UP_MIN_TESTS:
+    if not _warms_up(session):
         return
-    index = int(worker[2:])
+    index = int(session.config.workerinput["workerid"][2:])
+    marker = _kernel_marker(session.config)
+    if index > 0:
+        _hold_kernel_users(_await_kernel_in(marker))
     if index > 1:
         return
     from sgdnet.engine.api import simulate
 
     kw = dict(steps=2, warmup=0, replications=1, seed=0, parallel=False)
-    marker = _kernel_marker(session.config)
     try:
         if index == 0:
             simulate(loop(), engine="generic", **kw)
@@ -256,10 +340,6 @@ def pytest_collection_finish(session):
     finally:
         if index == 0:
             marker.touch()
-    if index == 1:
-        end = time.monotonic() + KERNEL_WAIT_S
-        while not marker.exists() and time.monotonic() < end:
-            time.sleep(0.2)
 
 
 def pytest_unconfigure(config):
