@@ -79,8 +79,9 @@ __all__ = ["FifoPlan", "fifo_plan", "fifo_path_problems", "run_fifo"]
 #: bytes of each history array (requests, starts, completions) of one replication: when full,
 #: the rounds before the frontier are tallied and dropped (a small history stays in cache)
 MAX_HISTORY_BYTES = 8 << 20
-#: replications per kernel call: one, so that each history is contiguous (a lane's round reads
-#: and writes its own rows; interleaved lanes made 8 replications ~25% slower per completion)
+#: replications per kernel call: one (:func:`_rounds` plays one), so that each history is
+#: contiguous (interleaved lanes made 8 replications ~25% slower per completion); the histories
+#: keep a lane axis of size 1 for :mod:`.fifo_record`
 _LANES = 1
 #: set once sgdnet.engine.jitcache has checked this module's numba cache in this process
 CACHE_CHECKED = False
@@ -271,13 +272,17 @@ def fifo_path_problems(cn: CompiledNet) -> list[str]:
 
 # ------------------------------------------------------------------------------ kernel
 @njit(cache=True, nogil=True, error_model="numpy")
-def _rounds(A, X, C, T, L, k0, kmax, work, useq, ustart, ures, ip, iprod, ioff, rank, fixed, dfix,
+def _rounds(A, X, C, T, k0, kmax, work, useq, ustart, ures, ip, iprod, ioff, rank, fixed, dfix,
             code, par, pool, SB, ob, dlast, steps_idx, need, ptr, phase, lo_a, kbase):  # pragma: no cover
-    """Rounds ``k0..`` into the flat histories ``A`` (requests, kept for resource users only),
-    ``X`` (starts), ``C`` (completions), index ``(k * T + t) * L + lane``; the stopping rule of
-    :func:`sgdnet.engine.fastpath._rounds`. ``ob[i, l]``: lane ``l``'s current order of the
-    users ``useq[i]`` of a resource stage; ``dlast[r, l]`` its last completion. Returns the
-    number of rounds made. ``kbase``: rounds dropped before row 0 (see :func:`_chunk`)."""
+    """Rounds ``k0..`` of one replication into the flat histories ``A`` (requests, kept for
+    resource users only), ``X`` (starts), ``C`` (completions), index ``k * T + t``; the stopping
+    rule of :func:`sgdnet.engine.fastpath._rounds` (one lane). ``ob[i]``: the current order of
+    the users ``useq[i]`` of a resource stage; ``dlast[r]`` its last completion. Returns the
+    number of rounds made. ``kbase``: rounds dropped before row 0 (see :func:`_chunk`).
+
+    A round's durations are drawn first, in one loop of independent draws that the core
+    overlaps (~17 % less time per completion than drawing each inside the queue recursion,
+    whose completions depend on one another: ``bench/README.md``)."""
     ns = steps_idx.size
     nst = ures.size
     big = 1
@@ -286,75 +291,76 @@ def _rounds(A, X, C, T, L, k0, kmax, work, useq, ustart, ures, ip, iprod, ioff, 
             big = ustart[j + 1] - ustart[j]
     ka = np.empty(big)
     kt = np.empty(big, dtype=np.int64)
+    dr = np.empty(T)
     k = k0
     done_work = 0
     scratch = np.zeros(1, dtype=np.uint64)
     while k < kmax and done_work < work:
         row = k * T
-        for l in range(L):
-            for j in range(nst):
-                r = ures[j]
-                dp = 0.0
-                for i in range(ustart[j], ustart[j + 1]):
-                    t = useq[i]
-                    a = 0.0
-                    for q in range(ip[t], ip[t + 1]):
-                        kk = k - ioff[q]
-                        if kk + kbase >= 0:  # else an initial token (row kk is kept otherwise)
-                            v = C[(kk * T + iprod[q]) * L + l]
-                            if v > a:
-                                a = v
-                    if r >= 0:
-                        A[(row + t) * L + l] = a
-                    else:  # a lone transition starts at its request (A is not kept for it)
-                        X[(row + t) * L + l] = a
-                if r >= 0:  # insertion sort of the users by (request, rank) from the last order
-                    b0 = ustart[j]
-                    for i in range(b0, ustart[j + 1]):  # keys side by side: no indirection
-                        t = ob[i, l]
-                        kt[i - b0] = t
-                        ka[i - b0] = A[(row + t) * L + l]
-                    for i in range(1, ustart[j + 1] - b0):
-                        t = kt[i]
-                        at = ka[i]
-                        m = i - 1
-                        while m >= 0 and (ka[m] > at or (ka[m] == at and rank[kt[m]] > rank[t])):
-                            ka[m + 1] = ka[m]
-                            kt[m + 1] = kt[m]
-                            m -= 1
-                        ka[m + 1] = at
-                        kt[m + 1] = t
-                    for i in range(b0, ustart[j + 1]):
-                        ob[i, l] = kt[i - b0]
-                    dp = dlast[r, l]
-                for i in range(ustart[j], ustart[j + 1]):
-                    if r >= 0:
-                        t = ob[i, l]
-                        x = A[(row + t) * L + l]
-                        if dp > x:
-                            x = dp
-                    else:
-                        t = useq[i]
-                        x = X[(row + t) * L + l]
-                    if fixed[t]:
-                        d = dfix[t]
-                    else:  # draw (kbase + k) of t's stream: the generic engine's duration
-                        c = code[t]
-                        if c == CODE_LOGN:
-                            d = lognormal_draw_inlined(SB[l, t], kbase + k, par[t, 0], par[t, 1])
-                        elif c == CODE_EXP:
-                            d = exponential_draw(SB[l, t], kbase + k, par[t, 0])
-                        else:
-                            d = draw(SB[l, t], kbase + k, c, par, t, pool, scratch)
-                    X[(row + t) * L + l] = x
-                    C[(row + t) * L + l] = x + d
-                    dp = x + d
+        kd = kbase + k  # draw kd of each transition's stream: the generic engine's duration
+        for t in range(T):
+            if fixed[t]:
+                dr[t] = dfix[t]
+            else:
+                c = code[t]
+                if c == CODE_LOGN:
+                    dr[t] = lognormal_draw_inlined(SB[t], kd, par[t, 0], par[t, 1])
+                elif c == CODE_EXP:
+                    dr[t] = exponential_draw(SB[t], kd, par[t, 0])
+                else:
+                    dr[t] = draw(SB[t], kd, c, par, t, pool, scratch)
+        for j in range(nst):
+            r = ures[j]
+            dp = 0.0
+            for i in range(ustart[j], ustart[j + 1]):
+                t = useq[i]
+                a = 0.0
+                for q in range(ip[t], ip[t + 1]):
+                    kk = k - ioff[q]
+                    if kk + kbase >= 0:  # else an initial token (row kk is kept otherwise)
+                        v = C[kk * T + iprod[q]]
+                        if v > a:
+                            a = v
                 if r >= 0:
-                    dlast[r, l] = dp
-        done_work += T * L
+                    A[row + t] = a
+                else:  # a lone transition starts at its request (A is not kept for it)
+                    X[row + t] = a
+            if r >= 0:  # insertion sort of the users by (request, rank) from the last order
+                b0 = ustart[j]
+                for i in range(b0, ustart[j + 1]):  # keys side by side: no indirection
+                    t = ob[i]
+                    kt[i - b0] = t
+                    ka[i - b0] = A[row + t]
+                for i in range(1, ustart[j + 1] - b0):
+                    t = kt[i]
+                    at = ka[i]
+                    m = i - 1
+                    while m >= 0 and (ka[m] > at or (ka[m] == at and rank[kt[m]] > rank[t])):
+                        ka[m + 1] = ka[m]
+                        kt[m + 1] = kt[m]
+                        m -= 1
+                    ka[m + 1] = at
+                    kt[m + 1] = t
+                for i in range(b0, ustart[j + 1]):
+                    ob[i] = kt[i - b0]
+                dp = dlast[r]
+            for i in range(ustart[j], ustart[j + 1]):
+                if r >= 0:
+                    t = ob[i]
+                    x = A[row + t]
+                    if dp > x:
+                        x = dp
+                else:
+                    t = useq[i]
+                    x = X[row + t]
+                X[row + t] = x
+                C[row + t] = x + dr[t]
+                dp = x + dr[t]
+            if r >= 0:
+                dlast[r] = dp
+        done_work += T
         k += 1
-        alldone = _lanes_done(C, k, T, L, ns, steps_idx, ptr, need, phase, lo_a)
-        if alldone:
+        if _lanes_done(C, k, T, 1, ns, steps_idx, ptr, need, phase, lo_a):
             break
     return k
 
@@ -368,16 +374,17 @@ def _chunk(cn: CompiledNet, plan: FifoPlan, seeds: list[int], steps: int, warmup
     latest step completion, so before the window's end) are tallied into running sums and
     dropped, so memory does not grow with ``steps``. Between kernel calls it reads ``halt[0]``
     (set: None at once) and keeps ``prog[i]`` at the step completions so far (:mod:`.fastrun`)."""
-    T, L = cn.n_transitions, len(seeds)
+    T, L = cn.n_transitions, 1
+    assert len(seeds) == L, "run_fifo deals one seed per chunk"
     st = np.array(cn.step_transitions, dtype=np.int64)
     ns = st.size
     need = warmup + steps
     kcap = max(MAX_HISTORY_BYTES // (8 * T * L), 2 * plan.max_off + 4)
     K = min(kcap, int(1.25 * need / max(1, ns)) + plan.max_off + 16)
     A, X, C = np.empty((K, T, L)), np.empty((K, T, L)), np.empty((K, T, L))
-    SB = np.stack([stream_bases(sd, cn.sid[:T]) for sd in seeds])
-    ob = np.repeat(plan.useq[:, None], L, axis=1).copy()
-    dlast = np.zeros((max(1, cn.n_resources), L))
+    SB = stream_bases(seeds[0], cn.sid[:T])
+    ob = plan.useq.copy()
+    dlast = np.zeros(max(1, cn.n_resources))
     ptr = np.zeros((ns, L), dtype=np.int64)
     phase = np.zeros(L, dtype=np.int64)
     lo_a = np.zeros(L)
@@ -385,7 +392,7 @@ def _chunk(cn: CompiledNet, plan: FifoPlan, seeds: list[int], steps: int, warmup
     acc = Acc(T, cn.n_resources, warmup)
     k = 0
     while True:
-        k = _rounds(A.reshape(-1), X.reshape(-1), C.reshape(-1), T, L, k, K, POLL_WORK, plan.useq,
+        k = _rounds(A.reshape(-1), X.reshape(-1), C.reshape(-1), T, k, K, POLL_WORK, plan.useq,
                     plan.ustart, plan.ures, plan.ip, plan.iprod, plan.ioff, rank, plan.fixed,
                     plan.dfix, cn.d_code, cn.d_par, cn.d_pool, SB, ob, dlast, st,
                     np.int64(need - ns * acc.kbase), ptr, phase, lo_a, np.int64(acc.kbase))
