@@ -264,9 +264,24 @@ def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, fixed, dfix, code
     k = k0
     done_work = 0
     scratch = np.zeros(1, dtype=np.uint64)
+    dr = np.empty(T)
     while k < kmax and done_work < work:
         row = k * T
         for l in range(L):
+            # the round's durations first (draw k of each transition's stream: the generic
+            # engine's duration of firing k), independent draws the core overlaps; then the
+            # recursion, whose completions depend on one another
+            for t in range(T):
+                if fixed[t]:
+                    dr[t] = dfix[t]
+                else:
+                    c = code[t]
+                    if c == CODE_LOGN:
+                        dr[t] = lognormal_draw_inlined(SB[l, t], k, par[t, 0], par[t, 1])
+                    elif c == CODE_EXP:
+                        dr[t] = exponential_draw(SB[l, t], k, par[t, 0])
+                    else:
+                        dr[t] = draw(SB[l, t], k, c, par, t, pool, scratch)
             for j in range(T):
                 t = order[j]
                 x = 0.0
@@ -276,17 +291,7 @@ def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, fixed, dfix, code
                         v = C[(kk * T + aprod[a]) * L + l]
                         if v > x:
                             x = v
-                if fixed[t]:
-                    d = dfix[t]
-                else:  # draw k of t's stream: the generic engine's duration of firing k
-                    c = code[t]
-                    if c == CODE_LOGN:
-                        d = lognormal_draw_inlined(SB[l, t], k, par[t, 0], par[t, 1])
-                    elif c == CODE_EXP:
-                        d = exponential_draw(SB[l, t], k, par[t, 0])
-                    else:
-                        d = draw(SB[l, t], k, c, par, t, pool, scratch)
-                C[(row + t) * L + l] = x + d
+                C[(row + t) * L + l] = x + dr[t]
         done_work += T * L
         k += 1
         alldone = _lanes_done(C, k, T, L, ns, steps_idx, ptr, need, phase, lo_a)
