@@ -771,6 +771,134 @@ def _hadd(h, r, x, hb_f, hb_i):
     h[r, k] += 1
 
 
+# ------------------------------------------------------------ set-up and finish
+@_inner
+def _mod_init(nT, mod_kind, mod_par, sb, sk, d_code, d_par, d_pool, rng, modval, mk_state, mk_next):
+    """Each modulator's first multiplier (an iid one's first draw, a Markov one's first state and
+    sojourn), from draw 0 of its stream (row ``nT + mi``)."""
+    for mi in range(mod_kind.size):
+        j = nT + mi  # draw 0 of the modulator's stream
+        if mod_kind[mi] == MOD_IID:
+            modval[mi] = draw(sb[j], sk[j], d_code[j], d_par, j, d_pool, rng)
+        else:  # a Markov modulator's first state (a uniform) and sojourn, from one draw
+            sf = mod_par[mi, 0]
+            mf = mod_par[mi, 1]
+            ms = mod_par[mi, 2]
+            ru, rv = uniform_pair(sb[j], sk[j])
+            if ru < ms / (mf + ms):
+                mk_state[mi] = 1
+                modval[mi] = sf
+                mk_next[mi] = -ms * math.log(1.0 - rv)
+            else:
+                mk_next[mi] = -mf * math.log(1.0 - rv)
+        sk[j] += 1
+
+
+@_inner
+def _tables(TS, TD, TF, servers, in_ptr, in_w, out_ptr, inh_ptr, guard, g_kind, mem_gate, rs_ptr,
+            mod_of, psres_ptr, psres_idx, r_disc, qres_ptr, cnt_ptr, is_step, sw_w, pcls, rank,
+            d_code, d_par, rq_off, rq_cap):
+    """Fill the per-transition tables ``TS`` (flags ``F_*`` and static columns), ``TD`` and ``TF``
+    (see the ``TS_*``, ``TD_*``, ``TF_*`` columns) from the compiled net's arrays."""
+    nT = servers.size
+    n_sw = 0
+    for t in range(nT):
+        if sw_w[t] > 0.0:
+            n_sw += 1
+    # flags: F_SELF marks transitions whose own degree after a start is not simply one less
+    # (inhibitors may be released by the consumption, a dynamic_lag release is consumed)
+    for t in range(nT):
+        f = F_W1
+        for k in range(in_ptr[t], in_ptr[t + 1]):
+            if in_w[k] != 1:
+                f &= ~F_W1
+        if inh_ptr[t + 1] > inh_ptr[t]:
+            f |= F_INH | F_SELF
+        if guard[t] >= 0:
+            f |= F_GUARD
+            if g_kind[mem_gate[guard[t]]] == GATE_DYNAMIC_LAG:
+                f |= F_SELF
+        if rs_ptr[t + 1] > rs_ptr[t]:
+            f |= F_RS
+        if mod_of[t] >= 0:
+            f |= F_MOD
+        if psres_ptr[t + 1] > psres_ptr[t]:
+            f |= F_PS
+            if r_disc[psres_idx[psres_ptr[t]]] == DISC_FLOW:
+                f |= F_FLOW
+        if qres_ptr[t + 1] > qres_ptr[t]:
+            f |= F_QRES
+        if cnt_ptr[t + 1] > cnt_ptr[t]:
+            f |= F_CNT
+        if is_step[t] != 0:
+            f |= F_STEP
+        if servers[t] == 1:
+            f |= F_S1
+        if in_ptr[t + 1] - in_ptr[t] > JOIN_ARCS:
+            f |= F_JOIN
+        if n_sw >= 2 and sw_w[t] > 0.0:
+            f |= F_SW
+        TS[t, TS_FL] = f
+
+    for t in range(nT):
+        TS[t, TS_SERV] = servers[t]
+        TS[t, TS_IN0] = in_ptr[t]
+        TS[t, TS_IN1] = in_ptr[t + 1]
+        TS[t, TS_OUT0] = out_ptr[t]
+        TS[t, TS_OUT1] = out_ptr[t + 1]
+        TS[t, TS_Q0] = qres_ptr[t]
+        TS[t, TS_Q1] = qres_ptr[t + 1]
+        TS[t, TS_PCLS] = pcls[t]
+        TS[t, TS_RANK] = rank[t]
+        TS[t, TS_CODE] = d_code[t]
+        TS[t, TS_GUARD] = guard[t]
+        TS[t, TS_MOD] = mod_of[t]
+        TS[t, TS_PS0] = psres_ptr[t]
+        TS[t, TS_PS1] = psres_ptr[t + 1]
+        TD[t, TD_WHERE] = NONE
+        TD[t, TD_FROM] = NONE
+        TD[t, TD_RQOFF] = rq_off[t]
+        TD[t, TD_RQCAP] = rq_cap[t]
+        TF[t, TF_PAR0] = d_par[t, 0]
+        TF[t, TF_PAR1] = d_par[t, 1]
+
+
+@_inner
+def _finish(now, t0, m, o_ptok, o_busy, eh, eh_n, s_trans, s_start, qres_ptr, qres_idx, r_disc,
+            r_ps, r_cap, used, blast, gh, gn, ps_h, ps_n, s_inh, s_w0, s_grp, s_vf, g_V, g_rate,
+            g_tau, s_rem, s_rate, s_last, r_bw):
+    """At the end of a completed run (``now`` = t1): the markings' integrals over [t0, t1], and the
+    busy time of the firings still running."""
+    nP = m.size
+    nR = r_cap.size
+    for p in range(nP):  # the markings' integrals over [t0, t1]
+        o_ptok[p] = m[p] * (now - t0) - o_ptok[p]
+    # firings still running at t1: queued resources by firing, ps ones by integration;
+    # flows waiting behind their group's head are not in the completion heap
+    for i in range(eh_n):
+        _queued_busy(eh[i], now, t0, s_trans, s_start, qres_ptr, qres_idx, o_busy)
+    for r in range(nR):
+        if r_disc[r] == DISC_FLOW:
+            for j in range(gn[r_ps[r]]):
+                s = gh[r_ps[r], j]
+                if not s_inh[s]:
+                    _queued_busy(s, now, t0, s_trans, s_start, qres_ptr, qres_idx, o_busy)
+    for r in range(nR):
+        if r_disc[r] == DISC_PS:
+            b = used[r]
+            if b > r_cap[r]:
+                b = r_cap[r]
+            o_busy[r] += b * (now - blast[r])
+        elif r_disc[r] == DISC_FLOW:
+            # a link's busy time is the bytes it carried over its bandwidth: add what the
+            # flows still on it moved since the window opened (or since they started)
+            rp = r_ps[r]
+            for j in range(ps_n[rp]):
+                s = ps_h[rp, j]
+                o_busy[r] += (s_w0[s] - _flow_rem(s, now, s_grp, s_vf, g_V, g_rate, g_tau, s_rem,
+                                                  s_rate, s_last)) / r_bw[r]
+
+
 # ------------------------------------------------------------ flows (max-min fair sharing)
 @_inner
 def _flows(used, now, eh, ekt, eks, eh_pos, eh_n, nsd, nfn, f_seeds, f_new, f_pend, f_epoch,
@@ -1252,22 +1380,7 @@ def run_replication(
     modval = np.ones(nM, dtype=np.float64)
     mk_state = np.zeros(nM, dtype=np.int64)
     mk_next = np.full(nM, np.inf, dtype=np.float64)
-    for mi in range(nM):
-        j = nT + mi  # draw 0 of the modulator's stream
-        if mod_kind[mi] == MOD_IID:
-            modval[mi] = draw(sb[j], sk[j], d_code[j], d_par, j, d_pool, rng)
-        else:  # a Markov modulator's first state (a uniform) and sojourn, from one draw
-            sf = mod_par[mi, 0]
-            mf = mod_par[mi, 1]
-            ms = mod_par[mi, 2]
-            ru, rv = uniform_pair(sb[j], sk[j])
-            if ru < ms / (mf + ms):
-                mk_state[mi] = 1
-                modval[mi] = sf
-                mk_next[mi] = -ms * math.log(1.0 - rv)
-            else:
-                mk_next[mi] = -mf * math.log(1.0 - rv)
-        sk[j] += 1
+    _mod_init(nT, mod_kind, mod_par, sb, sk, d_code, d_par, d_pool, rng, modval, mk_state, mk_next)
     # accounting
     blast = np.zeros(nR, dtype=np.float64)
     # o_ptok accumulates sum(delta * (tau - t0)) over the marking changes (delta at tau) while
@@ -1278,10 +1391,6 @@ def run_replication(
     hb_i = hb_f.view(np.int64)
     sw_cand = np.zeros(nT + 1, dtype=np.int64)
     sw_stk = np.zeros(nT + 2, dtype=np.int64)
-    n_sw = 0
-    for t in range(nT):
-        if sw_w[t] > 0.0:
-            n_sw += 1
     counting = warmup == 0
     t0 = 0.0
     t1 = np.nan
@@ -1297,67 +1406,12 @@ def run_replication(
     stop = False
     target_steps = warmup + steps
 
-    # flags: F_SELF marks transitions whose own degree after a start is not simply one less
-    # (inhibitors may be released by the consumption, a dynamic_lag release is consumed)
-    tfl = np.zeros(nT, dtype=np.int64)
-    for t in range(nT):
-        f = F_W1
-        for k in range(in_ptr[t], in_ptr[t + 1]):
-            if in_w[k] != 1:
-                f &= ~F_W1
-        if inh_ptr[t + 1] > inh_ptr[t]:
-            f |= F_INH | F_SELF
-        if guard[t] >= 0:
-            f |= F_GUARD
-            if g_kind[mem_gate[guard[t]]] == GATE_DYNAMIC_LAG:
-                f |= F_SELF
-        if rs_ptr[t + 1] > rs_ptr[t]:
-            f |= F_RS
-        if mod_of[t] >= 0:
-            f |= F_MOD
-        if psres_ptr[t + 1] > psres_ptr[t]:
-            f |= F_PS
-            if r_disc[psres_idx[psres_ptr[t]]] == DISC_FLOW:
-                f |= F_FLOW
-        if qres_ptr[t + 1] > qres_ptr[t]:
-            f |= F_QRES
-        if cnt_ptr[t + 1] > cnt_ptr[t]:
-            f |= F_CNT
-        if is_step[t] != 0:
-            f |= F_STEP
-        if servers[t] == 1:
-            f |= F_S1
-        if in_ptr[t + 1] - in_ptr[t] > JOIN_ARCS:
-            f |= F_JOIN
-        if n_sw >= 2 and sw_w[t] > 0.0:
-            f |= F_SW
-        tfl[t] = f
-
     TS = np.zeros((nT, N_TS), dtype=np.int64)
     TD = np.zeros((nT, N_TD), dtype=np.int64)
     TF = np.zeros((nT, N_TF), dtype=np.float64)
-    for t in range(nT):
-        TS[t, TS_FL] = tfl[t]
-        TS[t, TS_SERV] = servers[t]
-        TS[t, TS_IN0] = in_ptr[t]
-        TS[t, TS_IN1] = in_ptr[t + 1]
-        TS[t, TS_OUT0] = out_ptr[t]
-        TS[t, TS_OUT1] = out_ptr[t + 1]
-        TS[t, TS_Q0] = qres_ptr[t]
-        TS[t, TS_Q1] = qres_ptr[t + 1]
-        TS[t, TS_PCLS] = pcls[t]
-        TS[t, TS_RANK] = rank[t]
-        TS[t, TS_CODE] = d_code[t]
-        TS[t, TS_GUARD] = guard[t]
-        TS[t, TS_MOD] = mod_of[t]
-        TS[t, TS_PS0] = psres_ptr[t]
-        TS[t, TS_PS1] = psres_ptr[t + 1]
-        TD[t, TD_WHERE] = NONE
-        TD[t, TD_FROM] = NONE
-        TD[t, TD_RQOFF] = rq_off[t]
-        TD[t, TD_RQCAP] = rq_cap[t]
-        TF[t, TF_PAR0] = d_par[t, 0]
-        TF[t, TF_PAR1] = d_par[t, 1]
+    _tables(TS, TD, TF, servers, in_ptr, in_w, out_ptr, inh_ptr, guard, g_kind, mem_gate, rs_ptr,
+            mod_of, psres_ptr, psres_idx, r_disc, qres_ptr, cnt_ptr, is_step, sw_w, pcls, rank,
+            d_code, d_par, rq_off, rq_cap)
 
     for t in range(nT):
         dl[dn] = t
@@ -2226,32 +2280,9 @@ def run_replication(
     if hole:
         eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
     if status == ST_OK:
-        for p in range(nP):  # the markings' integrals over [t0, t1]
-            o_ptok[p] = m[p] * (now - t0) - o_ptok[p]
-        # firings still running at t1: queued resources by firing, ps ones by integration;
-        # flows waiting behind their group's head are not in the completion heap
-        for i in range(eh_n):
-            _queued_busy(eh[i], now, t0, s_trans, s_start, qres_ptr, qres_idx, o_busy)
-        for r in range(nR):
-            if r_disc[r] == DISC_FLOW:
-                for j in range(gn[r_ps[r]]):
-                    s = gh[r_ps[r], j]
-                    if not s_inh[s]:
-                        _queued_busy(s, now, t0, s_trans, s_start, qres_ptr, qres_idx, o_busy)
-        for r in range(nR):
-            if r_disc[r] == DISC_PS:
-                b = used[r]
-                if b > r_cap[r]:
-                    b = r_cap[r]
-                o_busy[r] += b * (now - blast[r])
-            elif r_disc[r] == DISC_FLOW:
-                # a link's busy time is the bytes it carried over its bandwidth: add what the
-                # flows still on it moved since the window opened (or since they started)
-                rp = r_ps[r]
-                for j in range(ps_n[rp]):
-                    s = ps_h[rp, j]
-                    o_busy[r] += (s_w0[s] - _flow_rem(s, now, s_grp, s_vf, g_V, g_rate, g_tau, s_rem,
-                                                      s_rate, s_last)) / r_bw[r]
+        _finish(now, t0, m, o_ptok, o_busy, eh, eh_n, s_trans, s_start, qres_ptr, qres_idx, r_disc,
+                r_ps, r_cap, used, blast, gh, gn, ps_h, ps_n, s_inh, s_w0, s_grp, s_vf, g_V,
+                g_rate, g_tau, s_rem, s_rate, s_last, r_bw)
     prog[0] = nsteps
     o_f[OF_T0] = t0
     o_f[OF_T1] = t1
