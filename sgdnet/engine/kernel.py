@@ -901,86 +901,168 @@ def _finish(now, t0, m, o_ptok, o_busy, eh, eh_n, s_trans, s_start, qres_ptr, qr
 
 # ------------------------------------------------------------ flows (max-min fair sharing)
 @_inner
-def _flows(used, now, eh, ekt, eks, eh_pos, eh_n, nsd, nfn, f_seeds, f_new, f_pend, f_epoch,
-           f_lmark, f_fmark, f_CL, f_CF, f_rc, f_nu, f_rate, f_fixed, f_lvl, f_bott, f_comp,
-           f_pure, f_m, g_rate, g_V, g_tau, g_head, gh, gn, ps_h, ps_n, s_trans, s_seq, s_rem,
-           s_last, s_rate, s_ctime, s_gpos, s_grp, s_vf, s_inh, psres_ptr, psres_idx, r_ps,
-           r_bw, re_ptr, re_val, fl_cap):
-    """Re-allocate the max-min fair rates of the flows around the links ``f_seeds[:nsd]`` whose
-    flow set changed at ``now`` (``f_new[:nfn]``: the flows started then); return
-    ``(eh_n, work)``, ``work`` the completions the allocation counts as (see ``WORK_PER_EVENT``).
+def _flows_full(now, used, eh, ekt, eks, eh_pos, eh_n, nsd, f_seeds, f_epoch, f_lmark, f_fmark,
+                f_CL, f_CF, f_rc, f_nu, f_rate, f_fixed, f_lvl, f_bott, f_comp, f_pure, f_m,
+                g_rate, g_V, g_tau, g_head, gh, gn, ps_h, ps_n, s_trans, s_seq, s_rem, s_last,
+                s_rate, s_ctime, s_gpos, s_grp, s_vf, s_inh, psres_ptr, psres_idx, r_ps, r_bw,
+                re_ptr, re_val, fl_cap):
+    """The full max-min fair allocation of the flows connected to the links ``f_seeds[:nsd]``
+    (section C of :func:`run_replication`, when its single-bottleneck fast path does not apply):
+    progressive filling over that component; return ``(eh_n, fu_nl, work)``, ``f_CL[:fu_nl]`` its
+    links and ``work`` the completions it counts as (see ``WORK_PER_EVENT``).
 
-    Called once per instant at which flows start or end, before time advances, with no
-    completion left at the heap's root. A function of its own, not written out in
-    :func:`run_replication`: numba's typing and SSA passes cost more than linearly in a
-    function's size, and compiled with ``_nrt=False`` its ~50 array arguments carry no
-    reference counting."""
-    work = 0
-    # FLOWS: the max-min fair rates of the flows connected to the links whose flow set
-    # changed at this instant (f_seeds). Only that connected component of links and flows
-    # is recomputed, by progressive filling: the link (or flow cap) with the smallest fair
-    # share ``remaining capacity / unfixed flows`` fixes its unfixed flows at that share,
-    # which is taken off the other links of their paths, until every flow is fixed.
-    # The flows a link fixes (its group) all move at the same rate, so a group keeps a
-    # virtual clock g_V (bytes moved by each member since an origin) and a heap of its
-    # members by virtual finish (g_V at arrival + bytes): only the head is in the
-    # completion heap. A flow whose bottleneck did not change is not touched at all (its
-    # group's clock just changes slope); a flow that changes group moves its remaining
-    # bytes to the new clock; a capped flow is on its own (s_grp == -1) with remaining
-    # bytes and a rate, as a ps firing.
-    # Fast path: a component whose flows all cross one link L and are all bottlenecked
-    # there (a star into a parameter server) stays so when L's new fair share
-    # cap(L)/n is below every other link's share (and no flow is capped): progressive
-    # filling would fix every flow at L in its first round. Then only L's clock, rate
-    # and group heap change, in O(flows started + links changed + log n). The
-    # other links' shares are bounded from below by f_m[L] (kept at the last full
-    # allocation, lowered by each changed link's share since), so the test is exact
-    # or conservative; otherwise the full allocation below runs. (A link's capacity,
-    # bandwidth x efficiency(n), is written out at each use: an inlined helper made
-    # this section ~10 % slower at N = 4.)
-    fq = -1
-    if nfn > 0:
-        t = s_trans[f_new[0]]
-        for k in range(psres_ptr[t], psres_ptr[t + 1]):
-            if f_pure[psres_idx[k]]:
-                fq = psres_idx[k]
-                break
-    else:
-        for i in range(nsd):
-            if used[f_seeds[i]] > 0:
-                fq = f_comp[f_seeds[i]]
-                break
-    fu_fast = fq >= 0 and f_pure[fq] and used[fq] > 0
+    A function of its own: numba's analyses of a function cost more than linearly in its size,
+    and the run's cold compile is mostly run_replication's. Called only when the fast path
+    fails, so the call (~50 array arguments, no reference counting under ``_nrt=False``) is
+    small next to the allocation itself."""
     f_epoch[0] += 1
     fu_ep = f_epoch[0]
-    for i in range(nfn if fu_fast else 0):
-        # each new flow crosses L, is not capped, and its other links carry no flow of
-        # another component
-        t = s_trans[f_new[i]]
-        fu_cross = 0
-        if fl_cap[t] < np.inf:
-            fu_fast = False
-        for k in range(psres_ptr[t], psres_ptr[t + 1]):
-            r = psres_idx[k]
+    fu_nl = 0
+    fu_nf = 0
+    for i in range(nsd):
+        r = f_seeds[i]
+        if f_lmark[r] != fu_ep:
             f_lmark[r] = fu_ep
-            if r == fq:
-                fu_cross += 1
-            elif used[r] > 1 and f_comp[r] != fq:
-                fu_fast = False
-        if fu_cross == 0 or not fu_fast:
-            fu_fast = False
+            f_CL[fu_nl] = r
+            fu_nl += 1
+    fu_cap = False
+    i = 0
+    while i < fu_nl:
+        r = f_CL[i]
+        i += 1
+        rp = r_ps[r]
+        for j in range(ps_n[rp]):
+            s = ps_h[rp, j]
+            if f_fmark[s] != fu_ep:
+                f_fmark[s] = fu_ep
+                f_CF[fu_nf] = s
+                fu_nf += 1
+                f_fixed[s] = False
+                t = s_trans[s]
+                if fl_cap[t] < np.inf:
+                    fu_cap = True
+                for k in range(psres_ptr[t], psres_ptr[t + 1]):
+                    r2 = psres_idx[k]
+                    if f_lmark[r2] != fu_ep:
+                        f_lmark[r2] = fu_ep
+                        f_CL[fu_nl] = r2
+                        fu_nl += 1
+    for i in range(fu_nl):
+        r = f_CL[i]
+        # every clock of the component to now, at the old rates
+        g_V[r] += g_rate[r] * (now - g_tau[r])
+        g_tau[r] = now
+        f_lvl[r] = -1.0
+        fu_n = used[r]
+        fu_c = r_bw[r]
+        fu_ne = re_ptr[r + 1] - re_ptr[r]
+        if fu_n > 0 and fu_ne > 0:
+            fu_c *= re_val[re_ptr[r] + (fu_n - 1 if fu_n <= fu_ne else fu_ne - 1)]
+        f_rc[r] = fu_c
+        f_nu[r] = fu_n
+    # progressive filling
+    fu_left = fu_nf
+    while fu_left > 0:
+        fu_lvl = np.inf
+        fu_arg = -1
+        for i in range(fu_nl):
+            r = f_CL[i]
+            if f_nu[r] > 0:
+                fu_x = f_rc[r] / f_nu[r]
+                if fu_x < fu_lvl:
+                    fu_lvl = fu_x
+                    fu_arg = r
+        fu_argf = -1
+        if fu_cap:
+            for i in range(fu_nf):
+                s = f_CF[i]
+                if not f_fixed[s] and fl_cap[s_trans[s]] < fu_lvl:
+                    fu_lvl = fl_cap[s_trans[s]]
+                    fu_argf = s
+        if fu_argf >= 0:
+            f_fixed[fu_argf] = True
+            f_rate[fu_argf] = fu_lvl
+            f_bott[fu_argf] = -1
+            fu_left -= 1
+            t = s_trans[fu_argf]
+            for k in range(psres_ptr[t], psres_ptr[t + 1]):
+                r2 = psres_idx[k]
+                f_rc[r2] -= fu_lvl
+                f_nu[r2] -= 1
+        else:
+            f_lvl[fu_arg] = fu_lvl
+            rp = r_ps[fu_arg]
+            for j in range(ps_n[rp]):
+                s = ps_h[rp, j]
+                if not f_fixed[s]:
+                    f_fixed[s] = True
+                    f_rate[s] = fu_lvl
+                    f_bott[s] = fu_arg
+                    fu_left -= 1
+                    t = s_trans[s]
+                    for k in range(psres_ptr[t], psres_ptr[t + 1]):
+                        r2 = psres_idx[k]
+                        f_rc[r2] -= fu_lvl
+                        f_nu[r2] -= 1
+    # flows whose bottleneck changed move (their remaining bytes) to their new group
+    for i in range(fu_nf):
+        s = f_CF[i]
+        fu_g = s_grp[s]
+        fu_g2 = f_bott[s]
+        if fu_g == fu_g2 and fu_g >= 0:
+            continue
+        if fu_g >= 0:
+            fu_rem = s_vf[s] - g_V[fu_g]
+        elif fu_g == -1:
+            fu_rem = 0.0 if s_ctime[s] == now else s_rem[s] - s_rate[s] * (now - s_last[s])
+        else:  # a new flow
+            fu_rem = s_rem[s]
+        if fu_rem < 0.0:
+            fu_rem = 0.0
+        if fu_g >= 0:
+            _g_remove(gh, r_ps[fu_g], gn, s, s_gpos, s_vf, s_seq)
+            if g_head[fu_g] == s:
+                g_head[fu_g] = -1
+                eh_n = _e_remove(eh, ekt, eks, eh_pos, eh_n, s)
+                s_inh[s] = False
+        if fu_g2 >= 0:
+            if s_inh[s]:  # an individual flow joins a group: only heads are in the heap
+                eh_n = _e_remove(eh, ekt, eks, eh_pos, eh_n, s)
+                s_inh[s] = False
+            s_vf[s] = g_V[fu_g2] + fu_rem
+            rp = r_ps[fu_g2]
+            gh[rp, gn[rp]] = s
+            s_gpos[s] = gn[rp]
+            gn[rp] += 1
+            _g_sift(gh, rp, gn[rp], gn[rp] - 1, s_gpos, s_vf, s_seq)
+        elif fu_g == -1 and f_rate[s] == s_rate[s]:
+            pass
+        else:
+            s_rem[s] = fu_rem
+            s_last[s] = now
+            s_rate[s] = f_rate[s]
+            s_ctime[s] = now + fu_rem / f_rate[s]
+            if s_inh[s]:
+                _e_place(eh, ekt, eks, eh_pos, eh_pos[s], eh_n, s, s_ctime[s], s_seq[s])
+            else:
+                eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, s, s_ctime[s], s_seq[s])
+                s_inh[s] = True
+        s_grp[s] = fu_g2
+    # is the result a single-bottleneck component (every flow fixed by one link L)?
+    # then remember it for the fast path: L, and the smallest fair share of its
+    # other links (each of their flows crosses L, so these are first-round shares)
+    fu_root = f_bott[f_CF[0]] if fu_nf > 0 else -1
+    fu_pure = fu_root >= 0 and not fu_cap
+    for i in range(1, fu_nf if fu_pure else 0):
+        if f_bott[f_CF[i]] != fu_root:
+            fu_pure = False
             break
     fu_m = np.inf
-    fu_rate = 0.0
-    if fu_fast:
-        fu_m = f_m[fq]
-        for i in range(nsd):
-            r = f_seeds[i]
-            if r == fq or used[r] == 0:
-                continue
-            if f_comp[r] != fq and f_lmark[r] != fu_ep:
-                fu_fast = False
-                break
+    for i in range(fu_nl):
+        r = f_CL[i]
+        f_pure[r] = False
+        f_comp[r] = fu_root if fu_pure else -1
+        if fu_pure and r != fu_root and used[r] > 0:
             fu_n = used[r]
             fu_c = r_bw[r]
             fu_ne = re_ptr[r + 1] - re_ptr[r]
@@ -989,235 +1071,11 @@ def _flows(used, now, eh, ekt, eks, eh_pos, eh_n, nsd, nfn, f_seeds, f_new, f_pe
             fu_x = fu_c / fu_n
             if fu_x < fu_m:
                 fu_m = fu_x
-        fu_n = used[fq]
-        fu_c = r_bw[fq]
-        fu_ne = re_ptr[fq + 1] - re_ptr[fq]
-        if fu_ne > 0:
-            fu_c *= re_val[re_ptr[fq] + (fu_n - 1 if fu_n <= fu_ne else fu_ne - 1)]
-        fu_rate = fu_c / fu_n
-        if not fu_rate < fu_m:
-            fu_fast = False
-    if fu_fast:
-        f_m[fq] = fu_m
-        # what the full allocation does to the links that left the component
-        for i in range(nsd):
-            r = f_seeds[i]
-            if used[r] == 0:
-                g_V[r] += g_rate[r] * (now - g_tau[r])
-                g_tau[r] = now
-                g_rate[r] = 0.0
-        r = fq
-        rp = r_ps[r]
-        g_V[r] += g_rate[r] * (now - g_tau[r])
-        g_tau[r] = now
-        for i in range(nfn):
-            s = f_new[i]
-            t = s_trans[s]
-            for k in range(psres_ptr[t], psres_ptr[t + 1]):
-                f_comp[psres_idx[k]] = fq
-            fu_rem = s_rem[s]
-            if fu_rem < 0.0:
-                fu_rem = 0.0
-            s_vf[s] = g_V[r] + fu_rem
-            gh[rp, gn[rp]] = s
-            s_gpos[s] = gn[rp]
-            gn[rp] += 1
-            _g_sift(gh, rp, gn[rp], gn[rp] - 1, s_gpos, s_vf, s_seq)
-            s_grp[s] = r
-        f_lvl[r] = fu_rate
-        f_CL[0] = r
-        fu_nl = 1
-    else:
-        f_epoch[0] += 1
-        fu_ep = f_epoch[0]
-        fu_nl = 0
-        fu_nf = 0
-        for i in range(nsd):
-            r = f_seeds[i]
-            if f_lmark[r] != fu_ep:
-                f_lmark[r] = fu_ep
-                f_CL[fu_nl] = r
-                fu_nl += 1
-        fu_cap = False
-        i = 0
-        while i < fu_nl:
-            r = f_CL[i]
-            i += 1
-            rp = r_ps[r]
-            for j in range(ps_n[rp]):
-                s = ps_h[rp, j]
-                if f_fmark[s] != fu_ep:
-                    f_fmark[s] = fu_ep
-                    f_CF[fu_nf] = s
-                    fu_nf += 1
-                    f_fixed[s] = False
-                    t = s_trans[s]
-                    if fl_cap[t] < np.inf:
-                        fu_cap = True
-                    for k in range(psres_ptr[t], psres_ptr[t + 1]):
-                        r2 = psres_idx[k]
-                        if f_lmark[r2] != fu_ep:
-                            f_lmark[r2] = fu_ep
-                            f_CL[fu_nl] = r2
-                            fu_nl += 1
-        for i in range(fu_nl):
-            r = f_CL[i]
-            # every clock of the component to now, at the old rates
-            g_V[r] += g_rate[r] * (now - g_tau[r])
-            g_tau[r] = now
-            f_lvl[r] = -1.0
-            fu_n = used[r]
-            fu_c = r_bw[r]
-            fu_ne = re_ptr[r + 1] - re_ptr[r]
-            if fu_n > 0 and fu_ne > 0:
-                fu_c *= re_val[re_ptr[r] + (fu_n - 1 if fu_n <= fu_ne else fu_ne - 1)]
-            f_rc[r] = fu_c
-            f_nu[r] = fu_n
-        # progressive filling
-        fu_left = fu_nf
-        while fu_left > 0:
-            fu_lvl = np.inf
-            fu_arg = -1
-            for i in range(fu_nl):
-                r = f_CL[i]
-                if f_nu[r] > 0:
-                    fu_x = f_rc[r] / f_nu[r]
-                    if fu_x < fu_lvl:
-                        fu_lvl = fu_x
-                        fu_arg = r
-            fu_argf = -1
-            if fu_cap:
-                for i in range(fu_nf):
-                    s = f_CF[i]
-                    if not f_fixed[s] and fl_cap[s_trans[s]] < fu_lvl:
-                        fu_lvl = fl_cap[s_trans[s]]
-                        fu_argf = s
-            if fu_argf >= 0:
-                f_fixed[fu_argf] = True
-                f_rate[fu_argf] = fu_lvl
-                f_bott[fu_argf] = -1
-                fu_left -= 1
-                t = s_trans[fu_argf]
-                for k in range(psres_ptr[t], psres_ptr[t + 1]):
-                    r2 = psres_idx[k]
-                    f_rc[r2] -= fu_lvl
-                    f_nu[r2] -= 1
-            else:
-                f_lvl[fu_arg] = fu_lvl
-                rp = r_ps[fu_arg]
-                for j in range(ps_n[rp]):
-                    s = ps_h[rp, j]
-                    if not f_fixed[s]:
-                        f_fixed[s] = True
-                        f_rate[s] = fu_lvl
-                        f_bott[s] = fu_arg
-                        fu_left -= 1
-                        t = s_trans[s]
-                        for k in range(psres_ptr[t], psres_ptr[t + 1]):
-                            r2 = psres_idx[k]
-                            f_rc[r2] -= fu_lvl
-                            f_nu[r2] -= 1
-        # flows whose bottleneck changed move (their remaining bytes) to their new group
-        for i in range(fu_nf):
-            s = f_CF[i]
-            fu_g = s_grp[s]
-            fu_g2 = f_bott[s]
-            if fu_g == fu_g2 and fu_g >= 0:
-                continue
-            if fu_g >= 0:
-                fu_rem = s_vf[s] - g_V[fu_g]
-            elif fu_g == -1:
-                fu_rem = 0.0 if s_ctime[s] == now else s_rem[s] - s_rate[s] * (now - s_last[s])
-            else:  # a new flow
-                fu_rem = s_rem[s]
-            if fu_rem < 0.0:
-                fu_rem = 0.0
-            if fu_g >= 0:
-                _g_remove(gh, r_ps[fu_g], gn, s, s_gpos, s_vf, s_seq)
-                if g_head[fu_g] == s:
-                    g_head[fu_g] = -1
-                    eh_n = _e_remove(eh, ekt, eks, eh_pos, eh_n, s)
-                    s_inh[s] = False
-            if fu_g2 >= 0:
-                if s_inh[s]:  # an individual flow joins a group: only heads are in the heap
-                    eh_n = _e_remove(eh, ekt, eks, eh_pos, eh_n, s)
-                    s_inh[s] = False
-                s_vf[s] = g_V[fu_g2] + fu_rem
-                rp = r_ps[fu_g2]
-                gh[rp, gn[rp]] = s
-                s_gpos[s] = gn[rp]
-                gn[rp] += 1
-                _g_sift(gh, rp, gn[rp], gn[rp] - 1, s_gpos, s_vf, s_seq)
-            elif fu_g == -1 and f_rate[s] == s_rate[s]:
-                pass
-            else:
-                s_rem[s] = fu_rem
-                s_last[s] = now
-                s_rate[s] = f_rate[s]
-                s_ctime[s] = now + fu_rem / f_rate[s]
-                if s_inh[s]:
-                    _e_place(eh, ekt, eks, eh_pos, eh_pos[s], eh_n, s, s_ctime[s], s_seq[s])
-                else:
-                    eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, s, s_ctime[s], s_seq[s])
-                    s_inh[s] = True
-            s_grp[s] = fu_g2
-        # is the result a single-bottleneck component (every flow fixed by one link L)?
-        # then remember it for the fast path: L, and the smallest fair share of its
-        # other links (each of their flows crosses L, so these are first-round shares)
-        fu_root = f_bott[f_CF[0]] if fu_nf > 0 else -1
-        fu_pure = fu_root >= 0 and not fu_cap
-        for i in range(1, fu_nf if fu_pure else 0):
-            if f_bott[f_CF[i]] != fu_root:
-                fu_pure = False
-                break
-        fu_m = np.inf
-        for i in range(fu_nl):
-            r = f_CL[i]
-            f_pure[r] = False
-            f_comp[r] = fu_root if fu_pure else -1
-            if fu_pure and r != fu_root and used[r] > 0:
-                fu_n = used[r]
-                fu_c = r_bw[r]
-                fu_ne = re_ptr[r + 1] - re_ptr[r]
-                if fu_ne > 0:
-                    fu_c *= re_val[re_ptr[r] + (fu_n - 1 if fu_n <= fu_ne else fu_ne - 1)]
-                fu_x = fu_c / fu_n
-                if fu_x < fu_m:
-                    fu_m = fu_x
-        if fu_pure:
-            f_pure[fu_root] = True
-            f_m[fu_root] = fu_m
-        work = (fu_nf + fu_nl) // WORK_PER_EVENT
-    # each group's rate, and its head in the completion heap
-    for i in range(fu_nl):
-        r = f_CL[i]
-        rp = r_ps[r]
-        if gn[rp] == 0:
-            g_rate[r] = 0.0
-            continue
-        fu_rate = f_lvl[r]
-        fu_h = gh[rp, 0]
-        fu_rem = s_vf[fu_h] - g_V[r]
-        if fu_rem < 0.0:
-            fu_rem = 0.0
-        fu_tc = now + fu_rem / fu_rate
-        g_rate[r] = fu_rate
-        fu_old = g_head[r]
-        if fu_old != fu_h:
-            if fu_old >= 0:
-                eh_n = _e_remove(eh, ekt, eks, eh_pos, eh_n, fu_old)
-                s_inh[fu_old] = False
-            s_ctime[fu_h] = fu_tc
-            eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, fu_h, fu_tc, s_seq[fu_h])
-            s_inh[fu_h] = True
-            g_head[r] = fu_h
-        elif fu_tc != s_ctime[fu_h]:
-            s_ctime[fu_h] = fu_tc
-            _e_place(eh, ekt, eks, eh_pos, eh_pos[fu_h], eh_n, fu_h, fu_tc, s_seq[fu_h])
-    for i in range(nsd):
-        f_pend[f_seeds[i]] = False
-    return eh_n, work
-
+    if fu_pure:
+        f_pure[fu_root] = True
+        f_m[fu_root] = fu_m
+    work = (fu_nf + fu_nl) // WORK_PER_EVENT
+    return eh_n, fu_nl, work
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def run_replication(
@@ -1935,15 +1793,155 @@ def run_replication(
             hole = False
             eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
         if nsd > 0:
-            # FLOWS: the max-min fair allocation (see _flows)
-            eh_n, fu_work = _flows(used, now, eh, ekt, eks, eh_pos, eh_n, nsd, nfn, f_seeds,
-                                   f_new, f_pend, f_epoch, f_lmark, f_fmark, f_CL, f_CF,
-                                   f_rc, f_nu, f_rate, f_fixed, f_lvl, f_bott, f_comp,
-                                   f_pure, f_m, g_rate, g_V, g_tau, g_head, gh, gn, ps_h,
-                                   ps_n, s_trans, s_seq, s_rem, s_last, s_rate, s_ctime,
-                                   s_gpos, s_grp, s_vf, s_inh, psres_ptr, psres_idx, r_ps,
-                                   r_bw, re_ptr, re_val, fl_cap)
-            ev_limit -= fu_work
+            # FLOWS: the max-min fair rates of the flows connected to the links whose flow set
+            # changed at this instant (f_seeds). Only that connected component of links and flows
+            # is recomputed, by progressive filling: the link (or flow cap) with the smallest fair
+            # share ``remaining capacity / unfixed flows`` fixes its unfixed flows at that share,
+            # which is taken off the other links of their paths, until every flow is fixed.
+            # The flows a link fixes (its group) all move at the same rate, so a group keeps a
+            # virtual clock g_V (bytes moved by each member since an origin) and a heap of its
+            # members by virtual finish (g_V at arrival + bytes): only the head is in the
+            # completion heap. A flow whose bottleneck did not change is not touched at all (its
+            # group's clock just changes slope); a flow that changes group moves its remaining
+            # bytes to the new clock; a capped flow is on its own (s_grp == -1) with remaining
+            # bytes and a rate, as a ps firing. Written inline (a call passes ~50 arrays: ~15 %
+            # of the fine sync-ps net's speed at N = 4 when this whole section was a function),
+            # but for the full allocation (_flows_full), which is long and rarely run.
+            # Fast path: a component whose flows all cross one link L and are all bottlenecked
+            # there (a star into a parameter server) stays so when L's new fair share
+            # cap(L)/n is below every other link's share (and no flow is capped): progressive
+            # filling would fix every flow at L in its first round. Then only L's clock, rate
+            # and group heap change, in O(flows started + links changed + log n). The
+            # other links' shares are bounded from below by f_m[L] (kept at the last full
+            # allocation, lowered by each changed link's share since), so the test is exact
+            # or conservative; otherwise the full allocation below runs. (A link's capacity,
+            # bandwidth x efficiency(n), is written out at each use: an inlined helper made
+            # this section ~10 % slower at N = 4.)
+            fq = -1
+            if nfn > 0:
+                t = s_trans[f_new[0]]
+                for k in range(psres_ptr[t], psres_ptr[t + 1]):
+                    if f_pure[psres_idx[k]]:
+                        fq = psres_idx[k]
+                        break
+            else:
+                for i in range(nsd):
+                    if used[f_seeds[i]] > 0:
+                        fq = f_comp[f_seeds[i]]
+                        break
+            fu_fast = fq >= 0 and f_pure[fq] and used[fq] > 0
+            f_epoch[0] += 1
+            fu_ep = f_epoch[0]
+            for i in range(nfn if fu_fast else 0):
+                # each new flow crosses L, is not capped, and its other links carry no flow of
+                # another component
+                t = s_trans[f_new[i]]
+                fu_cross = 0
+                if fl_cap[t] < np.inf:
+                    fu_fast = False
+                for k in range(psres_ptr[t], psres_ptr[t + 1]):
+                    r = psres_idx[k]
+                    f_lmark[r] = fu_ep
+                    if r == fq:
+                        fu_cross += 1
+                    elif used[r] > 1 and f_comp[r] != fq:
+                        fu_fast = False
+                if fu_cross == 0 or not fu_fast:
+                    fu_fast = False
+                    break
+            fu_m = np.inf
+            fu_rate = 0.0
+            if fu_fast:
+                fu_m = f_m[fq]
+                for i in range(nsd):
+                    r = f_seeds[i]
+                    if r == fq or used[r] == 0:
+                        continue
+                    if f_comp[r] != fq and f_lmark[r] != fu_ep:
+                        fu_fast = False
+                        break
+                    fu_n = used[r]
+                    fu_c = r_bw[r]
+                    fu_ne = re_ptr[r + 1] - re_ptr[r]
+                    if fu_ne > 0:
+                        fu_c *= re_val[re_ptr[r] + (fu_n - 1 if fu_n <= fu_ne else fu_ne - 1)]
+                    fu_x = fu_c / fu_n
+                    if fu_x < fu_m:
+                        fu_m = fu_x
+                fu_n = used[fq]
+                fu_c = r_bw[fq]
+                fu_ne = re_ptr[fq + 1] - re_ptr[fq]
+                if fu_ne > 0:
+                    fu_c *= re_val[re_ptr[fq] + (fu_n - 1 if fu_n <= fu_ne else fu_ne - 1)]
+                fu_rate = fu_c / fu_n
+                if not fu_rate < fu_m:
+                    fu_fast = False
+            if fu_fast:
+                f_m[fq] = fu_m
+                # what the full allocation does to the links that left the component
+                for i in range(nsd):
+                    r = f_seeds[i]
+                    if used[r] == 0:
+                        g_V[r] += g_rate[r] * (now - g_tau[r])
+                        g_tau[r] = now
+                        g_rate[r] = 0.0
+                r = fq
+                rp = r_ps[r]
+                g_V[r] += g_rate[r] * (now - g_tau[r])
+                g_tau[r] = now
+                for i in range(nfn):
+                    s = f_new[i]
+                    t = s_trans[s]
+                    for k in range(psres_ptr[t], psres_ptr[t + 1]):
+                        f_comp[psres_idx[k]] = fq
+                    fu_rem = s_rem[s]
+                    if fu_rem < 0.0:
+                        fu_rem = 0.0
+                    s_vf[s] = g_V[r] + fu_rem
+                    gh[rp, gn[rp]] = s
+                    s_gpos[s] = gn[rp]
+                    gn[rp] += 1
+                    _g_sift(gh, rp, gn[rp], gn[rp] - 1, s_gpos, s_vf, s_seq)
+                    s_grp[s] = r
+                f_lvl[r] = fu_rate
+                f_CL[0] = r
+                fu_nl = 1
+            else:
+                eh_n, fu_nl, fu_work = _flows_full(now, used, eh, ekt, eks, eh_pos, eh_n, nsd,
+                                   f_seeds, f_epoch, f_lmark, f_fmark, f_CL, f_CF, f_rc, f_nu,
+                                   f_rate, f_fixed, f_lvl, f_bott, f_comp, f_pure, f_m, g_rate,
+                                   g_V, g_tau, g_head, gh, gn, ps_h, ps_n, s_trans, s_seq, s_rem,
+                                   s_last, s_rate, s_ctime, s_gpos, s_grp, s_vf, s_inh, psres_ptr,
+                                   psres_idx, r_ps, r_bw, re_ptr, re_val, fl_cap)
+                ev_limit -= fu_work
+            # each group's rate, and its head in the completion heap
+            for i in range(fu_nl):
+                r = f_CL[i]
+                rp = r_ps[r]
+                if gn[rp] == 0:
+                    g_rate[r] = 0.0
+                    continue
+                fu_rate = f_lvl[r]
+                fu_h = gh[rp, 0]
+                fu_rem = s_vf[fu_h] - g_V[r]
+                if fu_rem < 0.0:
+                    fu_rem = 0.0
+                fu_tc = now + fu_rem / fu_rate
+                g_rate[r] = fu_rate
+                fu_old = g_head[r]
+                if fu_old != fu_h:
+                    if fu_old >= 0:
+                        eh_n = _e_remove(eh, ekt, eks, eh_pos, eh_n, fu_old)
+                        s_inh[fu_old] = False
+                    s_ctime[fu_h] = fu_tc
+                    eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, fu_h, fu_tc, s_seq[fu_h])
+                    s_inh[fu_h] = True
+                    g_head[r] = fu_h
+                elif fu_tc != s_ctime[fu_h]:
+                    s_ctime[fu_h] = fu_tc
+                    _e_place(eh, ekt, eks, eh_pos, eh_pos[fu_h], eh_n, fu_h, fu_tc, s_seq[fu_h])
+            for i in range(nsd):
+                f_pend[f_seeds[i]] = False
             nsd = _I0
             nfn = _I0
         if eh_n == 0:
