@@ -911,8 +911,8 @@ def _flows_full(now, used, eh, ekt, eks, eh_pos, eh_n, nsd, f_seeds, f_epoch, f_
     progressive filling over that component; return ``(eh_n, fu_nl, work)``, ``f_CL[:fu_nl]`` its
     links and ``work`` the completions it counts as (see ``WORK_PER_EVENT``).
 
-    A function of its own: numba's analyses of a function cost more than linearly in its size,
-    and the run's cold compile is mostly run_replication's. Called only when the fast path
+    A function of its own, to shorten run_replication's cold compile (numba's live-variable
+    maps of a function cost more than linearly in its size). Called only when the fast path
     fails, so the call (~50 array arguments, no reference counting under ``_nrt=False``) is
     small next to the allocation itself."""
     f_epoch[0] += 1
