@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""The Numba kernel against the pure-Python oracle on many more random nets than the suite runs.
+"""The Numba kernel against the pure-Python oracle, and the fast paths against the kernel, on many
+more random nets than the suite runs.
 
 The suite checks a few dozen fixed generator seeds (``tests/test_engine_vs_reference.py``) and
 300 fuzz nets (``tests/test_fuzz.py``); this runs the same generators and the same comparisons
@@ -15,6 +16,13 @@ Usage::
 
     PYTHONPATH=. python scripts/oracle_sweep.py --seeds 100:400             # generator nets
     PYTHONPATH=. python scripts/oracle_sweep.py --fuzz --seeds 10000:14000  # fuzz nets
+    PYTHONPATH=. python scripts/oracle_sweep.py --fast --seeds 1000:5000    # fast paths
+
+``--fast``: the random event graphs of ``tests/test_fastpath.py`` and the sync-PS-like FIFO
+nets of ``tests/test_fastpath_fifo.py`` (deterministic and random durations, some with a history
+of three rounds, so its compaction runs over and over), each through ``engine="auto"`` and the
+generic kernel: where a fast path runs, the two must give the same run to the bit (nothing there
+is ``rounding``).
 
 Generator nets run deterministic and random durations each (the suite's steps, warm-up and
 tolerances), fuzz nets as ``test_fuzz.run_net_case``. Prints one line per disagreement and a
@@ -90,17 +98,71 @@ def fuzz_cases(lo: int, hi: int):
         yield f"fuzz seed={s}", "fuzz", net, run
 
 
+def fast_cases(lo: int, hi: int):
+    """``(label, net, run)`` for the fast-path nets with seeds ``lo..hi-1`` (see ``--fast``)."""
+    import numpy as np
+    import test_fastpath as A
+    import test_fastpath_fifo as B
+
+    import sgdnet.engine.fastpath_fifo as ff
+    from sgdnet import simulate
+    from sgdnet.errors import SimulationError
+    from sgdnet.net.compiled import compile_net
+
+    def case(net, kw, same, short=False):
+        def run():
+            old = ff.MAX_HISTORY_BYTES
+            if short:  # three rounds of history: tallied and dropped over and over
+                ff.MAX_HISTORY_BYTES = 8 * compile_net(net).n_transitions * 3
+            try:
+                g = simulate(net, engine="generic", **kw)
+                f = simulate(net, engine="auto", **kw)
+            except SimulationError:
+                return  # a net both engines refuse (e.g. a zero-time circuit)
+            finally:
+                ff.MAX_HISTORY_BYTES = old
+            if f.engine != "generic":
+                same(g, f)
+                np.testing.assert_array_equal(g.throughput.samples, f.throughput.samples)
+        return run
+
+    for s in range(lo, hi):
+        rng = np.random.default_rng(s)
+        for det in (True, False):
+            for strongly in (True, False):
+                net = A.random_eg(s, det=det, strongly=strongly, servers_var=det and s % 2 == 1,
+                                  zero=det and s % 3 == 2)
+                kw = dict(steps=int(rng.integers(20, 300)), warmup=int(rng.integers(0, 30)),
+                          replications=2, seed=s)
+                yield f"eg seed={s} {'det' if det else 'random'}", "eg", net, case(net, kw,
+                                                                                  A.same_run)
+            for share in (False, True):
+                net = B.ps_net(s, det=det, share_pu_su=share)
+                kw = dict(steps=int(rng.integers(20, 300)), warmup=int(rng.integers(0, 40)),
+                          replications=2, seed=s, parallel=False)
+                yield f"fifo seed={s} {'det' if det else 'random'}", "fifo", net, case(
+                    net, kw, B.same_run)
+        net = B.ps_net(s, det=s % 2 == 0)
+        kw = dict(steps=int(rng.integers(20, 200)), warmup=int(rng.integers(0, 60)),
+                  replications=1, seed=s, parallel=False)
+        yield f"fifo-short seed={s}", "fifo-short", net, case(net, kw, B.same_run, short=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", default="100:160", help="seed range LO:HI (default 100:160)")
-    ap.add_argument("--fuzz", action="store_true", help="the fuzz nets instead of the generators")
+    what = ap.add_mutually_exclusive_group()
+    what.add_argument("--fuzz", action="store_true", help="the fuzz nets instead of the generators")
+    what.add_argument("--fast", action="store_true",
+                      help="the fast paths against the kernel instead of the kernel and the oracle")
     a = ap.parse_args(argv)
     try:
         lo, hi = (int(x) for x in a.seeds.split(":"))
     except ValueError:
         ap.error(f"--seeds {a.seeds!r}: give LO:HI, e.g. 100:400")
     sys.path.insert(0, str(TESTS))
-    cases = fuzz_cases(lo, hi) if a.fuzz else generator_cases(lo, hi)
+    cases = (fuzz_cases(lo, hi) if a.fuzz else fast_cases(lo, hi) if a.fast
+             else generator_cases(lo, hi))
     n, t0 = 0, time.perf_counter()
     found: collections.Counter = collections.Counter()
     for label, gen, net, run in cases:
@@ -108,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             run()
         except AssertionError as e:
-            kind = "rounding" if _shares_rounded(net) else "defect"
+            kind = "rounding" if _shares_rounded(net) and not a.fast else "defect"
             found[kind, gen] += 1
             first = str(e).strip().splitlines()[0] if str(e).strip() else "assertion"
             print(f"{kind:8s} {label}: {first[:160]}", flush=True)
