@@ -250,6 +250,26 @@ def fast_path_problems(cn: CompiledNet) -> list[str]:
 
 # ------------------------------------------------------------------------------ kernel
 @njit(cache=True, nogil=True, error_model="numpy")
+def round_durations(dr, k, fixed, dfix, code, par, pool, sb, scratch):  # pragma: no cover
+    """``dr[t]``: the duration of firing ``k`` of every transition ``t`` (draw ``k`` of its
+    stream, base ``sb[t]``: the generic engine's), for one round of a fast path. Drawn in one
+    loop of independent draws, which the core overlaps, before the round's recursion, whose
+    completions depend on one another: with the draws inside it, their latency sat on that
+    chain (``bench/README.md``, "Draws first"). Shared by both fast paths."""
+    for t in range(dr.size):
+        if fixed[t]:
+            dr[t] = dfix[t]
+        else:
+            c = code[t]
+            if c == CODE_LOGN:
+                dr[t] = lognormal_draw_inlined(sb[t], k, par[t, 0], par[t, 1])
+            elif c == CODE_EXP:
+                dr[t] = exponential_draw(sb[t], k, par[t, 0])
+            else:
+                dr[t] = draw(sb[t], k, c, par, t, pool, scratch)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, fixed, dfix, code, par, pool,
             SB, steps_idx, need, ptr, phase, lo_a):  # pragma: no cover - compiled
     """Compute rounds ``k0..`` of the recursion into the flat history ``C`` (index
@@ -268,20 +288,9 @@ def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, fixed, dfix, code
     while k < kmax and done_work < work:
         row = k * T
         for l in range(L):
-            # the round's durations first (draw k of each transition's stream: the generic
-            # engine's duration of firing k), independent draws the core overlaps; then the
-            # recursion, whose completions depend on one another
-            for t in range(T):
-                if fixed[t]:
-                    dr[t] = dfix[t]
-                else:
-                    c = code[t]
-                    if c == CODE_LOGN:
-                        dr[t] = lognormal_draw_inlined(SB[l, t], k, par[t, 0], par[t, 1])
-                    elif c == CODE_EXP:
-                        dr[t] = exponential_draw(SB[l, t], k, par[t, 0])
-                    else:
-                        dr[t] = draw(SB[l, t], k, c, par, t, pool, scratch)
+            # the round's durations first, then the recursion, whose completions depend on one
+            # another (see round_durations)
+            round_durations(dr, k, fixed, dfix, code, par, pool, SB[l], scratch)
             for j in range(T):
                 t = order[j]
                 x = 0.0
