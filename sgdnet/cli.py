@@ -467,6 +467,13 @@ def cmd_study(args: argparse.Namespace) -> int:
                           "'out: results.csv' in the config")
     _check_out_dir(Path(out))
     print(f"{study!r} -> {out} ({args.executor} executor)", flush=True)
+    if args.executor != "dask":  # rows computed here or on local processes: compile once, here
+        compiling = _prepare_engine()
+        if compiling is not None:
+            from .engine.api import ensure_kernel
+
+            ensure_kernel()
+            _compiled(compiling)
     try:
         result = study.run(args.executor, out=out, n_jobs=args.jobs, scheduler=args.scheduler,
                            progress=False if args.no_progress else None, resume=not args.fresh,

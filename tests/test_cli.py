@@ -273,6 +273,28 @@ def test_study_command_runs_and_resumes(tmp_path, capsys):
     assert code == 0 and "0 computed" in out and "4 resumed" in out
 
 
+def test_study_command_compiles_the_engine_once_before_its_rows(tmp_path, capsys, monkeypatch):
+    # a cold numba cache (simulated): the study says so and compiles the kernel here, before the
+    # rows (on local processes each would compile it for itself), then says how long it took
+    import time
+
+    import sgdnet.cli as cli
+    import sgdnet.engine.api as api
+
+    calls = []
+    monkeypatch.setattr(cli, "_prepare_engine", lambda: time.perf_counter())
+    monkeypatch.setattr(api, "ensure_kernel", lambda: calls.append(1) or True)
+    cfg = tmp_path / "s.yaml"
+    cfg.write_text("seed: 2\nreplications: 1\nout: r.csv\n"
+                   "fixed: {model: resnet18, granularity: coarse, steps: 10, warmup: 2}\n"
+                   "grid: {variant: [sync-ps]}\n")
+    code, out, err = run(capsys, "study", str(cfg), "--executor", "serial")
+    assert code == 0 and calls == [1] and "engine compiled in" in err, err
+    monkeypatch.setattr(cli, "_prepare_engine", lambda: None)  # a warm cache: nothing said
+    code, out, err = run(capsys, "study", str(cfg), "--executor", "serial", "--fresh")
+    assert code == 0 and calls == [1] and "compiled" not in err
+
+
 def test_study_with_failing_rows_exits_1(tmp_path, capsys):
     cfg = tmp_path / "s.toml"
     cfg.write_text('out = "r.jsonl"\n[fixed]\nmodel = "resnet18"\nvariant = "sync-ps"\n'

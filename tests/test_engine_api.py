@@ -474,3 +474,22 @@ def test_expensive_completions_bring_the_halt_poll_closer(monkeypatch):
     status, n = events[-1]  # earlier calls stopped to grow their tables (replayed, same seed)
     assert status == kernel.ST_HALTED and {s for s, _ in events[:-1]} <= {kernel.ST_GROW}
     assert n < kernel.HALT_POLL // 2  # a cheap net reads the flag after HALT_POLL completions
+
+
+def test_ensure_kernel_compiles_only_without_a_usable_cache(monkeypatch):
+    # what a local study's parent calls before it starts its worker processes
+    import sgdnet.engine.api as api
+    import sgdnet.engine.jitcache as jc
+
+    runs = []
+    real = api.simulate
+
+    def spy(net, **kw):
+        runs.append((len(net.transitions), kw["engine"]))
+        return real(net, **kw)
+
+    monkeypatch.setattr(api, "simulate", spy)
+    monkeypatch.setattr(jc, "check_cache", lambda: False)  # a usable cache: nothing to do
+    assert api.ensure_kernel() is False and runs == []
+    monkeypatch.setattr(jc, "check_cache", lambda: True)  # none: one tiny generic run
+    assert api.ensure_kernel() is True and runs == [(1, "generic")]

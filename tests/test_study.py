@@ -535,6 +535,25 @@ def test_local_study_from_a_script_without_main_guard_says_how_to_fix(tmp_path):
 QUICK = {"model": "resnet50", "granularity": "coarse", "steps": 40, "warmup": 5}
 
 
+def test_a_local_study_has_the_parent_compile_the_kernel_once(monkeypatch):
+    # on a cold numba cache each worker process would compile the kernel for itself at its first
+    # row (~30 s of CPU each): with the default runner (it simulates), two or more processes and
+    # rows to compute, the parent makes sure of the kernel first; otherwise it does not
+    import sgdnet.engine.api as api
+
+    calls = []
+    monkeypatch.setattr(api, "ensure_kernel", lambda: calls.append(1) or False)
+    cases = [(Study(grid={"variant": ["sync-ps"]}, fixed=QUICK), 2, True, 1),
+             (small_study(), 2, True, 0),  # a custom runner may not simulate at all
+             (Study(grid={"variant": ["sync-ps"]}, fixed=QUICK), 1, True, 0),
+             (Study(grid={"variant": ["sync-ps"]}, fixed=QUICK), 2, False, 0)]  # all resumed
+    for study, n, todo, expect in cases:
+        del calls[:]
+        pool, close, parallel = study._executor("local", n, None, "fork", todo)
+        close()
+        assert parallel == n and len(calls) == expect, (n, todo, study.runner)
+
+
 def test_500_configurations_with_predict_locally(tmp_path):
     """4 variants x 5 worker counts x 5 bandwidths x 5 straggler levels = 500 rows."""
     variants = ["sync-ps", "async-ps", "ssp", "allreduce"]

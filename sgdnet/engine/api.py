@@ -17,7 +17,7 @@ from .driver import derive_seeds, run
 
 ENGINES = ("auto", "generic", "fast")  # simulate(engine=...); see sgdnet.engine.fastpath
 
-__all__ = ["simulate", "default_max_events", "with_steps"]
+__all__ = ["simulate", "default_max_events", "with_steps", "ensure_kernel"]
 
 
 def default_max_events(steps: int, warmup: int, n_transitions: int) -> int:
@@ -189,6 +189,33 @@ def simulate(
         raws = raws * len(seeds)
     return Result(cn, raws, seeds, steps=steps, warmup=warmup, trace=trace, samples=samples,
                   deterministic=cn.deterministic)
+
+
+def ensure_kernel() -> bool:
+    """Have the generic kernel's machine code in numba's cache: compile it now (a two-step run of
+    a one-transition net) if the cache has no usable copy, else do nothing (it is loaded at the
+    first :func:`simulate` that needs it).
+
+    For a parent about to start worker processes (a local study): each would otherwise compile
+    the kernel for itself at its first row, ~30 s of CPU per process, and with more processes
+    than cores that many times the wall time.
+
+    Returns
+    -------
+    bool
+        True when it compiled.
+    """
+    from .jitcache import check_cache
+
+    if not check_cache():
+        return False
+    from ..dists import Deterministic
+
+    net = Net("kernel-warm-up")
+    net.place("p", 1)
+    net.transition("t", Deterministic(1.0), inputs=["p"], outputs=["p"], tags={"step": True})
+    simulate(net, steps=2, warmup=0, replications=1, seed=0, parallel=False, engine="generic")
+    return True
 
 
 def with_steps(net: Net | CompiledNet, step) -> Net:

@@ -436,7 +436,8 @@ class Study:
         failures: list[str] = []
         try:
             bar = _progress(progress, len(ids), len(done), self.name)
-            pool, owned, parallel = self._executor(executor, n_jobs, scheduler, mp_context)
+            pool, owned, parallel = self._executor(executor, n_jobs, scheduler, mp_context,
+                                                   bool(todo))
             try:
                 threads = None if pool is None else 1
                 tasks = (_Task(i, ids[i], self._configs[i],
@@ -518,8 +519,9 @@ class Study:
         return idx
 
     def _executor(self, executor: Any, n_jobs: int | None, scheduler: str | None,
-                  mp_context: str) -> tuple[Any, Callable[[], None] | None, int]:
-        """``(executor or None for serial, shutdown callable or None, parallelism)``."""
+                  mp_context: str, todo: bool = True) -> tuple[Any, Callable[[], None] | None, int]:
+        """``(executor or None for serial, shutdown callable or None, parallelism)``; ``todo``:
+        rows are left to compute."""
         if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int)
                                    or n_jobs < 1):
             raise StudyError(f"n_jobs={n_jobs!r} must be an integer >= 1 (processes)")
@@ -537,6 +539,12 @@ class Study:
                     raise StudyError(f"mp_context={mp_context!r} is not a start method; use "
                                      "'spawn', 'forkserver' or 'fork'") from None
                 n = n_jobs or cores
+                if n > 1 and self.runner is None and todo:
+                    # the default runner simulates: on a cold numba cache the kernel is
+                    # compiled here once, not once in every worker process
+                    from ..engine.api import ensure_kernel
+
+                    ensure_kernel()
                 pool = local_pool(n, ctx)
                 return pool, lambda: pool.shutdown(wait=True, cancel_futures=True), n
             if executor == "dask":
