@@ -115,11 +115,14 @@ def _prepare_engine() -> float | None:
     stderr when the first run JIT-compiles; returns the start time of a compile, else None."""
     import warnings
 
+    from .engine import kernel
     from .engine.jitcache import check_cache
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        compiling = check_cache()
+        # the cache as it is now, not as this process first found it (a process that runs
+        # several commands, e.g. the tests, may have compiled or loaded the kernel since)
+        compiling = check_cache(kernel)
     for w in caught:
         print(f"sgdnet: warning: {_one_line(str(w.message))}", file=sys.stderr)
     if not compiling:
@@ -467,6 +470,9 @@ def cmd_study(args: argparse.Namespace) -> int:
                           "'out: results.csv' in the config")
     _check_out_dir(Path(out))
     print(f"{study!r} -> {out} ({args.executor} executor)", flush=True)
+    from .study.table import _format_of
+
+    _format_of(Path(out))  # an output the study cannot write: its error before any compile
     if args.executor != "dask":  # rows computed here or on local processes: compile once, here
         compiling = _prepare_engine()
         if compiling is not None:

@@ -295,6 +295,22 @@ def test_study_command_compiles_the_engine_once_before_its_rows(tmp_path, capsys
     assert code == 0 and calls == [1] and "compiled" not in err
 
 
+def test_no_compile_announced_once_the_kernel_is_here(monkeypatch):
+    # the cache check is once per process; a process that found no usable cache (e.g. a test
+    # worker started before the kernel was compiled) and has the kernel since must not announce
+    # a compile again, nor should a command read the stale answer
+    from conftest import loop
+
+    import sgdnet.cli as cli
+    import sgdnet.engine.jitcache as jc
+
+    sgdnet.simulate(loop(), steps=2, warmup=0, replications=1, seed=0, engine="generic")
+    monkeypatch.setitem(jc._state, "checked", True)
+    monkeypatch.setitem(jc._state, "compile", True)  # what the first check found
+    assert jc.check_cache() is False
+    assert cli._prepare_engine() is None
+
+
 def test_study_with_failing_rows_exits_1(tmp_path, capsys):
     cfg = tmp_path / "s.toml"
     cfg.write_text('out = "r.jsonl"\n[fixed]\nmodel = "resnet18"\nvariant = "sync-ps"\n'

@@ -167,6 +167,14 @@ def stale_dependencies(module: ModuleType, dispatchers: list[Any]) -> bool:
     return stale
 
 
+def _kernel_compiled() -> bool:
+    """Whether this process already has the kernel's machine code (compiled or loaded)."""
+    import sys
+
+    kernel = sys.modules.get(__package__ + ".kernel")
+    return bool(getattr(getattr(kernel, ENTRY, None), "overloads", None))
+
+
 def check_cache(module: ModuleType | None = None) -> bool:
     """Check (once per process) the cache of the kernel's functions; repair and warn once.
 
@@ -181,7 +189,8 @@ def check_cache(module: ModuleType | None = None) -> bool:
         Damaged cache files were found and deleted.
     """
     if _state["checked"] and module is None:
-        return bool(_state["compile"])
+        # checked once per process; a compile it announced may have happened since
+        return bool(_state["compile"]) and not _kernel_compiled()
     if module is None:
         from . import kernel as module  # type: ignore[no-redef]
     try:
