@@ -554,6 +554,51 @@ def test_a_local_study_has_the_parent_compile_the_kernel_once(monkeypatch):
         assert parallel == n and len(calls) == expect, (n, todo, study.runner)
 
 
+def test_a_dask_local_cluster_study_has_the_parent_compile_the_kernel_first(monkeypatch):
+    # the same for the worker processes of a new LocalCluster (faked here: only the order of
+    # events matters), and not for a custom runner
+    import distributed
+
+    import sgdnet.engine.api as api
+
+    events = []
+
+    class FakeCluster:
+        def __init__(self, n_workers, **kw):
+            events.append(("cluster", n_workers))
+
+        def close(self):
+            pass
+
+    class FakeClient:
+        def __init__(self, cluster):
+            pass
+
+        def get_executor(self, pure):
+            return "executor"
+
+        def nthreads(self):
+            return {"a": 1, "b": 1}
+
+        def close(self):
+            pass
+
+    def no_client():
+        raise ValueError("no client")
+
+    monkeypatch.setattr(distributed, "LocalCluster", FakeCluster)
+    monkeypatch.setattr(distributed, "Client", FakeClient)
+    monkeypatch.setattr(distributed, "get_client", no_client)
+    monkeypatch.setattr(api, "ensure_kernel", lambda: events.append("kernel"))
+    for study, expect in ((Study(grid={"variant": ["sync-ps"]}, fixed=QUICK),
+                           ["kernel", ("cluster", 2)]),
+                          (small_study(), [("cluster", 2)])):
+        del events[:]
+        ex, close, parallel = study._executor("dask", 2, None, "spawn", True)
+        close()
+        assert (ex, parallel, events) == ("executor", 2, expect)
+
+
 def test_500_configurations_with_predict_locally(tmp_path):
     """4 variants x 5 worker counts x 5 bandwidths x 5 straggler levels = 500 rows."""
     variants = ["sync-ps", "async-ps", "ssp", "allreduce"]

@@ -188,8 +188,12 @@ def _dask_parallelism(client: Any) -> int:
         return 1
 
 
-def _dask_executor(scheduler: str | None, n_jobs: int | None
+def _dask_executor(scheduler: str | None, n_jobs: int | None,
+                   before_local: Callable[[int], None] | None = None
                    ) -> tuple[Any, Callable[[], None] | None, int]:
+    """A Dask executor: on ``scheduler``, on the current client, or on a new ``LocalCluster`` of
+    ``n_jobs`` worker processes (all cores by default), ``before_local(n)`` called before it
+    starts them."""
     try:
         import distributed
     except ImportError:
@@ -208,8 +212,10 @@ def _dask_executor(scheduler: str | None, n_jobs: int | None
         return client.get_executor(pure=False), None, _dask_parallelism(client)
     except ValueError:
         pass
-    cluster = distributed.LocalCluster(n_workers=n_jobs or os.cpu_count() or 1,
-                                       threads_per_worker=1, processes=True,
+    n = n_jobs or os.cpu_count() or 1
+    if before_local is not None:
+        before_local(n)
+    cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                        dashboard_address=None)
     client = distributed.Client(cluster)
 

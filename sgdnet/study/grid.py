@@ -518,6 +518,15 @@ class Study:
             self._index_cache = idx
         return idx
 
+    def _kernel_once(self, n: int, todo: bool) -> None:
+        """Before ``n`` local worker processes start: with the default runner (it simulates),
+        two or more processes and rows to compute, have the kernel in numba's cache, compiled here
+        once on a cold cache instead of once in every worker at its first row."""
+        if n > 1 and self.runner is None and todo:
+            from ..engine.api import ensure_kernel
+
+            ensure_kernel()
+
     def _executor(self, executor: Any, n_jobs: int | None, scheduler: str | None,
                   mp_context: str, todo: bool = True) -> tuple[Any, Callable[[], None] | None, int]:
         """``(executor or None for serial, shutdown callable or None, parallelism)``; ``todo``:
@@ -539,16 +548,11 @@ class Study:
                     raise StudyError(f"mp_context={mp_context!r} is not a start method; use "
                                      "'spawn', 'forkserver' or 'fork'") from None
                 n = n_jobs or cores
-                if n > 1 and self.runner is None and todo:
-                    # the default runner simulates: on a cold numba cache the kernel is
-                    # compiled here once, not once in every worker process
-                    from ..engine.api import ensure_kernel
-
-                    ensure_kernel()
+                self._kernel_once(n, todo)
                 pool = local_pool(n, ctx)
                 return pool, lambda: pool.shutdown(wait=True, cancel_futures=True), n
             if executor == "dask":
-                return _dask_executor(scheduler, n_jobs)
+                return _dask_executor(scheduler, n_jobs, lambda n: self._kernel_once(n, todo))
             raise StudyError(f"unknown executor {executor!r}; use one of {list(EXECUTORS)}, a "
                              "concurrent.futures.Executor or a dask.distributed Client")
         if _is_dask_client(executor):
