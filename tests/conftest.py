@@ -269,21 +269,23 @@ def _await_kernel_in(marker: Path):
 
 def _hold_kernel_users(wait) -> None:
     """Make everything in this process that could compile the kernel call ``wait`` first: the
-    generic engine's driver, the numba cache check (the CLI announces a compile when it finds no
-    usable cache, which a test of its one-line stderr would not expect), and starting a process
-    (a CLI run, a study's local workers, dask), which would compile it in the child."""
+    generic engine's driver, the CLI's cache check (it announces a compile when it finds no
+    usable cache, which a test of its one-line stderr would not expect; the engine's own checks
+    are left alone, the fast paths' first runs make them), and starting a process (a CLI run, a
+    study's local workers, dask), which would compile it in the child."""
     import multiprocessing.process
     import subprocess
 
-    from sgdnet.engine import api, driver, jitcache
+    import sgdnet.cli as cli
+    from sgdnet.engine import api, driver
 
-    check = jitcache.check_cache
+    prepare = cli._prepare_engine
 
-    def held_check(*args, **kwargs):
+    def held_prepare():
         wait()
-        return check(*args, **kwargs)
+        return prepare()
 
-    jitcache.check_cache = held_check
+    cli._prepare_engine = held_prepare
 
     run = driver.run
 
@@ -321,8 +323,8 @@ def pytest_collection_finish(session):
     in this hook). Then ``gw1`` waited in this hook for ``gw0``'s marker file: ~25 s of an idle
     core per cold run. Now the kernel-free modules come first (:data:`KERNEL_FREE_FIRST`) and
     the workers other than ``gw0`` run them, waiting for the marker (at most
-    :data:`KERNEL_WAIT_S`) only where the kernel could be compiled or its cache is read: at the
-    generic engine's driver, the cache check, or the start of a process
+    :data:`KERNEL_WAIT_S`) only where the kernel could be compiled or a compile announced: at the
+    generic engine's driver, the CLI's cache check, or the start of a process
     (:func:`_hold_kernel_users`). The kernel is still
     compiled once per cold run, and no test needing it (nor any process a test starts) runs
     before it is in the cache. With a warm cache this only loads them (well under a second).
