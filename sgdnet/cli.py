@@ -115,14 +115,11 @@ def _prepare_engine() -> float | None:
     stderr when the first run JIT-compiles; returns the start time of a compile, else None."""
     import warnings
 
-    from .engine import kernel
     from .engine.jitcache import check_cache
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        # the cache as it is now, not as this process first found it (a process that runs
-        # several commands, e.g. the tests, may have compiled or loaded the kernel since)
-        compiling = check_cache(kernel)
+        compiling = check_cache()
     for w in caught:
         print(f"sgdnet: warning: {_one_line(str(w.message))}", file=sys.stderr)
     if not compiling:

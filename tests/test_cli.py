@@ -296,9 +296,9 @@ def test_study_command_compiles_the_engine_once_before_its_rows(tmp_path, capsys
 
 
 def test_no_compile_announced_once_the_kernel_is_here(monkeypatch):
-    # the cache check is once per process; a process that found no usable cache (e.g. a test
-    # worker started before the kernel was compiled) and has the kernel since must not announce
-    # a compile again, nor should a command read the stale answer
+    # a process that found no usable cache (e.g. a test worker started before the kernel was
+    # compiled) and has the kernel since, or whose cache another process filled since, must not
+    # announce a compile again
     from conftest import loop
 
     import sgdnet.cli as cli
@@ -309,6 +309,10 @@ def test_no_compile_announced_once_the_kernel_is_here(monkeypatch):
     monkeypatch.setitem(jc._state, "compile", True)  # what the first check found
     assert jc.check_cache() is False
     assert cli._prepare_engine() is None
+    # not in this process, but another one filled the cache since: read again, usable
+    monkeypatch.setitem(jc._state, "compile", True)
+    monkeypatch.setattr(jc, "_kernel_compiled", lambda: False)
+    assert jc.check_cache() is False and jc._state["compile"] is False
 
 
 def test_study_with_failing_rows_exits_1(tmp_path, capsys):

@@ -176,7 +176,8 @@ def _kernel_compiled() -> bool:
 
 
 def check_cache(module: ModuleType | None = None) -> bool:
-    """Check (once per process) the cache of the kernel's functions; repair and warn once.
+    """Check the cache of the kernel's functions; repair and warn once. Once found usable (or the
+    kernel compiled in this process) it is not read again in the process.
 
     Returns
     -------
@@ -189,8 +190,10 @@ def check_cache(module: ModuleType | None = None) -> bool:
         Damaged cache files were found and deleted.
     """
     if _state["checked"] and module is None:
-        # checked once per process; a compile it announced may have happened since
-        return bool(_state["compile"]) and not _kernel_compiled()
+        # a usable cache stays usable in a process; a compile announced earlier may have
+        # happened since (here, or in another process that filled the cache): check again
+        if not _state["compile"] or _kernel_compiled():
+            return False
     if module is None:
         from . import kernel as module  # type: ignore[no-redef]
     try:
