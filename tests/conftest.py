@@ -218,7 +218,7 @@ KERNEL_WAIT_S = 600.0
 #: ``test_budget.py`` (11 s, one kernel test). Under xdist they run first, so that the workers
 #: other than ``gw0`` have work while ``gw0`` compiles the kernel (see
 #: :func:`pytest_collection_finish`). A module listed here that starts to use the kernel costs
-#: time only: its worker waits for ``gw0`` at that test (:func:`_await_kernel`).
+#: time only: its worker waits for ``gw0`` at that test (:func:`_hold_kernel_users`).
 KERNEL_FREE_FIRST = (
     "test_calibrate.py", "test_profiling_device.py", "test_profiling.py", "test_analysis.py",
     "test_compile_bulk.py", "test_fastpath_halt.py", "test_draw_cap.py", "test_bulk_build.py",
@@ -279,35 +279,16 @@ def _hold_kernel_users(wait) -> None:
     import sgdnet.cli as cli
     from sgdnet.engine import api, driver
 
-    prepare = cli._prepare_engine
+    def held(fn):
+        def call(*args, **kwargs):
+            wait()
+            return fn(*args, **kwargs)
+        return call
 
-    def held_prepare():
-        wait()
-        return prepare()
-
-    cli._prepare_engine = held_prepare
-
-    run = driver.run
-
-    def held_run(*args, **kwargs):
-        wait()
-        return run(*args, **kwargs)
-
-    driver.run = api.run = held_run
-    popen_init = subprocess.Popen.__init__
-
-    def held_popen(self, *args, **kwargs):
-        wait()
-        popen_init(self, *args, **kwargs)
-
-    subprocess.Popen.__init__ = held_popen
-    start = multiprocessing.process.BaseProcess.start
-
-    def held_start(self, *args, **kwargs):
-        wait()
-        return start(self, *args, **kwargs)
-
-    multiprocessing.process.BaseProcess.start = held_start
+    cli._prepare_engine = held(cli._prepare_engine)
+    driver.run = api.run = held(driver.run)
+    subprocess.Popen.__init__ = held(subprocess.Popen.__init__)
+    multiprocessing.process.BaseProcess.start = held(multiprocessing.process.BaseProcess.start)
 
 
 def pytest_collection_finish(session):
