@@ -3,6 +3,8 @@ hostile config (YAML alias bomb, deep nesting, non-UTF-8) ends in a StudyError a
 
 from __future__ import annotations
 
+import concurrent.futures as cf
+import signal
 import subprocess
 import sys
 import textwrap
@@ -169,3 +171,104 @@ def test_local_workers_ignore_ctrl_c_while_they_start():
         assert got <= set(pids)  # the same two workers answer: none was killed
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _PoolCtrlCInSubmit(cf.ThreadPoolExecutor):
+    """A pool whose fifth ``submit`` receives a Ctrl-C in its middle: the window in which a
+    ``KeyboardInterrupt`` left a process pool with a work item registered but never queued, so
+    that its shutdown waited forever (a CI run's Ctrl-C test hung this way)."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=2)
+        self.submits = 0
+        self.completed = 0
+
+    def submit(self, fn, /, *args, **kwargs):
+        self.submits += 1
+        if self.submits == 5:
+            signal.raise_signal(signal.SIGINT)
+        future = super().submit(fn, *args, **kwargs)
+        self.completed += 1
+        return future
+
+
+@pytest.fixture
+def terminal_ctrl_c():
+    """SIGINT raises KeyboardInterrupt, as in a terminal (the suite may run with it ignored)."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def test_ctrl_c_inside_the_executors_submit_waits_for_it_then_stops_between_rows(
+        tmp_path, terminal_ctrl_c):
+    """A Ctrl-C arriving inside the executor's ``submit`` lets that call finish; the study stops
+    before the next submission, keeps every finished row, and a rerun computes only the rest:
+    the table is then an uninterrupted run's."""
+    grid = {"cluster.workers": list(range(1, 13))}
+    fixed = {"variant": "a", "model": "m"}
+    out = tmp_path / "r.csv"
+    pool = _PoolCtrlCInSubmit()
+    with pool, pytest.raises(KeyboardInterrupt):
+        Study(grid=grid, fixed=fixed, runner=runner).run(pool, out=out, max_pending=3)
+    assert pool.completed == pool.submits == 5  # not cut in its middle; none after it
+    kept = read_table(out)
+    assert 1 <= len(kept) <= 5
+    again = Study(grid=grid, fixed=fixed, runner=runner).run("serial", out=out)
+    assert (again.resumed, again.ran) == (len(kept), 12 - len(kept))
+    whole = Study(grid=grid, fixed=fixed, runner=runner).run("serial", out=tmp_path / "w.csv")
+    def by_id(path):  # rows land in the file in the order they finished
+        return sorted(read_table(path), key=lambda r: r["row_id"])
+
+    assert by_id(out) == by_id(tmp_path / "w.csv")
+    assert [r.get("samples_per_s_mean") for r in again] == \
+        [r.get("samples_per_s_mean") for r in whole]
+
+
+def test_ctrl_c_while_waiting_for_rows_stops_the_study_promptly(tmp_path, terminal_ctrl_c):
+    """A Ctrl-C while the study waits for rows on a pool is acted on within the wait's poll,
+    not when a slow row ends; the pool then shuts down."""
+    import threading
+    import time
+
+    release = threading.Event()
+
+    def slow_runner(variant, model, cluster, *, seed, **kw):
+        if cluster.workers == 3:
+            threading.Timer(0.2, signal.pthread_kill,
+                            (threading.main_thread().ident, signal.SIGINT)).start()
+            release.wait(60)  # the row ends only when the test lets it
+        return runner(variant, model, cluster, seed=seed)
+
+    pool = cf.ThreadPoolExecutor(max_workers=2)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            Study(grid={"cluster.workers": [1, 2, 3, 4]}, fixed={"variant": "a", "model": "m"},
+                  runner=slow_runner).run(pool, out=tmp_path / "r.csv", max_pending=2)
+        waited = time.monotonic() - t0
+    finally:
+        release.set()
+        pool.shutdown(wait=True)
+    assert waited < 30  # the slow row would have held it 60 s
+
+
+def test_ctrl_c_during_a_row_computed_here_acts_at_once(tmp_path, terminal_ctrl_c):
+    """With the serial executor the row runs in this process: a Ctrl-C inside it interrupts the
+    row itself (it is not held until the row ends), and the finished rows stay in the table."""
+    reached = []
+
+    def interrupted_runner(variant, model, cluster, *, seed, **kw):
+        if cluster.workers == 3:
+            signal.raise_signal(signal.SIGINT)
+            reached.append(cluster.workers)  # not reached: the interrupt acts inside the row
+        return runner(variant, model, cluster, seed=seed)
+
+    out = tmp_path / "r.csv"
+    with pytest.raises(KeyboardInterrupt):
+        Study(grid={"cluster.workers": [1, 2, 3, 4]}, fixed={"variant": "a", "model": "m"},
+              runner=interrupted_runner).run("serial", out=out)
+    assert reached == []
+    assert [r["cluster.workers"] for r in read_table(out)] == [1, 2]

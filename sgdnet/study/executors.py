@@ -5,8 +5,10 @@ one row = one call of the study's runner (injected; :func:`sgdnet.predict` by de
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import dataclasses
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -15,7 +17,7 @@ from ..errors import SgdnetError, StudyError
 from .rows import _TAIL_COLUMNS, METRIC_COLUMNS, _build_call, _display, numeric_columns, summarize
 from .table import _util_key
 
-__all__ = ["EXECUTORS", "local_pool"]
+__all__ = ["EXECUTORS", "Interrupts", "local_pool"]
 
 #: Executor names understood by :meth:`Study.run` (besides Executor / Client objects).
 EXECUTORS = ("local", "serial", "dask")
@@ -56,8 +58,6 @@ def _init_worker() -> None:
     to the whole process group): it cancels the queued rows and the pool finishes the rows in
     progress and exits, instead of every child printing a ``KeyboardInterrupt`` traceback.
     """
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _set_numba_threads(1)
     try:
@@ -77,8 +77,6 @@ def local_pool(n: int, ctx: Any) -> cf.ProcessPoolExecutor:
     too, for start methods that create workers later). Only the main thread may change signal
     handlers; from another thread the workers start as they would.
     """
-    import signal
-
     pool = cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker)
     try:
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -134,22 +132,102 @@ def _run_task(task: _Task) -> tuple[int, dict[str, Any], bool]:
     return task.index, row, failed
 
 
-def _execute(pool: Any, tasks: Iterator[_Task], max_pending: int
+class Interrupts:
+    """Ctrl-C held off while the executor's machinery runs, and raised between two rows.
+
+    A ``KeyboardInterrupt`` raised at an arbitrary bytecode can leave :mod:`concurrent.futures`
+    half-updated: inside ``submit`` a work item can be registered but never queued, and inside
+    ``wait`` the main thread can keep some futures' locks. Either way the pool's manager thread
+    then never finishes, and the shutdown that follows the Ctrl-C waits forever. While
+    :meth:`held` is active, a Ctrl-C only records itself; :meth:`check` raises it where the
+    study is between rows (the handler that was in place before acts: ``KeyboardInterrupt`` by
+    default). :meth:`live` lets it act at once, around a row computed in this process. Only the
+    main thread may install signal handlers; elsewhere, and when SIGINT is ignored, nothing
+    changes.
+    """
+
+    def __init__(self) -> None:
+        self._pending = False
+        self._live = False
+        self._old: Any = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self._live:
+            self._old(signum, frame)
+        else:
+            self._pending = True
+
+    def check(self) -> None:
+        """Act on a Ctrl-C that arrived while held."""
+        if self._pending:
+            self._pending = False
+            self._old(signal.SIGINT, None)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[Interrupts]:
+        """Hold Ctrl-C back for the duration of the block; one that arrived is acted on at the
+        block's end unless another exception is already on its way."""
+        try:
+            old = signal.getsignal(signal.SIGINT)
+            if not callable(old):  # ignored, or a handler Python did not install
+                yield self
+                return
+            signal.signal(signal.SIGINT, self._handler)
+        except ValueError:  # not the main thread
+            yield self
+            return
+        self._old = old
+        try:
+            yield self
+        finally:
+            signal.signal(signal.SIGINT, old)
+        self.check()
+
+    @contextlib.contextmanager
+    def live(self) -> Iterator[None]:
+        """Let Ctrl-C act at once inside the block (a row computed in this process)."""
+        self.check()
+        self._live = True
+        try:
+            yield
+        finally:
+            self._live = False
+
+
+#: How often a wait on the executor looks at a held Ctrl-C (seconds).
+_POLL_S = 0.1
+
+
+def _wait(pending: set[cf.Future], interrupts: Interrupts
+          ) -> tuple[set[cf.Future], set[cf.Future]]:
+    while True:
+        finished, still = cf.wait(pending, timeout=_POLL_S, return_when=cf.FIRST_COMPLETED)
+        interrupts.check()
+        if finished:
+            return finished, still
+
+
+def _execute(pool: Any, tasks: Iterator[_Task], max_pending: int, interrupts: Interrupts
              ) -> Iterator[tuple[int, dict[str, Any], bool]]:
+    """Rows as they finish, in this process (``pool`` None) or on ``pool``; a Ctrl-C held by
+    ``interrupts`` is raised between submissions and waits, never inside them."""
     if pool is None:
         for t in tasks:
-            yield _run_task(t)
+            with interrupts.live():
+                done = _run_task(t)
+            yield done
         return
     pending: set[cf.Future] = set()
     try:
         for t in tasks:
+            interrupts.check()
             pending.add(pool.submit(_run_task, t))
             if len(pending) >= max_pending:
-                finished, pending = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
+                finished, pending = _wait(pending, interrupts)
                 for f in finished:
                     yield f.result()
         while pending:
-            finished, pending = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
+            finished, pending = _wait(pending, interrupts)
             for f in finished:
                 yield f.result()
     finally:

@@ -18,6 +18,7 @@ from ..errors import StudyError
 from ..limits import check_limit, limit
 from .executors import (
     EXECUTORS,
+    Interrupts,
     _dask_executor,
     _dask_parallelism,
     _execute,
@@ -443,17 +444,22 @@ class Study:
                 tasks = (_Task(i, ids[i], self._configs[i],
                                row_seed(self._configs[i], self.seed, self.common), self.runner,
                                threads) for i in todo)
-                for _, row, failed in _execute(pool, tasks, max_pending or 4 * parallel):
-                    ran += 1
-                    if failed:
-                        failures.append(row["error"])
-                        if self.on_error == "raise":
-                            params = {k: row[k] for k in self._configs[0] if k in row}
-                            raise StudyError(f"study row {row['row_id']} {params}: {row['error']}")
-                    for ready in self._release(row, rows, waiting):
-                        if writer is not None:
-                            writer.append(ready)
-                    bar.update(1)
+                # Ctrl-C acts between rows (or inside a row computed here), never inside the
+                # executor's machinery, which it could leave unable to shut down
+                with Interrupts().held() as interrupts:
+                    for _, row, failed in _execute(pool, tasks, max_pending or 4 * parallel,
+                                                   interrupts):
+                        ran += 1
+                        if failed:
+                            failures.append(row["error"])
+                            if self.on_error == "raise":
+                                params = {k: row[k] for k in self._configs[0] if k in row}
+                                raise StudyError(f"study row {row['row_id']} {params}: "
+                                                 f"{row['error']}")
+                        for ready in self._release(row, rows, waiting):
+                            if writer is not None:
+                                writer.append(ready)
+                        bar.update(1)
             except BrokenProcessPool as e:
                 n_kept = len(set(rows) | {r["row_id"] for v in waiting.values() for r in v})
                 kept = f"the {n_kept} finished rows are in {str(out_path)!r} and a rerun " \
