@@ -552,6 +552,18 @@ def _ps_rate(t, psres_ptr, psres_idx, used, r_cap):
 
 
 @_inner
+def _link_cap(r, n, r_bw, re_ptr, re_val):
+    """The capacity of link ``r`` carrying ``n`` flows: its bandwidth times the incast
+    efficiency at ``n`` (the table's last entry beyond its end; none when ``n`` is 0 or the link
+    has no table)."""
+    c = r_bw[r]
+    ne = re_ptr[r + 1] - re_ptr[r]
+    if n > 0 and ne > 0:
+        c *= re_val[re_ptr[r] + (n - 1 if n <= ne else ne - 1)]
+    return c
+
+
+@_inner
 def _rerate(r, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate, s_ctime, s_seq,
             eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap):
     rp = r_ps[r]
@@ -954,10 +966,7 @@ def _flows_full(now, used, eh, ekt, eks, eh_pos, eh_n, nsd, f_seeds, f_epoch, f_
         g_tau[r] = now
         f_lvl[r] = -1.0
         fu_n = used[r]
-        fu_c = r_bw[r]
-        fu_ne = re_ptr[r + 1] - re_ptr[r]
-        if fu_n > 0 and fu_ne > 0:
-            fu_c *= re_val[re_ptr[r] + (fu_n - 1 if fu_n <= fu_ne else fu_ne - 1)]
+        fu_c = _link_cap(r, fu_n, r_bw, re_ptr, re_val)
         f_rc[r] = fu_c
         f_nu[r] = fu_n
     # progressive filling
@@ -1064,10 +1073,7 @@ def _flows_full(now, used, eh, ekt, eks, eh_pos, eh_n, nsd, f_seeds, f_epoch, f_
         f_comp[r] = fu_root if fu_pure else -1
         if fu_pure and r != fu_root and used[r] > 0:
             fu_n = used[r]
-            fu_c = r_bw[r]
-            fu_ne = re_ptr[r + 1] - re_ptr[r]
-            if fu_ne > 0:
-                fu_c *= re_val[re_ptr[r] + (fu_n - 1 if fu_n <= fu_ne else fu_ne - 1)]
+            fu_c = _link_cap(r, fu_n, r_bw, re_ptr, re_val)
             fu_x = fu_c / fu_n
             if fu_x < fu_m:
                 fu_m = fu_x
@@ -1861,18 +1867,12 @@ def run_replication(
                         fu_fast = False
                         break
                     fu_n = used[r]
-                    fu_c = r_bw[r]
-                    fu_ne = re_ptr[r + 1] - re_ptr[r]
-                    if fu_ne > 0:
-                        fu_c *= re_val[re_ptr[r] + (fu_n - 1 if fu_n <= fu_ne else fu_ne - 1)]
+                    fu_c = _link_cap(r, fu_n, r_bw, re_ptr, re_val)
                     fu_x = fu_c / fu_n
                     if fu_x < fu_m:
                         fu_m = fu_x
                 fu_n = used[fq]
-                fu_c = r_bw[fq]
-                fu_ne = re_ptr[fq + 1] - re_ptr[fq]
-                if fu_ne > 0:
-                    fu_c *= re_val[re_ptr[fq] + (fu_n - 1 if fu_n <= fu_ne else fu_ne - 1)]
+                fu_c = _link_cap(fq, fu_n, r_bw, re_ptr, re_val)
                 fu_rate = fu_c / fu_n
                 if not fu_rate < fu_m:
                     fu_fast = False
