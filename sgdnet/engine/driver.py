@@ -5,11 +5,12 @@ The kernel is compiled ``nogil=True``, so replications run truly in parallel on 
 JIT time of a numba ``prange`` driver). Each replication owns its RNG state, seeded from its own
 integer seed, so results do not depend on the number of threads or on scheduling.
 
-Where Ctrl-C can reach the caller (the main thread, Python's SIGINT handler), the kernel never
-runs on the calling thread, even serially (``parallel=False``: one of the engine's worker
-threads plays the replications in turn): the caller waits on the workers, so Ctrl-C reaches it at
-once, sets the kernels' shared ``halt`` flag, which they read every 4096 completions, and is
-re-raised as soon as they have returned, instead of after the last replication ends.
+Where Ctrl-C can reach the caller (the main thread, a SIGINT handler written in Python), the
+kernel never runs on the calling thread, even serially (``parallel=False``: one of the engine's
+worker threads plays the replications in turn): the caller waits on the workers, a Ctrl-C sets
+the kernels' shared ``halt`` flag at once (they read it every 4096 completions), and its
+``KeyboardInterrupt`` is raised as soon as they have returned, instead of after the last
+replication ends (:func:`on_threads`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import numpy as np
 
 from .._check import derive_seeds  # noqa: F401  (re-exported)
+from .._interrupts import Interrupts
 from ..net.compiled import CompiledNet
 from . import abi
 from .abi import RunOutput, gate_log_capacity, lead_bins  # noqa: F401  (re-exported)
@@ -91,20 +93,36 @@ def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_event
     if nthreads == 1 and (quick or (progress is None and not _interruptible())):
         worker()  # a thread hand-off costs ~0.1-0.3 ms a call and would gain nothing
         return out
-    futures = [_pool().submit(worker) for _ in range(nthreads)]
-    try:
-        if progress is not None and not quick:
+    on_threads(worker, nthreads, halt, prog, None if quick else progress)
+    return out
+
+
+def on_threads(worker: Callable[[], None], n: int, halt: np.ndarray, prog: np.ndarray,
+               progress: Callable[[int], None] | None) -> None:
+    """Run ``worker`` on ``n`` of the engine's threads and wait for them, calling ``progress``
+    about five times a second with ``prog.sum()``.
+
+    Ctrl-C is held off :mod:`concurrent.futures` (:class:`sgdnet._interrupts.Interrupts`): it
+    sets ``halt`` at once (the kernels read it every 4096 completions, a fast path's loop at
+    every kernel return), and its ``KeyboardInterrupt`` is raised here once every worker has
+    returned. An exception of a worker is raised here too, after ``halt`` stops the others.
+    """
+    stop = Interrupts(on_hold=lambda: halt.__setitem__(0, 1))
+    with stop.held():
+        futures = [_pool().submit(worker) for _ in range(n)]
+        try:
             pending = set(futures)
             while pending:
-                _, pending = wait(pending, timeout=0.2)  # interruptible too
-                progress(int(prog.sum()))
-        for f in futures:
-            f.result()  # waits interruptibly: Ctrl-C lands here
-    except BaseException:
-        halt[0] = 1  # the kernels see it within 4096 completions
-        wait(futures)
-        raise
-    return out
+                _, pending = wait(pending, timeout=0.2)
+                stop.check()
+                if progress is not None:
+                    progress(int(prog.sum()))
+            for f in futures:
+                f.result()  # a worker's exception
+        except BaseException:
+            halt[0] = 1
+            wait(futures)
+            raise
 
 
 def _quick(cn: CompiledNet, replications: int, steps: int, warmup: int) -> bool:
@@ -116,12 +134,12 @@ def _quick(cn: CompiledNet, replications: int, steps: int, warmup: int) -> bool:
 
 
 def _interruptible() -> bool:
-    """Whether Ctrl-C would raise KeyboardInterrupt in this thread: the main thread with Python's
-    SIGINT handler (not a worker thread, nor a process that ignores SIGINT, like a study's
-    worker processes)."""
+    """Whether Ctrl-C would interrupt this thread: the main thread with a SIGINT handler written
+    in Python (Python's own, or one holding Ctrl-C back, :mod:`sgdnet._interrupts`), not a worker
+    thread, nor a process that ignores SIGINT (a study's worker processes)."""
     if threading.current_thread() is not threading.main_thread():
         return False
-    return signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    return callable(signal.getsignal(signal.SIGINT))
 
 
 _engine_pool: ThreadPoolExecutor | None = None

@@ -4,16 +4,15 @@ and progress handled as the generic engine does (:func:`sgdnet.engine.driver.run
 A fast path's kernel (:mod:`.fastpath`, :mod:`.fastpath_fifo`) makes a bounded amount of work per
 call (``POLL_WORK`` completions) and returns to its Python loop, which reads the shared ``halt``
 flag and records the chunk's step completions in ``prog`` between calls. Where Ctrl-C can reach
-the caller, the chunks never run on the calling thread: the caller waits on the engine's threads
-(so the KeyboardInterrupt lands at once), sets ``halt``, waits for the chunks to return (within
-one kernel call) and re-raises.
+the caller, the chunks never run on the calling thread: the caller waits on the engine's threads,
+a Ctrl-C sets ``halt`` at once, and its ``KeyboardInterrupt`` is raised once the chunks have
+returned (within one kernel call; :func:`sgdnet.engine.driver.on_threads`).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import wait
 from typing import Any
 
 import numpy as np
@@ -36,7 +35,7 @@ def run_chunks(n: int, one: Callable[[int, np.ndarray, np.ndarray], Any], *, par
     five times a second with ``prog.sum()`` and once at the end. Results do not depend on the
     threads (each chunk owns its replications and their random streams).
     """
-    from .driver import _interruptible, _pool, n_threads
+    from .driver import _interruptible, n_threads, on_threads
 
     halt = np.zeros(1, dtype=np.int64)
     prog = np.zeros(n, dtype=np.int64)
@@ -56,19 +55,7 @@ def run_chunks(n: int, one: Callable[[int, np.ndarray, np.ndarray], Any], *, par
     if nt == 1 and progress is None and not _interruptible():
         worker()  # nobody can set halt or wants progress: no thread hand-off
         return out
-    futures = [_pool().submit(worker) for _ in range(nt)]
-    try:
-        pending = set(futures)
-        while pending:
-            _, pending = wait(pending, timeout=0.2)  # interruptible
-            if progress is not None:
-                progress(int(prog.sum()))
-        for f in futures:
-            f.result()  # a chunk's exception
-    except BaseException:
-        halt[0] = 1  # the chunks see it at their next kernel return
-        wait(futures)
-        raise
+    on_threads(worker, nt, halt, prog, progress)
     return out
 
 

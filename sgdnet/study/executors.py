@@ -5,7 +5,6 @@ one row = one call of the study's runner (injected; :func:`sgdnet.predict` by de
 from __future__ import annotations
 
 import concurrent.futures as cf
-import contextlib
 import dataclasses
 import os
 import signal
@@ -13,11 +12,12 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .._interrupts import Interrupts
 from ..errors import SgdnetError, StudyError
 from .rows import _TAIL_COLUMNS, METRIC_COLUMNS, _build_call, _display, numeric_columns, summarize
 from .table import _util_key
 
-__all__ = ["EXECUTORS", "Interrupts", "local_pool"]
+__all__ = ["EXECUTORS", "local_pool"]
 
 #: Executor names understood by :meth:`Study.run` (besides Executor / Client objects).
 EXECUTORS = ("local", "serial", "dask")
@@ -130,68 +130,6 @@ def _run_task(task: _Task) -> tuple[int, dict[str, Any], bool]:
     order += [k for k in _TAIL_COLUMNS if k in metrics]
     row.update((k, metrics[k]) for k in order)
     return task.index, row, failed
-
-
-class Interrupts:
-    """Ctrl-C held off while the executor's machinery runs, and raised between two rows.
-
-    A ``KeyboardInterrupt`` raised at an arbitrary bytecode can leave :mod:`concurrent.futures`
-    half-updated: inside ``submit`` a work item can be registered but never queued, and inside
-    ``wait`` the main thread can keep some futures' locks. Either way the pool's manager thread
-    then never finishes, and the shutdown that follows the Ctrl-C waits forever. While
-    :meth:`held` is active, a Ctrl-C only records itself; :meth:`check` raises it where the
-    study is between rows (the handler that was in place before acts: ``KeyboardInterrupt`` by
-    default). :meth:`live` lets it act at once, around a row computed in this process. Only the
-    main thread may install signal handlers; elsewhere, and when SIGINT is ignored, nothing
-    changes.
-    """
-
-    def __init__(self) -> None:
-        self._pending = False
-        self._live = False
-        self._old: Any = None
-
-    def _handler(self, signum: int, frame: Any) -> None:
-        if self._live:
-            self._old(signum, frame)
-        else:
-            self._pending = True
-
-    def check(self) -> None:
-        """Act on a Ctrl-C that arrived while held."""
-        if self._pending:
-            self._pending = False
-            self._old(signal.SIGINT, None)
-
-    @contextlib.contextmanager
-    def held(self) -> Iterator[Interrupts]:
-        """Hold Ctrl-C back for the duration of the block; one that arrived is acted on at the
-        block's end unless another exception is already on its way."""
-        try:
-            old = signal.getsignal(signal.SIGINT)
-            if not callable(old):  # ignored, or a handler Python did not install
-                yield self
-                return
-            signal.signal(signal.SIGINT, self._handler)
-        except ValueError:  # not the main thread
-            yield self
-            return
-        self._old = old
-        try:
-            yield self
-        finally:
-            signal.signal(signal.SIGINT, old)
-        self.check()
-
-    @contextlib.contextmanager
-    def live(self) -> Iterator[None]:
-        """Let Ctrl-C act at once inside the block (a row computed in this process)."""
-        self.check()
-        self._live = True
-        try:
-            yield
-        finally:
-            self._live = False
 
 
 #: How often a wait on the executor looks at a held Ctrl-C (seconds).

@@ -14,11 +14,11 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
+from .._interrupts import Interrupts
 from ..errors import StudyError
 from ..limits import check_limit, limit
 from .executors import (
     EXECUTORS,
-    Interrupts,
     _dask_executor,
     _dask_parallelism,
     _execute,
