@@ -75,7 +75,7 @@ __all__ = ["FifoPlan", "fifo_plan", "fifo_path_problems", "run_fifo"]
 
 #: bytes of each history array (requests, starts, completions) of one replication: when full,
 #: the rounds before the frontier are tallied and dropped (a small history stays in cache)
-MAX_HISTORY_BYTES = 8 << 20
+MAX_HISTORY_BYTES = 2 << 20
 #: replications per kernel call: one (:func:`_rounds` plays one), so that each history is
 #: contiguous (interleaved lanes made 8 replications ~25% slower per completion); the histories
 #: keep a lane axis of size 1 for :mod:`.fifo_record`
@@ -438,4 +438,5 @@ def run_fifo(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, samp
 
 #: The compiled functions this path calls from Python, loaded up front by ``simulate``
 #: (:func:`sgdnet.engine.jitcache.preload`).
-PRELOAD = (replication_bases, _rounds, fifo_record._upto, fifo_record._tally_rows, fifo_record._tally)
+PRELOAD = (replication_bases, _rounds, fifo_record._upto, fifo_record._tally_rows, fifo_record._tally,
+           fifo_record._rows_below)

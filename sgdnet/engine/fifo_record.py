@@ -45,14 +45,18 @@ class Acc:
         """(n, 6) rows (completion, start, request, rank, absolute round, index into ``st``) of
         every step completion: the dropped ones and rows ``0..k-1`` of lane ``l``; the first
         five are the processing-order key."""
+        here = self._rows_keys(A, X, C, k, st, rank, res_of, l)
+        return np.concatenate(self.steps + [here]) if self.steps else here
+
+    def _rows_keys(self, A, X, C, k, st, rank, res_of, l=0) -> np.ndarray:
+        """:meth:`step_keys` of rows ``0..k-1`` only."""
         sc, sx = C[:k, st, l], X[:k, st, l]
         sa = np.where(res_of[st] >= 0, A[:k, st, l], sx)
         kk = np.broadcast_to((self.kbase + np.arange(k))[:, None], sc.shape)
         rr = np.broadcast_to(rank[st][None, :], sc.shape)
         ii = np.broadcast_to(np.arange(st.size)[None, :], sc.shape)
-        here = np.stack([sc.ravel(), sx.ravel(), sa.ravel(), rr.ravel().astype(float),
+        return np.stack([sc.ravel(), sx.ravel(), sa.ravel(), rr.ravel().astype(float),
                          kk.ravel().astype(float), ii.ravel().astype(float)], axis=1)
-        return np.concatenate(self.steps + [here]) if self.steps else here
 
     def compact(self, cn, plan, A, X, C, k, st, rank, need, phase) -> int:
         """Tally and drop the leading rows wholly below the frontier: the earliest latest step
@@ -60,7 +64,10 @@ class Acc:
         end itself once known (``phase`` 1). Returns the number of rows dropped."""
         if phase == 0:
             lo = float(C[k - 1, st, 0].min())
-            below = st.size * self.kbase + sum(int(np.searchsorted(C[:k, t, 0], lo)) for t in st.tolist())
+            below = 0
+            if not self.t0_known:  # the step completions below lo (only to find the warm-up)
+                below = st.size * self.kbase + sum(int(np.searchsorted(C[:k, t, 0], lo))
+                                                   for t in st.tolist())
         else:  # every step completion up to the window's end is in: the end is the frontier
             keys = self.step_keys(A, X, C, k, st, rank, plan.res_of)
             lo = float(np.partition(keys[:, 0], need - 1)[need - 1])
@@ -74,17 +81,27 @@ class Acc:
             _upto(A[:k], X[:k], C[:k], 0, rank, plan.res_of, b[0], b[1], b[2], int(b[3]),
                   int(b[4]), self.kbase, out)
             self.n0 = self.kbase + out
-        rowmax = C[:k, :, 0].max(axis=1)  # nondecreasing: every transition's completions are
-        kd = int(np.searchsorted(rowmax, lo))  # rows wholly below lo
-        kd = min(kd, k - plan.max_off - 1)
+        kd = _rows_below(C, k - plan.max_off - 1, lo)
         if kd <= 0:
             return 0
-        keys = self.step_keys(A, X, C, kd, st, rank, plan.res_of)
-        self.steps = [keys]
+        self.steps.append(self._rows_keys(A, X, C, kd, st, rank, plan.res_of))
         _tally_rows(A, X, C, kd, self.t0_known, self.t0, self.kbase, self.n0, plan.res_of, self.busy,
                     self.wsum, self.wn, self.ssum, self.sn, self.pn, self.ps, self.qn, self.qs, self.pre)
         self.kbase += kd
         return kd
+
+
+@njit(cache=True, nogil=True)
+def _rows_below(C, k, lo):  # pragma: no cover - compiled
+    """The leading rows (of the first ``k``) of a one-lane history whose every completion lies
+    below ``lo``: a row's latest completion is nondecreasing in the row (each transition's
+    completions are), so the scan stops at the first row that reaches ``lo``."""
+    T = C.shape[1]
+    for r in range(k):
+        for t in range(T):
+            if C[r, t, 0] >= lo:
+                return r
+    return max(k, 0)
 
 
 @njit(cache=True, nogil=True)
@@ -95,15 +112,17 @@ def _tally_rows(A, X, C, kd, known, t0, kbase, n0, res_of, busy, wsum, wn, ssum,
     end ``t1`` is not known yet). Before ``t0`` is known every dropped time lies below it: only
     counted (``pre``)."""
     T = C.shape[1]
+    if not known:
+        for t in range(T):
+            pre[t] += kd
+        return
+    for t in range(T):  # every row counts once per transition (exact: integers in a float)
+        pn[t] += kd
+        qn[t] += kd
     for k in range(kd):
         for t in range(T):
-            if not known:
-                pre[t] += 1.0
-                continue
             c, x = C[k, t, 0], X[k, t, 0]
-            pn[t] += 1.0
             ps[t] += c if c > t0 else t0
-            qn[t] += 1.0
             qs[t] += x if x > t0 else t0
             r = res_of[t]
             if r < 0:
