@@ -4,8 +4,9 @@
 left the main thread holding some of them, so the thread that ends such a future blocked forever
 and so did everything waiting for it: a CI run's Ctrl-C test of a two-process study hung this way.
 Each case runs in a child process whose ``_AcquireFutures.__enter__`` receives SIGINT after
-taking the first lock of a wait on several futures (as a Ctrl-C at that loop's backward jump
-would); the child must report the interrupt and exit, not hang.
+taking the first lock of the main thread's ``nth`` wait (as a Ctrl-C at that loop's backward jump
+would; with one future it is the only lock); the child must report the interrupt and exit, not
+hang.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-#: Prepended to every child: SIGINT inside the lock loop of the ``nth`` multi-future wait.
+#: Prepended to every child: SIGINT inside the lock loop of the main thread's ``NTH``-th wait.
 PATCH = """
 import concurrent.futures._base as B
 import signal, sys, threading
@@ -30,7 +31,7 @@ _enter, _seen = B._AcquireFutures.__enter__, [0]
 
 def enter(self):
     futs = list(self.futures)
-    if threading.current_thread() is threading.main_thread() and len(futs) >= 2:
+    if threading.current_thread() is threading.main_thread() and futs:
         _seen[0] += 1
         if _seen[0] == NTH:
             futs[0]._condition.acquire()
