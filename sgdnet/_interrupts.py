@@ -62,14 +62,16 @@ class Interrupts:
     def held(self) -> Iterator[Interrupts]:
         """Record Ctrl-C instead of acting on it for the duration of the block; one recorded and
         not yet acted on is acted on at the block's end, unless an exception is on its way."""
-        try:
-            old = signal.getsignal(signal.SIGINT)
-            if not callable(old):  # ignored, or a handler installed outside Python
-                yield self
-                return
-            signal.signal(signal.SIGINT, self._handler)
-        except ValueError:  # not the main thread: signal handlers are the main thread's
-            yield self
+        old = signal.getsignal(signal.SIGINT)
+        installed = False
+        if callable(old):  # else ignored, or a handler installed outside Python: left alone
+            try:
+                signal.signal(signal.SIGINT, self._handler)
+                installed = True
+            except ValueError:  # not the main thread: signal handlers are the main thread's
+                pass
+        if not installed:
+            yield self  # outside any try: the block's own exceptions pass through untouched
             return
         self._old = old
         try:
