@@ -34,8 +34,12 @@ class Interrupts:
     Parameters
     ----------
     on_hold : callable, optional
-        Called (with no argument) from the signal handler when a Ctrl-C is recorded: e.g. it
-        sets the halt flag that running kernels read, so that they stop before :meth:`check`.
+        Called (with no argument) from the signal handler when a Ctrl-C is recorded, if the
+        handler :meth:`check` will call is known to raise ``KeyboardInterrupt`` (Python's, or a
+        :meth:`live` one in front of it): e.g. it sets the halt flag that running kernels read,
+        so that they stop before :meth:`check`. A handler of the program's own may return
+        instead of raising (a "stop after this run" flag): nothing is halted for it, it is only
+        called at :meth:`check`.
     """
 
     def __init__(self, on_hold: Callable[[], None] | None = None) -> None:
@@ -49,7 +53,7 @@ class Interrupts:
             self._old(signum, frame)
             return
         self._pending = True
-        if self._on_hold is not None:
+        if self._on_hold is not None and _raises(self._old):
             self._on_hold()
 
     def check(self) -> None:
@@ -89,3 +93,14 @@ class Interrupts:
             yield
         finally:
             self._live = False
+
+
+def _raises(handler: Any) -> bool:
+    """Whether calling ``handler`` for SIGINT now raises ``KeyboardInterrupt``: Python's own
+    handler, or an :class:`Interrupts` handler that is :meth:`~Interrupts.live` in front of one
+    that does."""
+    if handler is signal.default_int_handler:
+        return True
+    owner = getattr(handler, "__self__", None)
+    return isinstance(owner, Interrupts) and handler == owner._handler and owner._live \
+        and _raises(owner._old)
