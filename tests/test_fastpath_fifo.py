@@ -113,6 +113,45 @@ def test_short_history_same_run(seed, monkeypatch):
     same_run(f, simulate(net, engine="generic", **kw))
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_without_samples_the_dropped_steps_are_counted_not_kept(seed, monkeypatch):
+    # samples=False on a history of a few rounds: once the warm-up's end is known the step
+    # completions of the dropped rounds are only counted, so what the record keeps of them does
+    # not grow with steps; the record is the samples=True one's without its step times, and the
+    # generic engine's
+    import sgdnet.engine.fastpath_fifo as ff
+    import sgdnet.engine.fifo_record as fr
+
+    net = ps_net(70 + seed, det=seed % 2 == 0)
+    T = compile_net(net).n_transitions
+    monkeypatch.setattr(ff, "MAX_HISTORY_BYTES", 8 * T * 3)
+    kept, real = [], fr.Acc.compact
+
+    def compact(self, *a, **k):
+        kd = real(self, *a, **k)
+        kept.append((self.samples, sum(len(x) for x in self.steps), self.ndrop))
+        return kd
+
+    monkeypatch.setattr(fr.Acc, "compact", compact)
+    kw = dict(steps=300 + 7 * seed, warmup=[0, 5, 40][seed % 3], replications=1, seed=3,
+              parallel=False)
+    bare = simulate(net, engine="fast", samples=False, **kw)
+    full = simulate(net, engine="fast", samples=True, **kw)
+    generic = simulate(net, engine="generic", samples=False, **kw)
+    without = [n for s, n, _ in kept if not s]
+    assert without and max(without) <= kw["warmup"] + 8 * 3  # bounded, not ~ steps
+    assert max(d for s, _, d in kept if not s) > kw["steps"] // 2  # counted instead
+    assert max(n for s, n, _ in kept if s) > kw["steps"] // 2  # with samples: kept
+    for a, b in ((bare, full), (bare, generic)):
+        ra, rb = a._raws[0], b._raws[0]
+        assert (ra.t0, ra.t1, ra.events) == (rb.t0, rb.t1, rb.events)
+        np.testing.assert_array_equal(ra.firings, rb.firings)
+        for f in ("busy", "wait_sum", "sojourn_sum", "token_time"):
+            np.testing.assert_allclose(getattr(ra, f), getattr(rb, f), rtol=1e-9, atol=1e-12,
+                                       err_msg=f)
+    assert bare._raws[0].step_times.size == 0
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_stochastic_ps_nets_same_run_as_generic(seed):
     # firing k of a transition lasts draw k of its own stream in both engines (sgdnet.engine.rng),

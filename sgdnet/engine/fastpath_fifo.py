@@ -35,7 +35,8 @@ previous round's order (nearly sorted).
 
 The history keeps the latest rounds only (:data:`MAX_HISTORY_BYTES` per array): when it is full,
 the leading rounds wholly before the frontier are tallied and dropped, so memory does not grow
-with ``steps``. The record (window, step times, firings, busy time, waits, sojourns, marking
+with ``steps`` (with ``samples=False``; with samples each step completion's key is kept, 48
+bytes, for the step times). The record (window, step times, firings, busy time, waits, sojourns, marking
 integrals; :mod:`sgdnet.engine.fifo_record`) is read off it in the generic engine's processing
 order. A deterministic net gives the generic engine's run (floating sums may differ in the last
 bits), random durations included: firing ``k`` of a transition lasts draw ``k`` of its
@@ -375,7 +376,7 @@ def _chunk(cn: CompiledNet, plan: FifoPlan, seeds: list[int], steps: int, warmup
     phase = np.zeros(L, dtype=np.int64)
     lo_a = np.zeros(L)
     rank = cn.rank.astype(np.int64)
-    acc = Acc(T, cn.n_resources, warmup)
+    acc = Acc(T, cn.n_resources, warmup, samples)
     k = 0
     while True:
         k = _rounds(A.reshape(-1), X.reshape(-1), C.reshape(-1), T, k, K, POLL_WORK, plan.useq,

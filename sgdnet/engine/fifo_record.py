@@ -28,7 +28,7 @@ __all__ = ["Acc", "replication"]
 class Acc:
     """Running sums of the rounds dropped from a one-lane history (absolute round = kbase + row)."""
 
-    def __init__(self, T: int, R: int, warmup: int):
+    def __init__(self, T: int, R: int, warmup: int, samples: bool = True):
         self.kbase = 0
         self.t0_known = warmup == 0
         self.t0 = 0.0
@@ -39,6 +39,12 @@ class Acc:
         self.pn, self.ps, self.qn, self.qs = np.zeros(T), np.zeros(T), np.zeros(T), np.zeros(T)
         self.pre = np.zeros(T)  # completions (and starts) dropped before t0 was known
         self.steps: list[np.ndarray] = []  # dropped step completions: rows (c, x, a, rank, k)
+        #: dropped step completions counted, not kept: without samples, once the warm-up's end
+        #: is known, a dropped one matters only by its rank, and every one lies below the
+        #: window's end (the frontier it was dropped under is at most that end), so the
+        #: (need - ndrop)-th smallest kept key is the window's end (memory then does not grow)
+        self.ndrop = 0
+        self.samples = samples
         self.warmup = warmup
 
     def step_keys(self, A, X, C, k, st, rank, res_of, l=0) -> np.ndarray:
@@ -70,7 +76,7 @@ class Acc:
                                                    for t in st.tolist())
         else:  # every step completion up to the window's end is in: the end is the frontier
             keys = self.step_keys(A, X, C, k, st, rank, plan.res_of)
-            lo = float(np.partition(keys[:, 0], need - 1)[need - 1])
+            lo = float(np.partition(keys[:, 0], need - 1 - self.ndrop)[need - 1 - self.ndrop])
             below = need
         if not self.t0_known and below >= self.warmup:  # the warm-up ends below lo: find it
             keys = self.step_keys(A, X, C, k, st, rank, plan.res_of)
@@ -84,7 +90,11 @@ class Acc:
         kd = _rows_below(C, k - plan.max_off - 1, lo)
         if kd <= 0:
             return 0
-        self.steps.append(self._rows_keys(A, X, C, kd, st, rank, plan.res_of))
+        if self.samples or not self.t0_known:
+            self.steps.append(self._rows_keys(A, X, C, kd, st, rank, plan.res_of))
+        else:
+            self.ndrop += kd * st.size + sum(len(s) for s in self.steps)
+            self.steps = []
         _tally_rows(A, X, C, kd, self.t0_known, self.t0, self.kbase, self.n0, plan.res_of, self.busy,
                     self.wsum, self.wn, self.ssum, self.sn, self.pn, self.ps, self.qn, self.qs, self.pre)
         self.kbase += kd
@@ -199,7 +209,10 @@ def replication(cn, plan, A, X, C, l, st, steps, warmup, samples, acc) -> RawRep
     rank = cn.rank.astype(np.int64)
     keys = acc.step_keys(A, X, C, K, st, rank, plan.res_of, l)
     # only step completions up to the closing one matter: the need-th smallest time and below
-    cut = np.partition(keys[:, 0], need - 1)[need - 1]
+    # (acc.ndrop of them were dropped and only counted: every one lies below that end; then
+    # there are no samples and the warm-up's end is known, so only the closing key is read)
+    last = need - 1 - acc.ndrop
+    cut = np.partition(keys[:, 0], last)[last]
     keys = keys[keys[:, 0] <= cut]
     keys = keys[np.lexsort(keys[:, :5].T[::-1])]
 
@@ -208,8 +221,8 @@ def replication(cn, plan, A, X, C, l, st, steps, warmup, samples, acc) -> RawRep
         _upto(A, X, C, l, rank, plan.res_of, b[0], b[1], b[2], int(b[3]), int(b[4]), acc.kbase, out)
         return acc.kbase + out
 
-    n1 = upto(keys[need - 1])
-    t1 = float(keys[need - 1, 0])
+    n1 = upto(keys[last])
+    t1 = float(keys[last, 0])
     if acc.t0_known:
         n0, t0 = acc.n0, acc.t0
     else:
