@@ -391,7 +391,7 @@ def _chunk(cn: CompiledNet, plan: FifoPlan, seeds: list[int], steps: int, warmup
         if (acc.kbase + k) * T > max_events + T:
             return None
         if k == K:
-            kd = acc.compact(cn, plan, A, X, C, k, st, rank, need, int(phase[0])) if L == 1 else 0
+            kd = acc.compact(cn, plan, A, X, C, k, st, rank, need, int(phase[0]))
             if kd > 0:
                 for H in (A, X, C):
                     H[:k - kd] = H[kd:k]
@@ -409,13 +409,8 @@ def _chunk(cn: CompiledNet, plan: FifoPlan, seeds: list[int], steps: int, warmup
                 grown.append(H2)
             A, X, C = grown
             K = K2
-    A, X, C = A[:k], X[:k], C[:k]
-    raws = []
-    for l in range(L):
-        raws.append(replication(cn, plan, A, X, C, l, st, steps, warmup, samples, acc))
-        if raws[-1].events > max_events:
-            return None
-    return raws
+    raw = replication(cn, plan, A[:k], X[:k], C[:k], 0, st, steps, warmup, samples, acc)
+    return None if raw.events > max_events else [raw]
 
 
 def run_fifo(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, samples: bool,
