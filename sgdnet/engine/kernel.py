@@ -912,6 +912,21 @@ def _finish(now, t0, m, o_ptok, o_busy, eh, eh_n, s_trans, s_start, qres_ptr, qr
 
 
 # ------------------------------------------------------------ flows (max-min fair sharing)
+@njit(cache=True, _nrt=False, error_model="numpy", no_cpython_wrapper=True,
+      no_cfunc_wrapper=True, inline="always")
+def _fix_flow(s, lvl, bott, f_fixed, f_rate, f_bott, f_rc, f_nu, s_trans, psres_ptr, psres_idx):
+    """Progressive filling: flow ``s`` gets the rate ``lvl`` (bottleneck link ``bott``, -1 for
+    its own cap), which every link it crosses gives up."""
+    f_fixed[s] = True
+    f_rate[s] = lvl
+    f_bott[s] = bott
+    t = s_trans[s]
+    for k in range(psres_ptr[t], psres_ptr[t + 1]):
+        r2 = psres_idx[k]
+        f_rc[r2] -= lvl
+        f_nu[r2] -= 1
+
+
 @_inner
 def _flows_full(now, used, eh, ekt, eks, eh_pos, eh_n, nsd, f_seeds, f_epoch, f_lmark, f_fmark,
                 f_CL, f_CF, f_rc, f_nu, f_rate, f_fixed, f_lvl, f_bott, f_comp, f_pure, f_m,
@@ -989,30 +1004,18 @@ def _flows_full(now, used, eh, ekt, eks, eh_pos, eh_n, nsd, f_seeds, f_epoch, f_
                     fu_lvl = fl_cap[s_trans[s]]
                     fu_argf = s
         if fu_argf >= 0:
-            f_fixed[fu_argf] = True
-            f_rate[fu_argf] = fu_lvl
-            f_bott[fu_argf] = -1
+            _fix_flow(fu_argf, fu_lvl, _IM1, f_fixed, f_rate, f_bott, f_rc, f_nu, s_trans,
+                      psres_ptr, psres_idx)
             fu_left -= 1
-            t = s_trans[fu_argf]
-            for k in range(psres_ptr[t], psres_ptr[t + 1]):
-                r2 = psres_idx[k]
-                f_rc[r2] -= fu_lvl
-                f_nu[r2] -= 1
         else:
             f_lvl[fu_arg] = fu_lvl
             rp = r_ps[fu_arg]
             for j in range(ps_n[rp]):
                 s = ps_h[rp, j]
                 if not f_fixed[s]:
-                    f_fixed[s] = True
-                    f_rate[s] = fu_lvl
-                    f_bott[s] = fu_arg
+                    _fix_flow(s, fu_lvl, fu_arg, f_fixed, f_rate, f_bott, f_rc, f_nu, s_trans,
+                              psres_ptr, psres_idx)
                     fu_left -= 1
-                    t = s_trans[s]
-                    for k in range(psres_ptr[t], psres_ptr[t + 1]):
-                        r2 = psres_idx[k]
-                        f_rc[r2] -= fu_lvl
-                        f_nu[r2] -= 1
     # flows whose bottleneck changed move (their remaining bytes) to their new group
     for i in range(fu_nf):
         s = f_CF[i]
