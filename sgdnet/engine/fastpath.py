@@ -42,6 +42,7 @@ engine. Resource counters (busy time, waits) are zero because there are no resou
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -63,8 +64,10 @@ from ..results import RawReplication
 from .fastrun import POLL_WORK, cached_analysis, run_lanes
 from .rng import (
     draw,
+    draw_state,
     exponential_draw,
-    lognormal_draw_inlined,
+    next_normal,
+    normal_first_try,
     replication_bases,
     sample,
     stream_bases,
@@ -249,24 +252,62 @@ def fast_path_problems(cn: CompiledNet) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ kernel
-@njit(cache=True, nogil=True, error_model="numpy")
-def round_durations(dr, k, fixed, dfix, code, par, pool, sb, scratch):  # pragma: no cover
-    """``dr[t]``: the duration of firing ``k`` of every transition ``t`` (draw ``k`` of its
-    stream, base ``sb[t]``: the generic engine's), for one round of a fast path. Drawn in one
-    loop of independent draws, which the core overlaps, before the round's recursion, whose
-    completions depend on one another: with the draws inside it, their latency sat on that
-    chain (``bench/README.md``, "Draws first"). Shared by both fast paths."""
-    for t in range(dr.size):
-        if fixed[t]:
-            dr[t] = dfix[t]
-        else:
-            c = code[t]
-            if c == CODE_LOGN:
-                dr[t] = lognormal_draw_inlined(sb[t], k, par[t, 0], par[t, 1])
-            elif c == CODE_EXP:
-                dr[t] = exponential_draw(sb[t], k, par[t, 0])
+@njit(cache=True, nogil=True)
+def draw_lists(fixed, code):  # pragma: no cover - compiled
+    """``(lidx, oidx)``: the transitions whose durations are log-normal draws, and the other
+    random ones (a fixed duration is set once, not drawn: see :func:`round_durations`)."""
+    nl = 0
+    no = 0
+    for t in range(fixed.size):
+        if not fixed[t]:
+            if code[t] == CODE_LOGN:
+                nl += 1
             else:
-                dr[t] = draw(sb[t], k, c, par, t, pool, scratch)
+                no += 1
+    lidx = np.empty(nl, dtype=np.int64)
+    oidx = np.empty(no, dtype=np.int64)
+    nl = 0
+    no = 0
+    for t in range(fixed.size):
+        if not fixed[t]:
+            if code[t] == CODE_LOGN:
+                lidx[nl] = t
+                nl += 1
+            else:
+                oidx[no] = t
+                no += 1
+    return lidx, oidx
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def round_durations(dr, k, code, par, pool, sb, lidx, sbl, oidx, zz, ok, scratch):  # pragma: no cover
+    """``dr[t]``: the duration of firing ``k`` of every random transition ``t`` (draw ``k`` of
+    its stream, base ``sb[t]``: the generic engine's), for one round of a fast path; the fixed
+    ones are set once by the caller. Shared by both fast paths.
+
+    Drawn in loops of independent draws, which the core overlaps, before the round's recursion,
+    whose completions depend on one another: with the draws inside it, their latency sat on that
+    chain (``bench/README.md``, "Draws first"). The log-normal ones (``lidx``) go in two loops:
+    the ziggurat's first try for all of them (:func:`.rng.normal_first_try`, which numba
+    vectorises when their bases are side by side: ``sbl = sb[lidx]``), then the exponentials,
+    with the rare rejected tries (1.5 %) drawn again in full. The same numbers as one
+    :func:`.rng.lognormal_draw` each (``zz``, ``ok``: scratch of ``lidx``'s size)."""
+    nl = lidx.size
+    for i in range(nl):
+        zz[i], ok[i] = normal_first_try(sbl[i], k)
+    for i in range(nl):
+        t = lidx[i]
+        z = zz[i]
+        if not ok[i]:
+            z, _ = next_normal(draw_state(sb[t], k))
+        dr[t] = math.exp(par[t, 0] + par[t, 1] * z)
+    for i in range(oidx.size):
+        t = oidx[i]
+        c = code[t]
+        if c == CODE_EXP:
+            dr[t] = exponential_draw(sb[t], k, par[t, 0])
+        else:
+            dr[t] = draw(sb[t], k, c, par, t, pool, scratch)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -284,13 +325,20 @@ def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, fixed, dfix, code
     k = k0
     done_work = 0
     scratch = np.zeros(1, dtype=np.uint64)
-    dr = np.empty(T)
+    dr = dfix.copy()  # the fixed durations, once
+    lidx, oidx = draw_lists(fixed, code)
+    SBL = np.empty((L, lidx.size), dtype=np.uint64)  # each lane's log-normal bases, side by side
+    for l in range(L):
+        for i in range(lidx.size):
+            SBL[l, i] = SB[l, lidx[i]]
+    zz = np.empty(lidx.size)
+    ok = np.empty(lidx.size, dtype=np.bool_)
     while k < kmax and done_work < work:
         row = k * T
         for l in range(L):
             # the round's durations first, then the recursion, whose completions depend on one
             # another (see round_durations)
-            round_durations(dr, k, fixed, dfix, code, par, pool, SB[l], scratch)
+            round_durations(dr, k, code, par, pool, SB[l], lidx, SBL[l], oidx, zz, ok, scratch)
             for j in range(T):
                 t = order[j]
                 x = 0.0

@@ -58,6 +58,7 @@ from . import fifo_record
 from .fastpath import (
     _lanes_done,
     _topo,
+    draw_lists,
     fixed_durations,
     round_durations,
     zero_rows,
@@ -271,7 +272,7 @@ def fifo_path_problems(cn: CompiledNet) -> list[str]:
 # ------------------------------------------------------------------------------ kernel
 @njit(cache=True, nogil=True, error_model="numpy")
 def _rounds(A, X, C, T, k0, kmax, work, useq, ustart, ures, ip, iprod, ioff, rank, fixed, dfix,
-            code, par, pool, SB, ob, dlast, steps_idx, need, ptr, phase, lo_a, kbase):  # pragma: no cover
+            code, par, pool, SB, ob, dlast, steps_idx, need, ptr, phase, lo_a, kbase, moff):  # pragma: no cover
     """Rounds ``k0..`` of one replication into the flat histories ``A`` (requests, kept for
     resource users only), ``X`` (starts), ``C`` (completions), index ``k * T + t``; the stopping
     rule of :func:`sgdnet.engine.fastpath._rounds` (one lane). ``ob[i]``: the current order of
@@ -288,63 +289,70 @@ def _rounds(A, X, C, T, k0, kmax, work, useq, ustart, ures, ip, iprod, ioff, ran
             big = ustart[j + 1] - ustart[j]
     ka = np.empty(big)
     kt = np.empty(big, dtype=np.int64)
-    dr = np.empty(T)
+    dr = dfix.copy()  # the fixed durations, once
+    lidx, oidx = draw_lists(fixed, code)
+    sbl = SB[lidx]  # the log-normal bases side by side (see round_durations)
+    zz = np.empty(lidx.size)
+    ok = np.empty(lidx.size, dtype=np.bool_)
     k = k0
     done_work = 0
     scratch = np.zeros(1, dtype=np.uint64)
     while k < kmax and done_work < work:
         row = k * T
         # firing kbase + k of every transition (its draw: the generic engine's duration)
-        round_durations(dr, kbase + k, fixed, dfix, code, par, pool, SB, scratch)
+        round_durations(dr, kbase + k, code, par, pool, SB, lidx, sbl, oidx, zz, ok, scratch)
+        early = kbase + k < moff  # an arc may still read an initial token
         for j in range(nst):
             r = ures[j]
-            dp = 0.0
-            for i in range(ustart[j], ustart[j + 1]):
-                t = useq[i]
+            b0 = ustart[j]
+            b1 = ustart[j + 1]
+            if r < 0:  # a lone transition starts at its request
+                t = useq[b0]
                 a = 0.0
                 for q in range(ip[t], ip[t + 1]):
                     kk = k - ioff[q]
-                    if kk + kbase >= 0:  # else an initial token (row kk is kept otherwise)
+                    if not early or kk + kbase >= 0:  # else an initial token (row kk is kept otherwise)
                         v = C[kk * T + iprod[q]]
                         if v > a:
                             a = v
-                if r >= 0:
-                    A[row + t] = a
-                else:  # a lone transition starts at its request (A is not kept for it)
-                    X[row + t] = a
-            if r >= 0:  # insertion sort of the users by (request, rank) from the last order
-                b0 = ustart[j]
-                for i in range(b0, ustart[j + 1]):  # keys side by side: no indirection
-                    t = ob[i]
-                    kt[i - b0] = t
-                    ka[i - b0] = A[row + t]
-                for i in range(1, ustart[j + 1] - b0):
-                    t = kt[i]
-                    at = ka[i]
-                    m = i - 1
-                    while m >= 0 and (ka[m] > at or (ka[m] == at and rank[kt[m]] > rank[t])):
-                        ka[m + 1] = ka[m]
-                        kt[m + 1] = kt[m]
-                        m -= 1
-                    ka[m + 1] = at
-                    kt[m + 1] = t
-                for i in range(b0, ustart[j + 1]):
-                    ob[i] = kt[i - b0]
-                dp = dlast[r]
-            for i in range(ustart[j], ustart[j + 1]):
-                if r >= 0:
-                    t = ob[i]
-                    x = A[row + t]
-                    if dp > x:
-                        x = dp
-                else:
-                    t = useq[i]
-                    x = X[row + t]
+                X[row + t] = a
+                C[row + t] = a + dr[t]
+                continue
+            # the users' requests, then an insertion sort by (request, rank) from the last order
+            # (keys side by side: no indirection), then the queue
+            for i in range(b0, b1):
+                t = ob[i]
+                a = 0.0
+                for q in range(ip[t], ip[t + 1]):
+                    kk = k - ioff[q]
+                    if not early or kk + kbase >= 0:
+                        v = C[kk * T + iprod[q]]
+                        if v > a:
+                            a = v
+                A[row + t] = a
+                kt[i - b0] = t
+                ka[i - b0] = a
+            for i in range(1, b1 - b0):
+                t = kt[i]
+                at = ka[i]
+                m = i - 1
+                while m >= 0 and (ka[m] > at or (ka[m] == at and rank[kt[m]] > rank[t])):
+                    ka[m + 1] = ka[m]
+                    kt[m + 1] = kt[m]
+                    m -= 1
+                ka[m + 1] = at
+                kt[m + 1] = t
+            dp = dlast[r]
+            for i in range(b0, b1):
+                t = kt[i - b0]
+                ob[i] = t
+                x = ka[i - b0]
+                if dp > x:
+                    x = dp
                 X[row + t] = x
-                C[row + t] = x + dr[t]
                 dp = x + dr[t]
-            if r >= 0:
-                dlast[r] = dp
+                C[row + t] = dp
+            dlast[r] = dp
         done_work += T
         k += 1
         if _lanes_done(C, k, T, 1, ns, steps_idx, ptr, need, phase, lo_a):
@@ -382,7 +390,8 @@ def _chunk(cn: CompiledNet, plan: FifoPlan, seeds: list[int], steps: int, warmup
         k = _rounds(A.reshape(-1), X.reshape(-1), C.reshape(-1), T, k, K, POLL_WORK, plan.useq,
                     plan.ustart, plan.ures, plan.ip, plan.iprod, plan.ioff, rank, plan.fixed,
                     plan.dfix, cn.d_code, cn.d_par, cn.d_pool, SB, ob, dlast, st,
-                    np.int64(need - ns * acc.kbase), ptr, phase, lo_a, np.int64(acc.kbase))
+                    np.int64(need - ns * acc.kbase), ptr, phase, lo_a, np.int64(acc.kbase),
+                    np.int64(plan.max_off))
         prog[i] = L * min(need, (acc.kbase + k) * ns)
         if (phase == 2).all():
             break

@@ -178,6 +178,19 @@ def next_normal(x):
                 return z, x
 
 
+@_inline
+def normal_first_try(base, k):
+    """The ziggurat's first try at draw ``k``'s standard normal, ``(z, accepted)``: when
+    accepted (98.5 % of draws), ``z`` is :func:`next_normal`'s. Branch-free, so a loop of them
+    over many streams is vectorised (a round of the fast paths, :func:`.fastpath.round_durations`)."""
+    r, _ = next_word(draw_state(base, k))
+    idx = r & _U(0xFF)
+    r >>= _U(8)
+    rabs = (r >> _U(1)) & _U(0x000FFFFFFFFFFFFF)
+    z = float(rabs) * _ZIG_WI[idx]
+    return (-z if r & _U(1) else z), rabs < _ZIG_KI[idx]
+
+
 # ------------------------------------------------------------------ draws on a state array
 # the samplers below take the generator state as a uint64[1] array ``s`` (set by the caller to
 # draw_state(...) before each draw) and advance it
@@ -289,21 +302,6 @@ def lognormal_draw(base, k, mu, sigma):
     Scalars only: an inlined function taking arrays would make numba count references on them
     at every call (atomic increments, ~10 ns a draw in the engines' loops)."""
     z, _ = next_normal(draw_state(base, k))
-    return math.exp(mu + sigma * z)
-
-
-#: the ziggurat inlined by numba, for the fast paths' loops (a few ns a draw there; the kernel
-#: calls :func:`next_normal`, whose inlining cost ~1 s of its cold compile). Never compiled on
-#: its own, so it writes no cache files of its own. (Under NUMBA_DISABLE_JIT ``next_normal`` is
-#: the plain function.)
-_next_normal_inlined = njit(cache=False, _nrt=False, error_model="numpy",
-                            inline="always")(getattr(next_normal, "py_func", next_normal))
-
-
-@_inline
-def lognormal_draw_inlined(base, k, mu, sigma):
-    """:func:`lognormal_draw` with the ziggurat inlined (the same numbers)."""
-    z, _ = _next_normal_inlined(draw_state(base, k))
     return math.exp(mu + sigma * z)
 
 
