@@ -61,6 +61,7 @@ from ..dists import (
 )
 from ..net.compiled import INF_SERVERS, CompiledNet
 from ..results import RawReplication
+from . import history_pool
 from .fastrun import POLL_WORK, cached_analysis, run_lanes
 from .rng import (
     draw,
@@ -279,7 +280,7 @@ def draw_lists(fixed, code):  # pragma: no cover - compiled
     return lidx, oidx
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", _nrt=False)
 def round_durations(dr, k, code, par, pool, sb, lidx, sbl, oidx, zz, ok, scratch):  # pragma: no cover
     """``dr[t]``: the duration of firing ``k`` of every random transition ``t`` (draw ``k`` of
     its stream, base ``sb[t]``: the generic engine's), for one round of a fast path; the fixed
@@ -357,7 +358,7 @@ def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, fixed, dfix, code
     return k
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _lanes_done(C, k, T, L, ns, steps_idx, ptr, need, phase, lo_a):  # pragma: no cover - compiled
     """Advance each lane's stopping rule after round ``k - 1`` and say whether every lane is done.
 
@@ -439,6 +440,13 @@ def _upto(C, l, B, lt, eq):  # pragma: no cover - compiled
 
 
 # ------------------------------------------------------------------------------ driver
+def first_rounds(need: int, per_round: int, extra: int) -> int:
+    """The rounds a history first holds: ``need`` step completions at ``per_round`` a round,
+    25 % more, and ``extra`` (the rounds of initial tokens) + 16; a run that needs more grows it
+    (both fast paths)."""
+    return int(1.25 * need / max(1, per_round)) + extra + 16
+
+
 def _chunk(cn: CompiledNet, plan: FastPlan, seeds: list[int], steps: int, warmup: int,
            samples: bool, max_events: int, halt: np.ndarray, prog: np.ndarray,
            i: int) -> list[RawReplication] | None:
@@ -449,8 +457,21 @@ def _chunk(cn: CompiledNet, plan: FastPlan, seeds: list[int], steps: int, warmup
     need = warmup + steps
     per_round = max(1, st.size)
     kcap = max(MAX_HISTORY_BYTES // (8 * T * L), 1)
-    K = min(kcap, int(1.25 * need / per_round) + plan.max_tokens + 16)
-    C = np.empty(K * T * L)
+    K = min(kcap, first_rounds(need, per_round, plan.max_tokens))
+    hold = [history_pool.take(K * T * L)]  # the history (grown: replaced), handed back at the end
+    try:
+        return _chunk_run(cn, plan, seeds, steps, warmup, samples, max_events, halt, prog, i,
+                          hold, K, kcap, st, need)
+    finally:
+        history_pool.give_back(hold[0])
+
+
+def _chunk_run(cn, plan, seeds, steps, warmup, samples, max_events, halt, prog, i, hold, K, kcap,
+               st, need):
+    """:func:`_chunk`'s rounds and records in the history ``hold[0]`` (``K`` rounds, growing up
+    to ``kcap``: a grown history replaces it there, the old one goes back to the pool)."""
+    T, L = cn.n_transitions, len(seeds)
+    C = hold[0]
     SB = np.stack([stream_bases(sd, cn.sid[:T]) for sd in seeds])
     ptr = np.zeros((st.size, L), dtype=np.int64)
     phase = np.zeros(L, dtype=np.int64)
@@ -471,8 +492,10 @@ def _chunk(cn: CompiledNet, plan: FastPlan, seeds: list[int], steps: int, warmup
             if K >= kcap:
                 return None  # too much history: the generic engine runs instead
             K2 = min(kcap, 2 * K)
-            C2 = np.empty(K2 * T * L)
+            C2 = history_pool.take(K2 * T * L)
             C2[:C.size] = C
+            hold[0] = C2
+            history_pool.give_back(C)
             C, K = C2, K2
     C = C[:k * T * L].reshape(k, T, L)
     raws = []

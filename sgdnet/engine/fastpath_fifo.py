@@ -54,11 +54,12 @@ from numba import njit
 
 from ..net.compiled import DISC_CODES, CompiledNet
 from ..results import RawReplication
-from . import fifo_record
+from . import fifo_record, history_pool
 from .fastpath import (
     _lanes_done,
     _topo,
     draw_lists,
+    first_rounds,
     fixed_durations,
     round_durations,
     zero_rows,
@@ -375,8 +376,24 @@ def _chunk(cn: CompiledNet, plan: FifoPlan, seeds: list[int], steps: int, warmup
     ns = st.size
     need = warmup + steps
     kcap = max(MAX_HISTORY_BYTES // (8 * T * L), 2 * plan.max_off + 4)
-    K = min(kcap, int(1.25 * need / max(1, ns)) + plan.max_off + 16)
-    A, X, C = np.empty((K, T, L)), np.empty((K, T, L)), np.empty((K, T, L))
+    K = min(kcap, first_rounds(need, ns, plan.max_off))
+    # the histories (grown: replaced), handed back to the pool at the end
+    hold = [history_pool.take(K * T * L).reshape(K, T, L) for _ in range(3)]
+    try:
+        return _chunk_run(cn, plan, seeds, steps, warmup, samples, max_events, halt, prog, i,
+                          hold, K, kcap, st, need)
+    finally:
+        history_pool.give_back(*hold)
+
+
+def _chunk_run(cn, plan, seeds, steps, warmup, samples, max_events, halt, prog, i, hold, K, kcap,
+               st, need):
+    """:func:`_chunk`'s rounds, compactions and record in the histories ``hold`` (``K`` rounds,
+    growing up to ``kcap``: grown histories replace them there, the old ones go back to the
+    pool)."""
+    T, L = cn.n_transitions, 1
+    ns = st.size
+    A, X, C = hold
     SB = stream_bases(seeds[0], cn.sid[:T])
     ob = plan.useq.copy()
     dlast = np.zeros(max(1, cn.n_resources))
@@ -411,12 +428,12 @@ def _chunk(cn: CompiledNet, plan: FifoPlan, seeds: list[int], steps: int, warmup
             if K >= kcap:
                 return None
             K2 = min(kcap, 2 * K)
-            grown = []
-            for H in (A, X, C):
-                H2 = np.empty((K2, T, L))
+            for j, H in enumerate((A, X, C)):
+                H2 = history_pool.take(K2 * T * L).reshape(K2, T, L)
                 H2[:K] = H
-                grown.append(H2)
-            A, X, C = grown
+                hold[j] = H2
+                history_pool.give_back(H)
+            A, X, C = hold
             K = K2
     raw = replication(cn, plan, A[:k], X[:k], C[:k], 0, st, steps, warmup, samples, acc)
     return None if raw.events > max_events else [raw]
