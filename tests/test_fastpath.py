@@ -204,14 +204,70 @@ def test_event_budget_exhausted_is_reported_like_the_generic_engine():
     assert type(generic.value) is type(auto.value)
 
 
-def test_history_memory_bound_falls_back(monkeypatch):
+def _rounds_of(net, steps, warmup=100):
+    """The rounds of the event-graph path's first history for ``steps`` (one lane)."""
+    import sgdnet.engine.fastpath as fp
+
+    cn = compile_net(net)
+    return fp.first_rounds(steps + warmup, len(cn.step_transitions), fp.fast_plan(cn).max_tokens)
+
+
+def test_a_long_run_goes_to_the_fifo_path_when_the_net_is_in_both_classes(monkeypatch):
+    import sgdnet.engine.fastpath as fp
+    from sgdnet.engine.fastpath_fifo import fifo_path_problems
+
+    net = random_eg(3, det=False)
+    assert fifo_path_problems(compile_net(net)) == []
+    kw = dict(steps=500, replications=2, seed=1)
+    want = simulate(net, **kw)
+    assert want.engine == "fast"
+    T = compile_net(net).n_transitions
+    monkeypatch.setattr(fp, "MAX_HISTORY_BYTES", 8 * T * (_rounds_of(net, 500) - 1))
+    got = simulate(net, **kw)  # one lane's history would not fit: not started here
+    assert got.engine == "fast-fifo"
+    same_run(got, want)
+
+
+def test_a_long_run_of_a_net_only_in_the_event_graph_class_goes_to_the_generic_engine(monkeypatch):
+    import sgdnet.engine.fastpath as fp
+    from sgdnet.engine.fastpath_fifo import fifo_path_problems
+
+    net = random_eg(5, det=True, servers_var=True, zero=True)  # zero durations, several servers
+    cn = compile_net(net)
+    assert fast_path_problems(cn) == [] and fifo_path_problems(cn) != []
+    monkeypatch.setattr(fp, "MAX_HISTORY_BYTES", 8 * cn.n_transitions * (_rounds_of(net, 500) - 1))
+    assert simulate(net, steps=500, replications=2, seed=1).engine == "generic"
+    with pytest.raises(SimulationError, match="more history than the event-graph path keeps"):
+        simulate(net, steps=500, replications=2, seed=1, engine="fast")
+
+
+def test_fewer_lanes_per_chunk_when_eight_would_not_fit(monkeypatch):
+    import sgdnet.engine.fastpath as fp
+
+    net = random_eg(11, det=False)
+    kw = dict(steps=400, warmup=20, replications=8, seed=4, parallel=False)
+    want = simulate(net, **kw)
+    T = compile_net(net).n_transitions
+    monkeypatch.setattr(fp, "MAX_HISTORY_BYTES", 8 * T * 3 * _rounds_of(net, 400, 20))  # 3 lanes
+    sizes = []
+    real = fp._chunk
+    monkeypatch.setattr(fp, "_chunk", lambda cn, plan, ch, *a: sizes.append(len(ch)) or real(cn, plan, ch, *a))
+    got = simulate(net, **kw)
+    assert got.engine == "fast" and sizes == [3, 3, 2]
+    same_run(got, want)
+
+
+def test_a_run_that_outgrows_the_history_bound_falls_back(monkeypatch):
     import sgdnet.engine.fastpath as fp
 
     net = random_eg(3, det=False)
-    monkeypatch.setattr(fp, "MAX_HISTORY_BYTES", 8 * 64)  # a few rounds of history only
-    assert simulate(net, steps=500, replications=2, seed=1).engine == "generic"
+    T = compile_net(net).n_transitions
+    # the first history is two rounds; the bound, 64 rounds, is reached by growing it
+    monkeypatch.setattr(fp, "first_rounds", lambda need, per_round, extra: 2)
+    monkeypatch.setattr(fp, "MAX_HISTORY_BYTES", 8 * T * 64)
     with pytest.raises(SimulationError, match="memory"):
         simulate(net, steps=500, replications=2, seed=1, engine="fast")
+    assert simulate(net, steps=500, replications=2, seed=1).engine == "generic"
 
 
 def test_parallel_lanes_give_the_same_results():

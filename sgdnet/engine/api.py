@@ -258,11 +258,15 @@ def _try_fast(cn: CompiledNet, seeds: list, engine: str, *, steps: int, warmup: 
     """The fast path's Result, or None when the generic engine must run (``engine="fast"``:
     a SimulationError instead). Only the compiled functions of the path that runs are checked
     and loaded (a net outside both classes touches neither path's numba cache)."""
-    from .fastpath import fast_path_problems
+    from .fastpath import MAX_HISTORY_BYTES, fast_path_problems, history_fits
 
     why = (["a trace was asked for (the fast path records none)"] if trace
            else ["histograms were asked for (the fast path records none)"] if histograms
            else fast_path_problems(cn))
+    long_run = not why and not history_fits(cn, steps, warmup)
+    if long_run:  # the FIFO path's history is bounded: it may take the run
+        why = [f"the run needs more history than the event-graph path keeps "
+               f"({MAX_HISTORY_BYTES / 2**20:g} MB)"]
     raws = None
     kind = "fast"
     played = seeds[:1] if cn.deterministic else seeds
@@ -286,6 +290,8 @@ def _try_fast(cn: CompiledNet, seeds: list, engine: str, *, steps: int, warmup: 
             kind = "fast-fifo"
             if raws is None:
                 why = ["the run needs more history memory or events than the fast path allows"]
+        elif long_run:
+            why = [f"{why[0]}, and the net is not in the FIFO-round class ({why_fifo[0]})"]
         else:
             why = [f"not an event graph ({why[0]}) and not in the FIFO-round class ({why_fifo[0]})"]
     if raws is None:

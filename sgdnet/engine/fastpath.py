@@ -25,9 +25,12 @@ no circuit (or input-less transition) whose durations can all be zero (time woul
 Rounds go on until, in every lane, the ``warmup + steps``-th step completion is known (all step
 completions below the latest round's earliest one are final: sequences are nondecreasing) and
 every transition has completed past it, so the counters up to ``t1`` are complete. The history
-holds every round (``rounds x transitions x lanes`` float64, lanes in chunks of 8); a run that
-would need more than :data:`MAX_HISTORY_BYTES`, or more completions than ``max_events``, is left
-to the generic engine (``run_fast`` returns None).
+holds every round (``rounds x transitions x lanes`` float64, lanes in chunks of 8, fewer when
+their rounds would not fit :data:`MAX_HISTORY_BYTES`). A run whose one lane would not fit is not
+started here (:func:`history_fits`): :func:`sgdnet.simulate` gives it to the FIFO fast path when
+the net is in that class too (its history keeps the latest rounds only), else to the generic
+engine; so does a run that outgrows the bound, or needs more completions than ``max_events``
+(``run_fast`` returns None).
 
 Equivalence with the generic engine: the very same run — step times and transitions, ``t0``,
 ``t1``, firings, events — for random durations too: firing ``k`` of a transition lasts draw ``k``
@@ -77,7 +80,8 @@ from .rng import (
 #: files whose code or constants the compiled functions embed (see sgdnet.engine.jitcache)
 JIT_DEPENDS = ("rng.py", "../dists.py", "../net/compiled.py")
 
-__all__ = ["FastPlan", "fast_plan", "fast_path_problems", "run_fast", "MAX_HISTORY_BYTES"]
+__all__ = ["FastPlan", "fast_plan", "fast_path_problems", "history_fits", "run_fast",
+           "MAX_HISTORY_BYTES"]
 
 #: memory bound of one lane chunk's history (rounds x transitions x lanes float64); a run that
 #: would need more falls back to the generic engine
@@ -600,6 +604,21 @@ def _replication(cn, plan, C, l, st, steps, warmup, samples) -> RawReplication:
         gate_log=np.zeros((0, 2), dtype=np.int64), events=int(n1.sum()))
 
 
+def _lanes_that_fit(cn: CompiledNet, plan: FastPlan, steps: int, warmup: int) -> int:
+    """How many lanes' histories of the run's first size (:func:`first_rounds`) fit
+    :data:`MAX_HISTORY_BYTES` (0: not even one)."""
+    rounds = first_rounds(warmup + steps, len(cn.step_transitions), plan.max_tokens)
+    return MAX_HISTORY_BYTES // (8 * cn.n_transitions * rounds)
+
+
+def history_fits(cn: CompiledNet, steps: int, warmup: int) -> bool:
+    """Whether one lane's history of the run fits :data:`MAX_HISTORY_BYTES` (its first size,
+    :func:`first_rounds`; a run may still need to grow it past the bound, and then goes to the
+    generic engine). False for a net outside the class."""
+    plan = fast_plan(cn)
+    return plan is not None and _lanes_that_fit(cn, plan, steps, warmup) >= 1
+
+
 def run_fast(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, samples: bool,
              max_events: int, parallel: bool = False,
              progress: Callable[[int], None] | None = None) -> list[RawReplication] | None:
@@ -616,7 +635,8 @@ def run_fast(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, samp
     from .driver import n_threads
 
     nt = min(n_threads(), len(seeds)) if parallel else 1
-    size = min(_LANES, -(-len(seeds) // nt))
+    # fewer lanes per chunk when the rounds of 8 would not fit the history bound
+    size = min(_LANES, -(-len(seeds) // nt), max(1, _lanes_that_fit(cn, plan, steps, warmup)))
     chunks = [seeds[a:a + size] for a in range(0, len(seeds), size)]
 
     return run_lanes(chunks, lambda ch, halt, prog, i: _chunk(cn, plan, ch, steps, warmup, samples,
