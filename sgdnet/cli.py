@@ -470,7 +470,9 @@ def cmd_study(args: argparse.Namespace) -> int:
     from .study.table import _format_of
 
     _format_of(Path(out))  # an output the study cannot write: its error before any compile
-    if args.executor != "dask":  # rows computed here or on local processes: compile once, here
+    # rows computed here or on local processes: compile once, here (none left: no compile)
+    if args.executor != "dask" and study.pending(out, resume=not args.fresh,
+                                                 retry_errors=args.retry_errors):
         compiling = _prepare_engine()
         if compiling is not None:
             from .engine.api import ensure_kernel

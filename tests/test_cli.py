@@ -293,6 +293,14 @@ def test_study_command_compiles_the_engine_once_before_its_rows(tmp_path, capsys
     monkeypatch.setattr(cli, "_prepare_engine", lambda: None)  # a warm cache: nothing said
     code, out, err = run(capsys, "study", str(cfg), "--executor", "serial", "--fresh")
     assert code == 0 and calls == [1] and "compiled" not in err
+    # a cold cache again, but every row is in the table already: nothing to compile for
+    checks = []
+    monkeypatch.setattr(cli, "_prepare_engine", lambda: checks.append(1) or time.perf_counter())
+    code, out, err = run(capsys, "study", str(cfg), "--executor", "serial")
+    assert code == 0 and "1 resumed" in out and checks == [] and calls == [1], err
+    # ... unless they are asked for again
+    code, out, err = run(capsys, "study", str(cfg), "--executor", "serial", "--fresh")
+    assert code == 0 and checks == [1] and calls == [1, 1] and "engine compiled in" in err
 
 
 def test_no_compile_announced_once_the_kernel_is_here(monkeypatch):

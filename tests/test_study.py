@@ -302,6 +302,21 @@ def test_sgdnet_errors_are_recorded_and_count_as_done(tmp_path):
     assert retried.ran == 4
 
 
+def test_pending_counts_the_rows_a_run_would_compute(tmp_path):
+    out = tmp_path / "t.csv"
+    s = Study(grid={"variant": ["ps", "broken"], "cluster.workers": [1, 2, 3]}, fixed=FIXED,
+              runner=fake_runner)
+    assert s.pending(out) == 6 and s.pending(None) == 6
+    s.run("serial", out=out)
+    assert s.pending(out) == 0
+    assert s.pending(out, retry_errors=True) == 3  # the failed rows
+    assert s.pending(out, resume=False) == 6
+    other = Study(grid={"variant": ["ps"], "cluster.workers": [1, 4]}, fixed=FIXED,
+                  runner=fake_runner)
+    assert other.pending(out) == 1  # one row in common; the file's other rows are not its own
+    assert other.run("serial", out=out).ran == 1
+
+
 def test_on_error_raise_stops_with_study_error():
     s = Study(grid={"variant": ["ps", "broken"]}, fixed=FIXED, runner=fake_runner,
               on_error="raise")

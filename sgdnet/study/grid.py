@@ -399,25 +399,51 @@ class Study:
             if lock is not None:
                 lock.release()
 
+    def pending(self, out: str | os.PathLike | None = None, *, resume: bool = True,
+                retry_errors: bool = False) -> int:
+        """How many rows :meth:`run` with the same ``out``, ``resume`` and ``retry_errors`` would
+        compute (the others are already in the table), e.g. to skip a compile when none is left.
+
+        Parameters
+        ----------
+        out : str or path-like, optional
+            Table file; default the study's ``out`` (``None``: every row is pending).
+        resume, retry_errors : bool
+            As in :meth:`run`.
+
+        Returns
+        -------
+        int
+        """
+        out_path = Path(out) if out is not None else self.out
+        done, _ = self._resumed(out_path, resume, retry_errors)
+        return len(self._ids) - len(done)
+
+    def _resumed(self, out_path: Path | None, resume: bool,
+                 retry_errors: bool) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+        """``(done, kept)``: this study's rows already in the table (by ``row_id``; with
+        ``retry_errors``, not those recorded with an error) and the rows of other studies that
+        share the file (they stay)."""
+        done: dict[str, dict[str, Any]] = {}
+        kept: list[dict[str, Any]] = []
+        if out_path is not None and resume and out_path.exists():
+            wanted = set(self._ids)
+            for r in read_table(out_path):
+                rid = str(r.get("row_id"))
+                if rid in wanted and not (retry_errors and r.get("error")):
+                    done[rid] = r
+                elif rid not in wanted:
+                    kept.append(r)
+        return done, kept
+
     def _run_locked(self, executor: Any, out_path: Path | None, n_jobs: int | None,
                     scheduler: str | None, progress: bool | None, resume: bool,
                     retry_errors: bool, max_pending: int | None, mp_context: str,
                     t_start: float) -> StudyResult:
         """:meth:`run` once the output table is locked."""
         ids = self._ids
-        done: dict[str, dict[str, Any]] = {}
-        kept: list[dict[str, Any]] = []
+        done, kept = self._resumed(out_path, resume, retry_errors)
         writer = None
-        if out_path is not None:
-            if resume and out_path.exists():
-                previous = read_table(out_path)
-                wanted = set(ids)
-                for r in previous:
-                    rid = str(r.get("row_id"))
-                    if rid in wanted and not (retry_errors and r.get("error")):
-                        done[rid] = r
-                    elif rid not in wanted:
-                        kept.append(r)  # rows of other studies sharing the file stay
         # rows kept from an interrupted run while their 1-worker baseline is still to run get
         # their speed-up when it arrives (and are written again then, so not written now)
         waiting: dict[str, list[dict[str, Any]]] = {}
