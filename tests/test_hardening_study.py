@@ -151,7 +151,8 @@ def test_bandwidth_keeps_a_numeric_column_that_sorts_right(tmp_path):
 def test_local_workers_ignore_ctrl_c_while_they_start():
     """A Ctrl-C that reaches a local worker while it is still starting (importing the package:
     seconds on a loaded machine) neither kills it nor makes it print a traceback: the workers
-    are started with SIGINT ignored, and the parent's own handler is back afterwards."""
+    are started with SIGINT blocked, then ignore it, and the parent's own handler is back
+    afterwards."""
     import multiprocessing
     import os
     import signal
@@ -171,6 +172,34 @@ def test_local_workers_ignore_ctrl_c_while_they_start():
         assert got <= set(pids)  # the same two workers answer: none was killed
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def test_a_ctrl_c_while_local_workers_start_is_acted_on_once_they_are_started(terminal_ctrl_c,
+                                                                              monkeypatch):
+    """A Ctrl-C that reaches the study's process while its local workers start is neither lost
+    (it used to be ignored for that moment) nor acted on inside the pool's ``submit``: it raises
+    once the workers are started, and the pool is shut down."""
+    import multiprocessing
+
+    from sgdnet.study.executors import local_pool
+
+    pools, real = [], cf.ProcessPoolExecutor.submit
+
+    def submit(self, fn, /, *args, **kwargs):
+        if not pools:
+            pools.append(self)
+            signal.raise_signal(signal.SIGINT)  # in the middle of the workers' start
+        future = real(self, fn, *args, **kwargs)
+        pools.append(future)
+        return future
+
+    monkeypatch.setattr(cf.ProcessPoolExecutor, "submit", submit)
+    with pytest.raises(KeyboardInterrupt):
+        local_pool(2, multiprocessing.get_context("spawn"))
+    pool, futures = pools[0], pools[1:]
+    assert len(futures) == 2  # both submits completed: not cut in their middle
+    assert pool._shutdown_thread  # and the pool was shut down
+    pool.shutdown(wait=True)
 
 
 class _PoolCtrlCInSubmit(cf.ThreadPoolExecutor):

@@ -5,6 +5,7 @@ one row = one call of the study's runner (injected; :func:`sgdnet.predict` by de
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import dataclasses
 import os
 import signal
@@ -58,7 +59,9 @@ def _init_worker() -> None:
     to the whole process group): it cancels the queued rows and the pool finishes the rows in
     progress and exits, instead of every child printing a ``KeyboardInterrupt`` traceback.
     """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # (drops a Ctrl-C held back since its start)
+    if hasattr(signal, "pthread_sigmask"):  # started with SIGINT blocked (local_pool): unblock
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     _set_numba_threads(1)
     try:
         from ..engine import driver
@@ -70,24 +73,40 @@ def _init_worker() -> None:
 def local_pool(n: int, ctx: Any) -> cf.ProcessPoolExecutor:
     """A pool of ``n`` local worker processes (start method ``ctx``), started now.
 
-    The workers are started with SIGINT ignored in this process for the moment it takes to
-    start them, so they ignore it from their first instruction: a Ctrl-C that reaches a worker
-    still importing numba (a slow start on a loaded machine) must not print its
-    ``KeyboardInterrupt`` traceback beside the parent's one line (:func:`_init_worker` ignores it
-    too, for start methods that create workers later). Only the main thread may change signal
-    handlers; from another thread the workers start as they would.
+    The workers start with SIGINT blocked (they inherit the calling thread's signal mask), so a
+    Ctrl-C that reaches one while it is still starting (importing numba: seconds on a loaded
+    machine) stays pending there until :func:`_init_worker` ignores it, instead of printing a
+    ``KeyboardInterrupt`` traceback beside the parent's one line. A Ctrl-C that reaches this
+    process meanwhile is recorded, not acted on inside the pool's ``submit`` (see
+    :mod:`sgdnet._interrupts`), and acted on once the workers are started: the pool is then
+    shut down and the ``KeyboardInterrupt`` propagates. (It used to be ignored here for that
+    moment, and lost.) Where signals cannot be blocked (Windows), the workers start as they
+    would.
     """
     pool = cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker)
     try:
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:  # not the main thread: signal handlers are the main thread's
+        with Interrupts().held(), _sigint_blocked():
+            for _ in range(n):  # a submit with no idle worker starts one (up to n): all n now
+                pool.submit(int)
         return pool
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+
+
+@contextlib.contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked in the calling thread for the block (where the platform has signal masks):
+    a SIGINT sent meanwhile is delivered when the block ends (here, to the recording handler of
+    :func:`local_pool`), and processes started inside inherit the mask."""
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - Windows
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        for _ in range(n):  # a submit with no idle worker starts one (up to n): all n now
-            pool.submit(int)
+        yield
     finally:
-        signal.signal(signal.SIGINT, old)
-    return pool
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _default_runner() -> Callable[..., Any]:
