@@ -317,6 +317,16 @@ def test_pending_counts_the_rows_a_run_would_compute(tmp_path):
     assert other.run("serial", out=out).ran == 1
 
 
+@pytest.mark.parametrize("out, needle", [(123, "must be a file path"),
+                                         (b"t.csv", "must be a file path"),
+                                         ("t.txt", "unknown format")])
+def test_a_bad_output_is_a_study_error_for_run_and_pending(out, needle):
+    s = small_study()
+    for call in (lambda: s.run("serial", out=out), lambda: s.pending(out)):
+        with pytest.raises(StudyError, match=needle):
+            call()
+
+
 def test_on_error_raise_stops_with_study_error():
     s = Study(grid={"variant": ["ps", "broken"]}, fixed=FIXED, runner=fake_runner,
               on_error="raise")

@@ -28,7 +28,7 @@ from .executors import (
     local_pool,
 )
 from .rows import _CONFIG_KEYS, _check_keys, _flatten, _speedup, row_id, row_seed
-from .table import StudyResult, TableLock, _format_of, _TableWriter, read_table
+from .table import StudyResult, TableLock, _TableWriter, resumed_rows, table_path
 
 __all__ = ["Study"]
 
@@ -385,15 +385,14 @@ class Study:
             Bad executor or output path, or a failing row with ``on_error="raise"``.
         """
         t_start = time.perf_counter()
-        out_path = Path(out) if out is not None else self.out
+        out_file = table_path(out, self.out)
         lock = None
-        if out_path is not None:
-            _format_of(out_path)
+        if out_file is not None:
             if executor == "local":
                 _refuse_in_spawned_worker()  # before the lock, which the parent holds
-            lock = TableLock(out_path).acquire()  # held until the table is closed, below
+            lock = TableLock(out_file).acquire()  # held until the table is closed, below
         try:
-            return self._run_locked(executor, out_path, n_jobs, scheduler, progress, resume,
+            return self._run_locked(executor, out_file, n_jobs, scheduler, progress, resume,
                                     retry_errors, max_pending, mp_context, t_start)
         finally:
             if lock is not None:
@@ -415,26 +414,8 @@ class Study:
         -------
         int
         """
-        out_path = Path(out) if out is not None else self.out
-        done, _ = self._resumed(out_path, resume, retry_errors)
+        done, _ = resumed_rows(table_path(out, self.out), self._ids, resume, retry_errors)
         return len(self._ids) - len(done)
-
-    def _resumed(self, out_path: Path | None, resume: bool,
-                 retry_errors: bool) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
-        """``(done, kept)``: this study's rows already in the table (by ``row_id``; with
-        ``retry_errors``, not those recorded with an error) and the rows of other studies that
-        share the file (they stay)."""
-        done: dict[str, dict[str, Any]] = {}
-        kept: list[dict[str, Any]] = []
-        if out_path is not None and resume and out_path.exists():
-            wanted = set(self._ids)
-            for r in read_table(out_path):
-                rid = str(r.get("row_id"))
-                if rid in wanted and not (retry_errors and r.get("error")):
-                    done[rid] = r
-                elif rid not in wanted:
-                    kept.append(r)
-        return done, kept
 
     def _run_locked(self, executor: Any, out_path: Path | None, n_jobs: int | None,
                     scheduler: str | None, progress: bool | None, resume: bool,
@@ -442,7 +423,7 @@ class Study:
                     t_start: float) -> StudyResult:
         """:meth:`run` once the output table is locked."""
         ids = self._ids
-        done, kept = self._resumed(out_path, resume, retry_errors)
+        done, kept = resumed_rows(out_path, ids, resume, retry_errors)
         writer = None
         # rows kept from an interrupted run while their 1-worker baseline is still to run get
         # their speed-up when it arrives (and are written again then, so not written now)

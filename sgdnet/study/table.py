@@ -28,6 +28,39 @@ def _format_of(path: Path) -> str:
                      "use a .csv file or JSON Lines (.jsonl, .ndjson, .json)")
 
 
+def table_path(out: str | os.PathLike | None, default: Path | None) -> Path | None:
+    """The table file of a run given ``out`` (``None``: ``default``, the study's own), its
+    format checked; a StudyError names a bad value."""
+    if out is None:
+        path = default
+    elif isinstance(out, (str, os.PathLike)):
+        path = Path(out)
+    else:
+        raise StudyError(f"out={out!r} must be a file path (str or os.PathLike), e.g. "
+                         "'results.csv', or None to keep the rows in memory only")
+    if path is not None:
+        _format_of(path)
+    return path
+
+
+def resumed_rows(path: Path | None, ids: Sequence[str], resume: bool,
+                 retry_errors: bool) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """``(done, kept)`` of a study whose rows are ``ids``: its rows already in the table
+    ``path`` (by ``row_id``; with ``retry_errors``, not those recorded with an error), and the
+    rows of other studies that share the file (they stay). Nothing without ``resume``."""
+    done: dict[str, dict[str, Any]] = {}
+    kept: list[dict[str, Any]] = []
+    if path is not None and resume and path.exists():
+        wanted = set(ids)
+        for r in read_table(path):
+            rid = str(r.get("row_id"))
+            if rid in wanted and not (retry_errors and r.get("error")):
+                done[rid] = r
+            elif rid not in wanted:
+                kept.append(r)
+    return done, kept
+
+
 _INT_RE = re.compile(r"^[-+]?\d+$")
 _TEXT_COLUMNS = {"row_id", "seeds", "error"}
 
