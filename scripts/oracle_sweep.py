@@ -20,9 +20,11 @@ Usage::
 
 ``--fast``: the random event graphs of ``tests/test_fastpath.py`` and the sync-PS-like FIFO
 nets of ``tests/test_fastpath_fifo.py`` (deterministic and random durations, some with a history
-of three rounds, so its compaction runs over and over), each through ``engine="auto"`` and the
-generic kernel: where a fast path runs, the two must give the same run to the bit (nothing there
-is ``rounding``).
+of three rounds, so its compaction runs over and over; event graphs whose history bound lets
+no lane or only a few lanes fit, so the run goes to the FIFO path or the generic engine, or
+plays fewer lanes per chunk; histories that start at two rounds and grow), each through
+``engine="auto"`` and the generic kernel: where a fast path runs, the two must give the same
+run to the bit (nothing there is ``rounding``).
 
 Generator nets run deterministic and random durations each (the suite's steps, warm-up and
 tolerances), fuzz nets as ``test_fuzz.run_net_case``. Prints one line per disagreement and a
@@ -104,27 +106,37 @@ def fast_cases(lo: int, hi: int):
     import test_fastpath as A
     import test_fastpath_fifo as B
 
+    import sgdnet.engine.fastpath as fp
     import sgdnet.engine.fastpath_fifo as ff
     from sgdnet import simulate
     from sgdnet.errors import SimulationError
     from sgdnet.net.compiled import compile_net
 
-    def case(net, kw, same, short=False):
+    def case(net, kw, same, short=False, patch=()):
         def run():
-            old = ff.MAX_HISTORY_BYTES
+            T = compile_net(net).n_transitions
             if short:  # three rounds of history: tallied and dropped over and over
-                ff.MAX_HISTORY_BYTES = 8 * compile_net(net).n_transitions * 3
+                patch_ = [(ff, "MAX_HISTORY_BYTES", 8 * T * 3), *patch]
+            else:
+                patch_ = list(patch)
+            old = [(m, a, getattr(m, a)) for m, a, _ in patch_]
+            for m, a, v in patch_:
+                setattr(m, a, v(T) if callable(v) and a == "MAX_HISTORY_BYTES" else v)
             try:
                 g = simulate(net, engine="generic", **kw)
                 f = simulate(net, engine="auto", **kw)
             except SimulationError:
                 return  # a net both engines refuse (e.g. a zero-time circuit)
             finally:
-                ff.MAX_HISTORY_BYTES = old
+                for m, a, v in reversed(old):
+                    setattr(m, a, v)
             if f.engine != "generic":
                 same(g, f)
                 np.testing.assert_array_equal(g.throughput.samples, f.throughput.samples)
         return run
+
+    def two(need, per_round, extra):  # histories that start at two rounds and grow
+        return 2
 
     for s in range(lo, hi):
         rng = np.random.default_rng(s)
@@ -146,6 +158,23 @@ def fast_cases(lo: int, hi: int):
         kw = dict(steps=int(rng.integers(20, 200)), warmup=int(rng.integers(0, 60)),
                   replications=1, seed=s, parallel=False)
         yield f"fifo-short seed={s}", "fifo-short", net, case(net, kw, B.same_run, short=True)
+        # the event-graph path's history bound: one lane does not fit (the run goes to the FIFO
+        # path or the generic engine), or only a few do (fewer lanes per chunk); histories grown
+        # from two rounds (handed back to the pool as they grow), on two threads
+        det = s % 2 == 1
+        net = A.random_eg(s + 7, det=det, servers_var=det, zero=det and s % 4 == 1)
+        kw = dict(steps=int(rng.integers(20, 300)), warmup=int(rng.integers(0, 30)),
+                  replications=8, seed=s, parallel=bool(s % 3))
+        lanes = int(rng.integers(0, 4))  # 0: not even one lane fits
+        rounds = fp.first_rounds(kw["steps"] + kw["warmup"], 4, 4)
+        yield f"eg-bound seed={s} lanes<={lanes}", "eg-bound", net, case(
+            net, kw, A.same_run,
+            patch=[(fp, "MAX_HISTORY_BYTES", lambda T, L=lanes, R=rounds: 8 * T * max(L * R, 1))])
+        grown = [(fp, "first_rounds", two), (ff, "first_rounds", two)]
+        yield f"grown seed={s}", "grown", net, case(net, kw, A.same_run, patch=grown)
+        net = B.ps_net(s + 7, det=det)
+        yield f"fifo-grown seed={s}", "fifo-grown", net, case(
+            net, dict(kw, replications=2), A.same_run, patch=grown)
 
 
 def main(argv: list[str] | None = None) -> int:
