@@ -43,6 +43,15 @@ LIMITS: dict[str, int] = {
     "max_depth": 200,
     # nodes of a study config once its YAML aliases are expanded
     "max_config_nodes": 100_000,
+    # a staleness bound (SSP's staleness, DSSP's s_lower and s_upper, a gate's bounds): each
+    # gate keeps a histogram of leads up to twice its bound, per replication
+    "max_staleness": 65_536,
+    # DSSP's largest extra allowance r_max: its controller compares r_max^2 pairs of times at
+    # every push of the fastest worker
+    "max_rmax": 1_024,
+    # a count a variant option or a cluster multiplies a net by (parameter-server shards,
+    # all-reduce channels and chunks, backup lanes, Pipe-SGD steps in flight)
+    "max_count": 4_096,
 }
 
 

@@ -85,6 +85,56 @@ def test_cluster_workers_limit_and_unknown_field():
         Cluster(*range(40))
 
 
+@pytest.mark.parametrize("variant, granularity, option, value, limit_name", [
+    ("ssp", "coarse", "staleness", 2**63, "max_staleness"),  # was OverflowError in the compile
+    ("ssp", "fine", "staleness", 2**40, "max_staleness"),  # was a 16 TiB lead histogram
+    ("dssp", "coarse", "r_max", 2**40, "max_rmax"),
+    ("dssp", "coarse", "s_lower", 10**6, "max_staleness"),
+    ("dssp", "coarse", "r_max", 1_025, "max_rmax"),
+    ("dssp", "coarse", "s_upper", 2**63, "max_staleness"),
+    ("sync-ps", "coarse", "shards", 2**40, "max_count"),  # was a loop over 2**40 shards
+    ("ssp", "coarse", "shards", 10**5, "max_count"),  # was a net of ~10 GB
+    ("allreduce", "fine", "channels", 2**40, "max_count"),
+    ("backup", "coarse", "lanes", 2**40, "max_count"),
+    ("pipe-sgd", "fine", "width", 2**40, "max_count"),
+])
+def test_variant_counts_beyond_their_limits_are_refused_before_building(
+        variant, granularity, option, value, limit_name):
+    _refused_cheaply(lambda: sgdnet.predict(variant, "resnet18", Cluster(workers=2),
+                                            granularity=granularity, steps=3, warmup=1,
+                                            replications=1, **{option: value}),
+                     sgdnet.VariantError, f"{option}={value}.*{limit_name}")
+
+
+def test_a_staleness_limit_can_be_raised_and_the_limit_itself_is_simulated(monkeypatch):
+    at = sgdnet.limits.limit("max_staleness")
+    p = sgdnet.predict("ssp", "resnet18", Cluster(workers=2), granularity="coarse", steps=4,
+                       warmup=1, replications=1, staleness=at)
+    assert p.steps_per_s.mean > 0
+    monkeypatch.setenv("SGDNET_MAX_STALENESS", str(at + 10))
+    sgdnet.predict("ssp", "resnet18", Cluster(workers=2), granularity="coarse", steps=4,
+                   warmup=1, replications=1, staleness=at + 10)
+
+
+def test_cluster_shards_beyond_the_limit_and_net_level_bounds():
+    _refused_cheaply(lambda: Cluster(workers=2, ps_shards=2**40), ClusterError, "max_count")
+    net = _loop()
+    net.resource("r", capacity=2**63)  # was OverflowError in the compile
+    net.transitions["work"].resources = ("r",)
+    with pytest.raises(NetError, match="capacity=9223372036854775808 is beyond the limit"):
+        net.validate()
+    for field, value, name in (("s", 10**6, "max_staleness"), ("r_max", 2**40, "max_rmax"),
+                               ("s_upper", 2**63, "max_staleness")):
+        g = Net("gated")
+        p = [g.place(f"p{i}", tokens=1) for i in range(2)]
+        for i in range(2):
+            g.transition(f"t{i}", 1.0, inputs={p[i]: 1}, outputs={p[i]: 1}, gate=("g", i),
+                         tags={"step": True})
+        g.gate("g", "dynamic_lag" if field != "s" else "lag", ["t0", "t1"], **{field: value})
+        with pytest.raises(NetError, match=f"{field}={value}.*{name}"):
+            g.validate()
+
+
 @pytest.mark.parametrize("q", [2, -0.1, "median", [0.5, 1.5], math.nan])
 def test_estimate_quantile_out_of_range(q):
     with pytest.raises(SgdnetError, match="q must be a probability"):

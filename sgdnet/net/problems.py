@@ -28,6 +28,7 @@ def net_problems(net: Any, arcs_out: list | None = None) -> list[str]:
     arcs instead of two on a fine net of 1,024 workers)."""
     P: list[str] = []
     max_tokens = limit("max_tokens")
+    max_staleness, max_rmax = limit("max_staleness"), limit("max_rmax")
     if not net.transitions:
         P.append("the net has no transitions; add at least one with net.transition(...)")
     if not _tokens_ok(net.places.values(), max_tokens):
@@ -36,6 +37,9 @@ def net_problems(net: Any, arcs_out: list | None = None) -> list[str]:
     for r in net.resources.values():
         if isinstance(r.capacity, bool) or not isinstance(r.capacity, int) or r.capacity < 1:
             P.append(f"resource {r.name!r}: capacity={r.capacity!r} must be an integer >= 1")
+        elif r.capacity > max_tokens:
+            P.append(f"resource {r.name!r}: capacity={r.capacity!r} is beyond the limit "
+                     f"{max_tokens:,} (max_tokens)")
         if r.discipline not in DISCIPLINES:
             P.append(f"resource {r.name!r}: discipline={r.discipline!r} is unknown; use one of {list(DISCIPLINES)}")
         if r.discipline == "flow":
@@ -73,13 +77,21 @@ def net_problems(net: Any, arcs_out: list | None = None) -> list[str]:
         for c in g.counters:
             if c not in net.transitions:
                 P.append(f"{where}: counter transition {c!r} does not exist")
-        for k in ("s", "s_lower", "r_max"):
+        for k in ("s", "s_lower", "r_max", "s_upper"):
             v = getattr(g, k)
+            if k == "s_upper" and v is None:
+                continue
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                P.append(f"{where}: {k}={v!r} must be an integer >= 0")
+                P.append(f"{where}: {k}={v!r} must be an integer >= 0"
+                         + (" or None (no cap)" if k == "s_upper" else ""))
+            elif v > (max_rmax if k == "r_max" else max_staleness):
+                # the lead histogram grows with the bounds, DSSP's search with r_max squared
+                name = "max_rmax" if k == "r_max" else "max_staleness"
+                P.append(f"{where}: {k}={v!r} is beyond the limit {limit(name):,} ({name}); "
+                         f"raise it with SGDNET_{name.upper()}=N if deliberate")
         su = g.s_upper
-        if su is not None and (isinstance(su, bool) or not isinstance(su, int) or not
-                               (isinstance(g.s_lower, int) and su >= g.s_lower)):
+        if (su is not None and isinstance(su, int) and isinstance(g.s_lower, int)
+                and su < g.s_lower):
             P.append(f"{where}: s_upper={su!r} must be None (no cap) or an integer >= "
                      f"s_lower={g.s_lower!r}")
         if not any(t.gate is not None and t.gate[0] == g.name for t in net.transitions.values()):

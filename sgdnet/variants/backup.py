@@ -60,9 +60,10 @@ OPTIONS = (
     Option("late", "finish", "'finish' (a late worker finishes its computation, which is "
            "discarded) or 'abort' (it abandons it at once; coarse only)",
            check_choice("finish", "abort")),
-    Option("lanes", 4, "an int >= 1: compute lanes per worker for late='abort'", check_int(1)),
+    Option("lanes", 4, "an int >= 1: compute lanes per worker for late='abort'",
+           check_int(1, limit_name="max_count")),
     Option("shards", None, "None (cluster.ps_shards) or an int >= 1: number of PS shards",
-           check_int(1, allow_none=True)),
+           check_int(1, allow_none=True, limit_name="max_count")),
     Option("placement", None, "None (cluster.ps_placement), 'dedicated' or 'colocated'",
            check_choice(None, "dedicated", "colocated")),
     BALANCE,

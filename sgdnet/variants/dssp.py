@@ -59,12 +59,13 @@ GATE = "dssp"
 
 OPTIONS = (
     Option("s_lower", 3, "an int >= 0: the staleness lower bound S_L every worker may use",
-           check_int(0)),
+           check_int(0, limit_name="max_staleness")),
     Option("r_max", 12, "an int >= 0: the largest extra allowance r* the controller may give the "
-           "fastest worker (it is released r* + 1 times)", check_int(0)),
+           "fastest worker (it is released r* + 1 times)",
+           check_int(0, limit_name="max_rmax")),
     Option("s_upper", None, "None (as published: no cap) or an int >= s_lower: a hard cap S_U on "
            "how many pushes a worker may be ahead of the slowest when it is released",
-           check_int(0, allow_none=True)),
+           check_int(0, allow_none=True, limit_name="max_staleness")),
     *PS_OPTIONS,
 )
 

@@ -59,7 +59,7 @@ OPTIONS = (
            "model to parameter-server shards, pull the average)",
            check_choice("allreduce", "ps")),
     Option("shards", None, "None (cluster.ps_shards) or an int >= 1 (sync='ps' only)",
-           check_int(1, allow_none=True)),
+           check_int(1, allow_none=True, limit_name="max_count")),
     Option("placement", None, "None (cluster.ps_placement), 'dedicated' or 'colocated' "
            "(sync='ps' only)", check_choice(None, "dedicated", "colocated")),
     BALANCE,

@@ -17,6 +17,7 @@ from typing import Any
 from .. import units
 from .._check import bool_problem, int_problem
 from ..errors import VariantError
+from ..limits import limit
 from .compression import check_compression
 from .rings import LOOP_ROUNDS, RING_FORMS
 
@@ -69,13 +70,18 @@ def check_bool(v: Any) -> bool:
     return bool(v)
 
 
-def check_int(lo: int = 0, allow_none: bool = False):
-    """Option check: an integer ``>= lo`` (or ``None`` if allowed)."""
+def check_int(lo: int = 0, allow_none: bool = False, limit_name: str | None = None):
+    """Option check: an integer ``>= lo`` (or ``None`` if allowed), and at most the limit
+    ``limit_name`` of :mod:`sgdnet.limits` when one is named."""
 
     def check(v):
         why = int_problem(v, lo, allow_none)
         if why is not None:
             raise ValueError(why)
+        if v is not None and limit_name is not None and v > limit(limit_name):
+            raise ValueError(f"it exceeds the limit {limit(limit_name):,} ({limit_name}); if "
+                             f"this is deliberate, raise it with SGDNET_{limit_name.upper()}=N "
+                             f"in the environment or sgdnet.limits.LIMITS[{limit_name!r}] = N")
         return None if v is None else int(v)
 
     return check
@@ -203,7 +209,7 @@ CHUNKS = Option(
     "chunks", 1,
     "an integer >= 1: pieces a hierarchical all-reduce is pipelined in through its three "
     "phases, as NCCL does (1: none; 'hierarchical' only)",
-    check_int(1),
+    check_int(1, limit_name="max_count"),
 )
 CHANNELS = Option(
     "channels", 1,
@@ -211,7 +217,7 @@ CHANNELS = Option(
     "fine, or coarse on multi-GPU nodes, as NCCL's channels; on a topology ring k crosses "
     "nodes through NIC k mod nics (and tree k's chains start at that NIC), so "
     "channels = nics_per_node uses every NIC (1: one ring)",
-    check_int(1),
+    check_int(1, limit_name="max_count"),
 )
 RING_FORM = Option(
     "ring_form", "auto",
@@ -241,7 +247,7 @@ OPTION_HINTS: dict[str, str] = {
 
 PS_OPTIONS: tuple[Option, ...] = (
     Option("shards", None, "None (cluster.ps_shards) or an int >= 1: number of PS shards",
-           check_int(1, allow_none=True)),
+           check_int(1, allow_none=True, limit_name="max_count")),
     Option("placement", None,
            "None (cluster.ps_placement), 'dedicated' (own hosts and NICs) or 'colocated' "
            "(shard k shares worker k's host and NIC)",

@@ -46,7 +46,7 @@ __all__ = ["build_fine", "build_coarse", "OPTIONS"]
 
 OPTIONS = (
     Option("width", 2, "an int >= 1: steps in flight (2 = Pipe-SGD; 1 = no overlap)",
-           check_int(1)),
+           check_int(1, limit_name="max_count")),
     Option("bucket_bytes", 25e6, "a size (e.g. '25MB'), 0 (one bucket per layer) or "
            "float('inf') (one bucket): gradient fusion threshold of fine nets",
            check_bytes(allow_inf=True)),

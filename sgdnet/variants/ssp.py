@@ -28,7 +28,7 @@ __all__ = ["build_fine", "build_coarse", "OPTIONS"]
 
 OPTIONS = (
     Option("staleness", 3, "an int >= 0: how many steps a worker may run ahead of the slowest",
-           check_int(0)),
+           check_int(0, limit_name="max_staleness")),
     Option("impl", "gate", "'gate' (the engine's lag gate) or 'places' (pairwise credit places)",
            check_choice("gate", "places")),
     *PS_OPTIONS,

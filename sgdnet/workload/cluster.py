@@ -223,6 +223,7 @@ class Cluster:
             s(self, f, None if v is None else _rate(v, f))
         s(self, "latency", _time(self.latency, "latency"))
         k = _count(self.ps_shards, "ps_shards", "parameter-server shards")
+        check_limit("Cluster.ps_shards", k, "max_count", error=ClusterError)
         s(self, "ps_shards", k)
         if self.ps_placement not in PLACEMENTS:
             raise ClusterError(f"Cluster.ps_placement={self.ps_placement!r}: unknown placement; "
