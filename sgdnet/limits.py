@@ -15,7 +15,7 @@ from typing import Any
 
 from .errors import SgdnetError, SimulationError
 
-__all__ = ["LIMITS", "limit", "check_limit"]
+__all__ = ["LIMITS", "limit", "limit_problem", "check_limit"]
 
 #: The default limits (see the module docstring to raise one).
 LIMITS: dict[str, int] = {
@@ -76,11 +76,19 @@ def limit(name: str) -> int:
     return value
 
 
+def limit_problem(value: Any, name: str) -> str | None:
+    """Why ``value`` is refused by limit ``name`` (how it exceeds it and how to raise it), or
+    ``None`` when it is within it."""
+    lim = limit(name)
+    if value <= lim:
+        return None
+    return (f"exceeds the limit {lim:,} ({name}); if this is deliberate, raise it with "
+            f"SGDNET_{name.upper()}=N in the environment or sgdnet.limits.LIMITS[{name!r}] = N")
+
+
 def check_limit(what: str, value: Any, name: str, *,
                 error: type[SgdnetError] = SimulationError) -> None:
     """Refuse ``value > limit(name)`` with ``error`` naming ``what`` and how to raise the limit."""
-    lim = limit(name)
-    if value > lim:
-        raise error(f"{what}={value!r} exceeds the limit {lim:,} ({name}); if this is deliberate, "
-                    f"raise it with SGDNET_{name.upper()}=N in the environment or "
-                    f"sgdnet.limits.LIMITS[{name!r}] = N")
+    why = limit_problem(value, name)
+    if why is not None:
+        raise error(f"{what}={value!r} {why}")

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..limits import limit
+from ..limits import limit, limit_problem
 from .elements import DISCIPLINES, GATE_KINDS, MODULATOR_KINDS
 
 __all__ = ["net_problems"]
@@ -28,7 +28,6 @@ def net_problems(net: Any, arcs_out: list | None = None) -> list[str]:
     arcs instead of two on a fine net of 1,024 workers)."""
     P: list[str] = []
     max_tokens = limit("max_tokens")
-    max_staleness, max_rmax = limit("max_staleness"), limit("max_rmax")
     if not net.transitions:
         P.append("the net has no transitions; add at least one with net.transition(...)")
     if not _tokens_ok(net.places.values(), max_tokens):
@@ -84,11 +83,10 @@ def net_problems(net: Any, arcs_out: list | None = None) -> list[str]:
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 P.append(f"{where}: {k}={v!r} must be an integer >= 0"
                          + (" or None (no cap)" if k == "s_upper" else ""))
-            elif v > (max_rmax if k == "r_max" else max_staleness):
-                # the lead histogram grows with the bounds, DSSP's search with r_max squared
-                name = "max_rmax" if k == "r_max" else "max_staleness"
-                P.append(f"{where}: {k}={v!r} is beyond the limit {limit(name):,} ({name}); "
-                         f"raise it with SGDNET_{name.upper()}=N if deliberate")
+            else:  # the lead histogram grows with the bounds, DSSP's search with r_max squared
+                over = limit_problem(v, "max_rmax" if k == "r_max" else "max_staleness")
+                if over is not None:
+                    P.append(f"{where}: {k}={v!r} {over}")
         su = g.s_upper
         if (su is not None and isinstance(su, int) and isinstance(g.s_lower, int)
                 and su < g.s_lower):

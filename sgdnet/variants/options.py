@@ -17,7 +17,7 @@ from typing import Any
 from .. import units
 from .._check import bool_problem, int_problem
 from ..errors import VariantError
-from ..limits import limit
+from ..limits import limit_problem
 from .compression import check_compression
 from .rings import LOOP_ROUNDS, RING_FORMS
 
@@ -78,10 +78,10 @@ def check_int(lo: int = 0, allow_none: bool = False, limit_name: str | None = No
         why = int_problem(v, lo, allow_none)
         if why is not None:
             raise ValueError(why)
-        if v is not None and limit_name is not None and v > limit(limit_name):
-            raise ValueError(f"it exceeds the limit {limit(limit_name):,} ({limit_name}); if "
-                             f"this is deliberate, raise it with SGDNET_{limit_name.upper()}=N "
-                             f"in the environment or sgdnet.limits.LIMITS[{limit_name!r}] = N")
+        if v is not None and limit_name is not None:
+            over = limit_problem(v, limit_name)
+            if over is not None:
+                raise ValueError(f"it {over}")
         return None if v is None else int(v)
 
     return check
