@@ -63,6 +63,18 @@ def test_at_most_keep_bytes_are_kept_oldest_freed_first(pool, monkeypatch):
     assert pool.kept_bytes() == 0
 
 
+def test_held_hands_back_what_the_list_holds_at_the_end_and_grow_keeps_the_contents(pool):
+    with pool.held(100, 50) as hold:
+        first = hold[0]
+        first[:] = np.arange(100.0)
+        hold[0] = pool.grow(first.reshape(10, 10), 300)  # a view is fine: C order
+        np.testing.assert_array_equal(hold[0][:100], np.arange(100.0))
+        assert hold[0].size == 300 and pool.kept_bytes() == 800  # the old one went back
+        grown = hold[0]
+    assert pool.kept_bytes() == 8 * (100 + 300 + 50)  # all three are the pool's again
+    assert np.shares_memory(pool.take(300), grown)
+
+
 def _nan_take(n):
     """A history full of NaN: a run that read an element it did not write would carry it."""
     return np.full(n, np.nan)

@@ -462,52 +462,36 @@ def _chunk(cn: CompiledNet, plan: FastPlan, seeds: list[int], steps: int, warmup
     per_round = max(1, st.size)
     kcap = max(MAX_HISTORY_BYTES // (8 * T * L), 1)
     K = min(kcap, first_rounds(need, per_round, plan.max_tokens))
-    hold = [history_pool.take(K * T * L)]  # the history (grown: replaced), handed back at the end
-    try:
-        return _chunk_run(cn, plan, seeds, steps, warmup, samples, max_events, halt, prog, i,
-                          hold, K, kcap, st, need)
-    finally:
-        history_pool.give_back(hold[0])
-
-
-def _chunk_run(cn, plan, seeds, steps, warmup, samples, max_events, halt, prog, i, hold, K, kcap,
-               st, need):
-    """:func:`_chunk`'s rounds and records in the history ``hold[0]`` (``K`` rounds, growing up
-    to ``kcap``: a grown history replaces it there, the old one goes back to the pool)."""
-    T, L = cn.n_transitions, len(seeds)
-    C = hold[0]
-    SB = np.stack([stream_bases(sd, cn.sid[:T]) for sd in seeds])
-    ptr = np.zeros((st.size, L), dtype=np.int64)
-    phase = np.zeros(L, dtype=np.int64)
-    lo_a = np.zeros(L)
-    k = 0
-    while True:
-        k = _rounds(C, T, L, k, K, POLL_WORK, plan.order, plan.aptr, plan.aprod, plan.atok,
-                    plan.fixed, plan.dfix, cn.d_code, cn.d_par, cn.d_pool, SB, st, np.int64(need),
-                    ptr, phase, lo_a)
-        prog[i] = L * min(need, k * st.size)
-        if (phase == 2).all():
-            break
-        if halt[0]:
-            return None
-        if k * T > max_events + T:
-            return None  # the generic engine reports the exhausted budget
-        if k == K:
-            if K >= kcap:
-                return None  # too much history: the generic engine runs instead
-            K2 = min(kcap, 2 * K)
-            C2 = history_pool.take(K2 * T * L)
-            C2[:C.size] = C
-            hold[0] = C2
-            history_pool.give_back(C)
-            C, K = C2, K2
-    C = C[:k * T * L].reshape(k, T, L)
-    raws = []
-    for l in range(L):
-        raws.append(_replication(cn, plan, C, l, st, steps, warmup, samples))
-        if raws[-1].events > max_events:
-            return None  # the generic engine reports the exhausted budget
-    return raws
+    with history_pool.held(K * T * L) as hold:  # grown: replaced in hold, handed back
+        C = hold[0]
+        SB = np.stack([stream_bases(sd, cn.sid[:T]) for sd in seeds])
+        ptr = np.zeros((st.size, L), dtype=np.int64)
+        phase = np.zeros(L, dtype=np.int64)
+        lo_a = np.zeros(L)
+        k = 0
+        while True:
+            k = _rounds(C, T, L, k, K, POLL_WORK, plan.order, plan.aptr, plan.aprod, plan.atok,
+                        plan.fixed, plan.dfix, cn.d_code, cn.d_par, cn.d_pool, SB, st, np.int64(need),
+                        ptr, phase, lo_a)
+            prog[i] = L * min(need, k * st.size)
+            if (phase == 2).all():
+                break
+            if halt[0]:
+                return None
+            if k * T > max_events + T:
+                return None  # the generic engine reports the exhausted budget
+            if k == K:
+                if K >= kcap:
+                    return None  # too much history: the generic engine runs instead
+                K = min(kcap, 2 * K)
+                C = hold[0] = history_pool.grow(C, K * T * L)
+        C = C[:k * T * L].reshape(k, T, L)
+        raws = []
+        for l in range(L):
+            raws.append(_replication(cn, plan, C, l, st, steps, warmup, samples))
+            if raws[-1].events > max_events:
+                return None  # the generic engine reports the exhausted budget
+        return raws
 
 
 def _replication(cn, plan, C, l, st, steps, warmup, samples) -> RawReplication:

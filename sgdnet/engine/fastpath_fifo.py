@@ -377,66 +377,47 @@ def _chunk(cn: CompiledNet, plan: FifoPlan, seeds: list[int], steps: int, warmup
     need = warmup + steps
     kcap = max(MAX_HISTORY_BYTES // (8 * T * L), 2 * plan.max_off + 4)
     K = min(kcap, first_rounds(need, ns, plan.max_off))
-    # the histories (grown: replaced), handed back to the pool at the end
-    hold = [history_pool.take(K * T * L).reshape(K, T, L) for _ in range(3)]
-    try:
-        return _chunk_run(cn, plan, seeds, steps, warmup, samples, max_events, halt, prog, i,
-                          hold, K, kcap, st, need)
-    finally:
-        history_pool.give_back(*hold)
-
-
-def _chunk_run(cn, plan, seeds, steps, warmup, samples, max_events, halt, prog, i, hold, K, kcap,
-               st, need):
-    """:func:`_chunk`'s rounds, compactions and record in the histories ``hold`` (``K`` rounds,
-    growing up to ``kcap``: grown histories replace them there, the old ones go back to the
-    pool)."""
-    T, L = cn.n_transitions, 1
-    ns = st.size
-    A, X, C = hold
-    SB = stream_bases(seeds[0], cn.sid[:T])
-    ob = plan.useq.copy()
-    dlast = np.zeros(max(1, cn.n_resources))
-    ptr = np.zeros((ns, L), dtype=np.int64)
-    phase = np.zeros(L, dtype=np.int64)
-    lo_a = np.zeros(L)
-    rank = cn.rank.astype(np.int64)
-    acc = Acc(T, cn.n_resources, warmup, samples)
-    k = 0
-    while True:
-        k = _rounds(A.reshape(-1), X.reshape(-1), C.reshape(-1), T, k, K, POLL_WORK, plan.useq,
-                    plan.ustart, plan.ures, plan.ip, plan.iprod, plan.ioff, rank, plan.fixed,
-                    plan.dfix, cn.d_code, cn.d_par, cn.d_pool, SB, ob, dlast, st,
-                    np.int64(need - ns * acc.kbase), ptr, phase, lo_a, np.int64(acc.kbase),
-                    np.int64(plan.max_off))
-        prog[i] = L * min(need, (acc.kbase + k) * ns)
-        if (phase == 2).all():
-            break
-        if halt[0]:
-            return None
-        if (acc.kbase + k) * T > max_events + T:
-            return None
-        if k == K:
-            kd = acc.compact(cn, plan, A, X, C, k, st, rank, need, int(phase[0]))
-            if kd > 0:
-                for H in (A, X, C):
-                    H[:k - kd] = H[kd:k]
-                ptr -= kd
-                np.maximum(ptr, 0, out=ptr)
-                k -= kd
-                continue
-            if K >= kcap:
+    with history_pool.held(*[K * T * L] * 3) as hold:  # grown: replaced in hold, handed back
+        A, X, C = (h.reshape(K, T, L) for h in hold)
+        SB = stream_bases(seeds[0], cn.sid[:T])
+        ob = plan.useq.copy()
+        dlast = np.zeros(max(1, cn.n_resources))
+        ptr = np.zeros((ns, L), dtype=np.int64)
+        phase = np.zeros(L, dtype=np.int64)
+        lo_a = np.zeros(L)
+        rank = cn.rank.astype(np.int64)
+        acc = Acc(T, cn.n_resources, warmup, samples)
+        k = 0
+        while True:
+            k = _rounds(A.reshape(-1), X.reshape(-1), C.reshape(-1), T, k, K, POLL_WORK, plan.useq,
+                        plan.ustart, plan.ures, plan.ip, plan.iprod, plan.ioff, rank, plan.fixed,
+                        plan.dfix, cn.d_code, cn.d_par, cn.d_pool, SB, ob, dlast, st,
+                        np.int64(need - ns * acc.kbase), ptr, phase, lo_a, np.int64(acc.kbase),
+                        np.int64(plan.max_off))
+            prog[i] = L * min(need, (acc.kbase + k) * ns)
+            if (phase == 2).all():
+                break
+            if halt[0]:
                 return None
-            K2 = min(kcap, 2 * K)
-            for j, H in enumerate((A, X, C)):
-                H2 = history_pool.take(K2 * T * L).reshape(K2, T, L)
-                H2[:K] = H
-                hold[j] = H2
-                history_pool.give_back(H)
-            A, X, C = hold
-            K = K2
-    raw = replication(cn, plan, A[:k], X[:k], C[:k], 0, st, steps, warmup, samples, acc)
-    return None if raw.events > max_events else [raw]
+            if (acc.kbase + k) * T > max_events + T:
+                return None
+            if k == K:
+                kd = acc.compact(cn, plan, A, X, C, k, st, rank, need, int(phase[0]))
+                if kd > 0:
+                    for H in (A, X, C):
+                        H[:k - kd] = H[kd:k]
+                    ptr -= kd
+                    np.maximum(ptr, 0, out=ptr)
+                    k -= kd
+                    continue
+                if K >= kcap:
+                    return None
+                K = min(kcap, 2 * K)
+                for j, H in enumerate((A, X, C)):
+                    hold[j] = history_pool.grow(H, K * T * L)
+                A, X, C = (h.reshape(K, T, L) for h in hold)
+        raw = replication(cn, plan, A[:k], X[:k], C[:k], 0, st, steps, warmup, samples, acc)
+        return None if raw.events > max_events else [raw]
 
 
 def run_fifo(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, samples: bool,

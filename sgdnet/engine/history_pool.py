@@ -8,20 +8,22 @@ the 2-vCPU development VM a fault costs up to ~5 us when no transparent huge pag
 ~17 ns per completion, as much as the event-graph recursion itself, and it came and went
 with the allocator's state (bench/README.md, "Kept history memory").
 
-So the fast paths take their history arrays here (:func:`take`) and hand them back once their
-record is made (:func:`give_back`): the next replication, run or study row writes into memory
-already touched. At most :data:`KEEP_BYTES` are kept, the most recently given back first;
+So the fast paths take their history arrays here and hand them back once their record is made
+(:func:`held`; a history that grows is replaced by :func:`grow`): the next replication, run or
+study row writes into memory already touched. At most :data:`KEEP_BYTES` are kept, the most recently given back first;
 :func:`drop` frees them. Results do not depend on it: a run writes every history element it
 reads (tests/test_history_pool.py runs the fast paths on histories filled with NaN).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 
 import numpy as np
 
-__all__ = ["KEEP_BYTES", "take", "give_back", "drop", "kept_bytes"]
+__all__ = ["KEEP_BYTES", "take", "give_back", "held", "grow", "drop", "kept_bytes"]
 
 #: bytes of history arrays the process keeps for the next runs (larger arrays are not kept)
 KEEP_BYTES = 64 << 20
@@ -65,6 +67,27 @@ def give_back(*arrays: np.ndarray) -> None:
         total = sum(k.nbytes for k in _kept)
         while total > KEEP_BYTES:
             total -= _kept.pop(0).nbytes
+
+
+@contextlib.contextmanager
+def held(*sizes: int) -> Iterator[list[np.ndarray]]:
+    """A list of arrays from :func:`take` (one of each size), handed back at the end of the
+    block: the arrays the list holds then (a history that grew replaced its entry,
+    :func:`grow`)."""
+    hold = [take(n) for n in sizes]
+    try:
+        yield hold
+    finally:
+        give_back(*hold)
+
+
+def grow(old: np.ndarray, n: int) -> np.ndarray:
+    """A flat array of ``n`` elements that starts with the elements of ``old`` (C order); ``old``
+    goes back to the pool (nothing may use it afterwards)."""
+    new = take(n)
+    new[:old.size] = old.reshape(-1)
+    give_back(old)
+    return new
 
 
 def drop() -> None:
