@@ -146,6 +146,17 @@ _ZIG_R = 3.6541528853610088
 _ZIG_KI, _ZIG_WI, _ZIG_FI = _zig_tables()
 
 
+@_inline
+def _zig_try(r):
+    """One try of the ziggurat from the 64-bit word ``r``: ``(z, strip, |z| bits, accepted)``
+    (``z`` is the normal when accepted; else the tail or wedge test decides). Branch-free."""
+    idx = r & _U(0xFF)
+    r >>= _U(8)
+    rabs = (r >> _U(1)) & _U(0x000FFFFFFFFFFFFF)
+    z = float(rabs) * _ZIG_WI[idx]
+    return (-z if r & _U(1) else z), idx, rabs, rabs < _ZIG_KI[idx]
+
+
 @_inner
 def next_normal(x):
     """A standard normal by the ziggurat (tables frozen into the code) and the new state.
@@ -155,13 +166,8 @@ def next_normal(x):
     compile)."""
     while True:
         r, x = next_word(x)
-        idx = r & _U(0xFF)
-        r >>= _U(8)
-        rabs = (r >> _U(1)) & _U(0x000FFFFFFFFFFFFF)
-        z = float(rabs) * _ZIG_WI[idx]
-        if r & _U(1):
-            z = -z
-        if rabs < _ZIG_KI[idx]:
+        z, idx, rabs, accepted = _zig_try(r)
+        if accepted:
             return z, x
         if idx == 0:  # the tail beyond R
             while True:
@@ -184,11 +190,8 @@ def normal_first_try(base, k):
     accepted (98.5 % of draws), ``z`` is :func:`next_normal`'s. Branch-free, so a loop of them
     over many streams is vectorised (a round of the fast paths, :func:`.fastpath.round_durations`)."""
     r, _ = next_word(draw_state(base, k))
-    idx = r & _U(0xFF)
-    r >>= _U(8)
-    rabs = (r >> _U(1)) & _U(0x000FFFFFFFFFFFFF)
-    z = float(rabs) * _ZIG_WI[idx]
-    return (-z if r & _U(1) else z), rabs < _ZIG_KI[idx]
+    z, _, _, accepted = _zig_try(r)
+    return z, accepted
 
 
 # ------------------------------------------------------------------ draws on a state array
