@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from . import netcache
 from ._check import finite_or_none as _finite
 from ._check import int_arg, is_int
 from ._gc import paused_gc
@@ -285,8 +286,10 @@ def predict_net(variant: str, model: str | ModelProfile, cluster: Cluster | Mapp
     # counting), which each collection in between would walk (1.4 s of 11 s CPU for the fine
     # hierarchical net of ResNet-50 on 1,024 GPUs); cycles made meanwhile are collected after
     with paused_gc():
-        if net is None:
-            net = spec.build(prof, clu, granularity, **options)
+        if net is None:  # built, or the compiled net of the same inputs built before
+            net, meta, _ = netcache.load_or_build(
+                spec.name, prof, clu, granularity, options,
+                lambda: spec.build(prof, clu, granularity, **options), disk=False)
         if meta is None:
             meta = net.meta
         opts = meta.get("options", {})

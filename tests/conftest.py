@@ -13,11 +13,13 @@ from __future__ import annotations
 import math
 import tempfile
 import time
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from sgdnet import netcache
 from sgdnet.dists import Deterministic, Exponential, Gamma, LogNormal, Straggler
 from sgdnet.net import Net
 
@@ -39,6 +41,7 @@ def _private_net_cache(_net_caches, monkeypatch):
     directories by listing every entry of the base directory, so one per test cost O(n) per test
     and O(n^2) per session (~3 s of a serial run of 2,200 tests, and slowed every ``tmp_path``)."""
     monkeypatch.setenv("SGDNET_CACHE_DIR", tempfile.mkdtemp(prefix="netcache", dir=_net_caches))
+    monkeypatch.setattr(netcache, "_MEMORY", OrderedDict())  # and its in-memory layer
 
 
 def ring(durations, tokens, servers=1, name="ring", step=0, tags=None):

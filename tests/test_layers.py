@@ -23,7 +23,8 @@ RANK = {
     "estimate": 5, "results": 5.5,  # results builds Estimates
     "engine": 6,
     "variants": 7,  # beside the engine, not above it: test_variants_import_no_engine_or_analysis
-    "prediction": 8, "metrics": 8, "netcache": 8,
+    "netcache": 7.5,  # compiled nets by their inputs: net.compiled below, prediction and cli above
+    "prediction": 8, "metrics": 8,
     "study": 9, "viz": 9, "testbed": 9,
     "cli_args": 9.5,  # the parser; cli binds the commands to it
     "cli": 10,

@@ -29,8 +29,15 @@ def _build(model, cluster, variant="sync-ps", granularity="coarse", options=None
 _build.calls = 0
 
 
+def _forget():
+    """Empty the in-memory layer, so that the next call reads the disk."""
+    netcache._MEMORY.clear()
+
+
 def _same(a, b):
     for k, v in vars(a).items():
+        if k == "key":  # the inputs' key here, the structural key there
+            continue
         w = getattr(b, k)
         if isinstance(v, np.ndarray):
             assert v.dtype == w.dtype and np.array_equal(v, w), k
@@ -43,6 +50,7 @@ def test_a_hit_is_the_compiled_net_of_a_fresh_build():
     before = _build.calls
     cn1, meta1, hit1 = netcache.load_or_build("sync-ps", model, cluster, "coarse", {},
                                               _build(model, cluster))
+    _forget()
     cn2, meta2, hit2 = netcache.load_or_build("sync-ps", model, cluster, "coarse", {},
                                               _build(model, cluster))
     assert (hit1, hit2) == (False, True) and _build.calls == before + 1
@@ -88,10 +96,12 @@ def test_damaged_file_is_rebuilt_and_replaced(tmp_path, monkeypatch):
     path.parent.mkdir()
     for junk in (b"", b"\x80\x05garbage", b"not a pickle at all"):
         path.write_bytes(junk)
+        _forget()
         cn, _, hit = netcache.load_or_build("sync-ps", model, cluster, "coarse", {},
                                             _build(model, cluster))
         assert not hit and cn.n_transitions > 0
         assert path.stat().st_size > 1000  # a good file took the junk's place
+    _forget()
     assert netcache.load_or_build("sync-ps", model, cluster, "coarse", {},
                                   _build(model, cluster))[2]
 
@@ -106,6 +116,7 @@ def test_off_and_unwritable_folders_only_mean_no_caching(tmp_path, monkeypatch):
     blocker.write_text("a file where the folder should be")
     monkeypatch.setenv("SGDNET_CACHE_DIR", str(blocker))
     for _ in range(2):
+        _forget()
         cn, _, hit = netcache.load_or_build("sync-ps", model, cluster, "coarse", {},
                                             _build(model, cluster))
         assert not hit and cn.n_transitions > 0
@@ -153,10 +164,68 @@ def test_cli_second_predict_builds_nothing_and_prints_the_same(capsys, monkeypat
             "--compute-cv", "0.1"]
     outs = []
     for _ in range(2):
+        _forget()  # each run a process of its own
         assert main(argv) == 0
         outs.append(json.loads(capsys.readouterr().out))
     assert built == [2, 3]  # the second run loaded both nets
     assert outs[0] == outs[1]
     monkeypatch.setenv("SGDNET_CACHE_DIR", "")  # and a run without the cache agrees
+    _forget()
     assert main(argv) == 0
     assert json.loads(capsys.readouterr().out) == outs[0] and built == [2, 3, 2, 3]
+
+
+# ------------------------------------------------------------------ the in-memory layer (predict)
+def _counting_builds(monkeypatch) -> list:
+    from sgdnet.variants.registry import VariantSpec
+
+    built = []
+    real = VariantSpec.build
+    monkeypatch.setattr(VariantSpec, "build", lambda self, *a, **k: built.append(a[1].workers)
+                        or real(self, *a, **k))
+    return built
+
+
+_KW = dict(granularity="coarse", steps=30, warmup=4, replications=2)
+
+
+def test_predict_again_builds_nothing_and_matches_a_fresh_build(monkeypatch):
+    built = _counting_builds(monkeypatch)
+    cluster = Cluster(workers=3, compute_cv=0.1)
+    a = sgdnet.predict("ssp", "resnet50", cluster, seed=1, staleness=2, **_KW)
+    b = sgdnet.predict("ssp", "resnet50", cluster, seed=2, staleness=2, **_KW)  # other seed: hit
+    assert built == [3]
+    _forget()
+    c = sgdnet.predict("ssp", "resnet50", cluster, seed=2, staleness=2, **_KW)
+    assert built == [3, 3]
+    assert np.array_equal(b.steps_per_s.samples, c.steps_per_s.samples)
+    assert not np.array_equal(a.steps_per_s.samples, b.steps_per_s.samples)
+    assert b.meta == c.meta
+    b.meta["mine"] = 1  # a caller's edit of one prediction's meta is not the next one's
+    assert "mine" not in sgdnet.predict("ssp", "resnet50", cluster, seed=2, staleness=2, **_KW).meta
+    sgdnet.predict("ssp", "resnet50", cluster, seed=2, staleness=3, **_KW)  # other options: built
+    sgdnet.predict("ssp", "resnet50", cluster.replace(bandwidth="1Gbps"), seed=2, staleness=2,
+                   **_KW)
+    assert built == [3, 3, 3, 3]
+    assert not list(netcache.cache_dir().parent.rglob("*.pkl"))  # the Python API writes no file
+
+
+def test_memory_layer_is_bounded_in_count_and_size(monkeypatch):
+    built = _counting_builds(monkeypatch)
+    monkeypatch.setattr(netcache, "MEMORY_NETS", 2)
+    for w in (1, 2, 3, 1):  # 1 was the oldest when 3 came
+        sgdnet.predict("allreduce", "resnet50", Cluster(workers=w), **_KW)
+    assert built == [1, 2, 3, 1] and len(netcache._MEMORY) == 2
+    monkeypatch.setattr(netcache, "MEMORY_MAX_ELEMENTS", 10)
+    _forget()
+    for _ in range(2):
+        sgdnet.predict("allreduce", "resnet50", Cluster(workers=2), **_KW)
+    assert built[-2:] == [2, 2] and not netcache._MEMORY
+
+
+def test_bad_options_fail_every_time(monkeypatch):
+    built = _counting_builds(monkeypatch)
+    for _ in range(2):
+        with pytest.raises(sgdnet.SgdnetError, match="staleness"):
+            sgdnet.predict("ssp", "resnet50", Cluster(workers=2), staleness=-1, **_KW)
+    assert built == [2, 2] and not netcache._MEMORY
