@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 from conftest import ring as shared_ring
 
@@ -116,8 +117,8 @@ def test_unshared_compile_hashes_nothing_and_keeps_the_net_s_own_form(monkeypatc
     from sgdnet.net import compiled as C
 
     calls = []
-    real = C._structural_key
-    monkeypatch.setattr(C, "_structural_key", lambda net: calls.append(1) or real(net))
+    real = C.content_key
+    monkeypatch.setattr(C, "content_key", lambda cn: calls.append(1) or real(cn))
     net = ring([1.0, 2.0], [1, 0], name="template")
     a = C.compile_net(net, share=False)
     assert C.compile_net(net) is a and C.compile_net(net, share=False) is a and not calls
@@ -128,6 +129,46 @@ def test_unshared_compile_hashes_nothing_and_keeps_the_net_s_own_form(monkeypatc
     net.transitions["t0"].duration = Deterministic(3.0)
     b = C.compile_net(net, share=False)
     assert b is not a and b.d_par[0, 0] == 3.0 and not calls
+
+
+@pytest.mark.parametrize("edit", [None, "net name", "transition name", "place name", "tokens",
+                                  "weight", "duration", "cv", "servers", "priority", "tag",
+                                  "resource", "capacity", "discipline"])
+def test_compiled_nets_are_shared_by_content_and_any_difference_splits_them(edit):
+    """compile_net keys a compiled net by its content (content_key): an equal net built apart
+    gets the compiled form of the first (with what its runs learned); a net that differs in
+    anything the kernel, the oracle or the results read gets its own, under another key."""
+    from sgdnet import simulate
+    from sgdnet.dists import LogNormal
+    from sgdnet.net import compiled as C
+
+    def make(edit=None):
+        net = Net("other" if edit == "net name" else "shared")
+        net.place("p0", 2 if edit == "tokens" else 1)
+        net.place("q" if edit == "place name" else "p1", 0)
+        p1 = "q" if edit == "place name" else "p1"
+        net.resource("gpu", capacity=2 if edit == "capacity" else 1,
+                     discipline="priority" if edit == "discipline" else "fifo")
+        net.resource("nic" if edit == "resource" else "gpu2")
+        net.transition("a" if edit == "transition name" else "t0",
+                       LogNormal(1.5 if edit == "duration" else 1.0, 0.3 if edit == "cv" else 0.2),
+                       inputs={"p0": 1}, outputs={p1: 2 if edit == "weight" else 1},
+                       resources=("gpu",), tags={"step": True, "worker": 1 if edit == "tag" else 0})
+        net.transition("t1", LogNormal(2.0, 0.2), inputs={p1: 2 if edit == "weight" else 1},
+                       outputs={"p0": 1}, servers=2 if edit == "servers" else 1,
+                       priority=1 if edit == "priority" else 0,
+                       resources=("nic" if edit == "resource" else "gpu2",))
+        return net
+
+    first = C.compile_net(make())
+    again = C.compile_net(make(edit))
+    if edit is None:
+        assert again is first and again.key == C.content_key(C.CompiledNet(make()))
+        kw = dict(steps=20, warmup=0, replications=2, seed=3)
+        assert np.array_equal(simulate(make(), **kw).throughput.samples,
+                              simulate(C.CompiledNet(make()), **kw).throughput.samples)
+    else:
+        assert again is not first and again.key != first.key
 
 
 def test_nets_too_big_to_hash_are_compiled_once_and_recompiled_after_an_edit(monkeypatch):
@@ -142,8 +183,8 @@ def test_nets_too_big_to_hash_are_compiled_once_and_recompiled_after_an_edit(mon
 
     monkeypatch.setattr(C, "HASH_MAX_ELEMENTS", 3)
     calls = []
-    real = C._structural_key
-    monkeypatch.setattr(C, "_structural_key", lambda net: calls.append(1) or real(net))
+    real = C.content_key
+    monkeypatch.setattr(C, "content_key", lambda cn: calls.append(1) or real(cn))
     net = ring([1.0, 2.0], [1, 0], name="big")
     a = C.compile_net(net)
     assert C.compile_net(net) is a and a.key.startswith("unhashed:") and not calls

@@ -105,18 +105,18 @@ def test_predict_with_the_cli_defaults_is_deterministic():
 # ------------------------------------------------------------------ validation and key caching
 def _count(monkeypatch):
     calls = {"problems": 0, "key": 0}
-    real_p, real_k = B.net_problems, C._structural_key
+    real_p, real_k = B.net_problems, C.content_key
 
     def problems(net, *args):  # what Net.problems and Net.validate both run
         calls["problems"] += 1
         return real_p(net, *args)
 
-    def key(net):
+    def key(cn):  # the compiled net's hash (compile_net's cache)
         calls["key"] += 1
-        return real_k(net)
+        return real_k(cn)
 
     monkeypatch.setattr(B, "net_problems", problems)
-    monkeypatch.setattr(C, "_structural_key", key)
+    monkeypatch.setattr(C, "content_key", key)
     return calls
 
 
