@@ -27,3 +27,43 @@ def test_helpers_compile_once():
     twice = {n: d.signatures for n, d in vars(kernel).items()
              if isinstance(d, CPUDispatcher) and len(d.overloads) > 1}
     assert not twice
+
+
+def _long_calls_in_loops(path):
+    """``(function, callee, number of arguments)`` of every call with more than 30 positional
+    arguments made inside a loop of a function of ``path``."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    found = []
+
+    def visit(node, fn, in_loop):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                visit(child, child.name, False)
+                continue
+            loop = in_loop or isinstance(child, (ast.For, ast.While))
+            if (loop and isinstance(child, ast.Call) and len(child.args) > 30
+                    and isinstance(child.func, ast.Name)):
+                found.append((fn, child.func.id, len(child.args)))
+            visit(child, fn, loop)
+
+    visit(tree, None, False)
+    return found
+
+
+def test_no_call_in_a_jitted_loop_packs_its_arguments_into_a_tuple():
+    # CPython compiles a call of more than 30 arguments into CALL_FUNCTION_EX with a tuple of
+    # them; numba then takes a reference to every array of that tuple and drops it after the
+    # call: two atomic operations per array per call. One such call of the kernel's full flow
+    # allocation (48 arguments) was 26 % of a fine sync-PS run of one worker (perf: samples in
+    # NRT_incref / NRT_decref), so calls made per event stay at 30 arguments or fewer.
+    from pathlib import Path
+
+    import sgdnet.engine
+
+    root = Path(sgdnet.engine.__file__).parent
+    jitted = [p for p in sorted(root.glob("*.py")) if "@njit" in p.read_text()
+              or "_inner" in p.read_text()]
+    assert root / "kernel.py" in jitted and len(jitted) >= 4
+    assert {p.name: _long_calls_in_loops(p) for p in jitted} == {p.name: [] for p in jitted}

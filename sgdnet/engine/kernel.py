@@ -928,20 +928,22 @@ def _fix_flow(s, lvl, bott, f_fixed, f_rate, f_bott, f_rc, f_nu, s_trans, psres_
 
 
 @_inner
-def _flows_full(now, used, eh, ekt, eks, eh_pos, eh_n, nsd, f_seeds, f_epoch, f_lmark, f_fmark,
-                f_CL, f_CF, f_rc, f_nu, f_rate, f_fixed, f_lvl, f_bott, f_comp, f_pure, f_m,
-                g_rate, g_V, g_tau, g_head, gh, gn, ps_h, ps_n, s_trans, s_seq, s_rem, s_last,
-                s_rate, s_ctime, s_gpos, s_grp, s_vf, s_inh, psres_ptr, psres_idx, r_ps, r_bw,
-                re_ptr, re_val, fl_cap):
+def _flows_alloc(now, used, nsd, f_seeds, f_epoch, f_lmark, f_fmark, f_CL, f_CF, f_rc, f_nu,
+                 f_rate, f_fixed, f_lvl, f_bott, g_rate, g_V, g_tau, ps_h, ps_n, s_trans,
+                 psres_ptr, psres_idx, r_ps, r_bw, re_ptr, re_val, fl_cap):
     """The full max-min fair allocation of the flows connected to the links ``f_seeds[:nsd]``
-    (section C of :func:`run_replication`, when its single-bottleneck fast path does not apply):
-    progressive filling over that component; return ``(eh_n, fu_nl, work)``, ``f_CL[:fu_nl]`` its
-    links and ``work`` the completions it counts as (see ``WORK_PER_EVENT``).
+    (section C of :func:`run_replication`, when its single-bottleneck fast path does not apply),
+    first of three steps (then :func:`_flows_move`, :func:`_flows_single`): progressive filling
+    over that component; return ``(fu_nl, fu_nf, fu_cap)``: its links ``f_CL[:fu_nl]``, its flows
+    ``f_CF[:fu_nf]`` with their rates ``f_rate`` and bottlenecks ``f_bott``, and whether a flow
+    of it is capped.
 
-    A function of its own, to shorten run_replication's cold compile (numba's live-variable
-    maps of a function cost more than linearly in its size). Called only when the fast path
-    fails, so the call (~50 array arguments, no reference counting under ``_nrt=False``) is
-    small next to the allocation itself."""
+    Functions of their own, to shorten run_replication's cold compile (numba's live-variable
+    maps of a function cost more than linearly in its size), each called with at most 30
+    arguments: CPython compiles a call of more into one that packs them in a tuple
+    (CALL_FUNCTION_EX), and numba then takes a reference to every array of it and drops it after
+    the call, two atomic operations per array. Written as one call of 48 arguments, that was
+    26 % of a fine sync-PS run of one worker, where every flow ties on two links of one speed."""
     f_epoch[0] += 1
     fu_ep = f_epoch[0]
     fu_nl = 0
@@ -1016,6 +1018,15 @@ def _flows_full(now, used, eh, ekt, eks, eh_pos, eh_n, nsd, f_seeds, f_epoch, f_
                     _fix_flow(s, fu_lvl, fu_arg, f_fixed, f_rate, f_bott, f_rc, f_nu, s_trans,
                               psres_ptr, psres_idx)
                     fu_left -= 1
+    return fu_nl, fu_nf, fu_cap
+
+
+@_inner
+def _flows_move(now, fu_nf, f_CF, f_bott, f_rate, g_V, g_head, gh, gn, r_ps, s_grp, s_vf,
+                s_ctime, s_rem, s_rate, s_last, s_gpos, s_seq, s_inh, eh, ekt, eks, eh_pos, eh_n):
+    """Second step of a full allocation (:func:`_flows_alloc`): the flows whose bottleneck
+    changed move their remaining bytes to their new group's clock, or to their own completion
+    time; return the completion heap's new size."""
     # flows whose bottleneck changed move (their remaining bytes) to their new group
     for i in range(fu_nf):
         s = f_CF[i]
@@ -1060,6 +1071,14 @@ def _flows_full(now, used, eh, ekt, eks, eh_pos, eh_n, nsd, f_seeds, f_epoch, f_
                 eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, s, s_ctime[s], s_seq[s])
                 s_inh[s] = True
         s_grp[s] = fu_g2
+    return eh_n
+
+
+@_inner
+def _flows_single(fu_nf, fu_nl, fu_cap, f_CF, f_CL, f_bott, f_pure, f_comp, f_m, used, r_bw,
+                  re_ptr, re_val):
+    """Last step of a full allocation (:func:`_flows_alloc`): whether the component now has a
+    single bottleneck, remembered for section C's fast path."""
     # is the result a single-bottleneck component (every flow fixed by one link L)?
     # then remember it for the fast path: L, and the smallest fair share of its
     # other links (each of their flows crosses L, so these are first-round shares)
@@ -1083,8 +1102,7 @@ def _flows_full(now, used, eh, ekt, eks, eh_pos, eh_n, nsd, f_seeds, f_epoch, f_
     if fu_pure:
         f_pure[fu_root] = True
         f_m[fu_root] = fu_m
-    work = (fu_nf + fu_nl) // WORK_PER_EVENT
-    return eh_n, fu_nl, work
+
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def run_replication(
@@ -1814,8 +1832,10 @@ def run_replication(
             # group's clock just changes slope); a flow that changes group moves its remaining
             # bytes to the new clock; a capped flow is on its own (s_grp == -1) with remaining
             # bytes and a rate, as a ps firing. Written inline (a call passes ~50 arrays: ~15 %
-            # of the fine sync-ps net's speed at N = 4 when this whole section was a function),
-            # but for the full allocation (_flows_full), which is long and rarely run.
+            # of the fine sync-ps net's speed at N = 4 when this whole section was one function,
+            # most likely the references taken on a call of more than 30 arguments: see
+            # _flows_alloc), but for the full allocation (_flows_alloc, _flows_move,
+            # _flows_single), which is long and runs where links tie.
             # Fast path: a component whose flows all cross one link L and are all bottlenecked
             # there (a star into a parameter server) stays so when L's new fair share
             # cap(L)/n is below every other link's share (and no flow is capped): progressive
@@ -1910,12 +1930,16 @@ def run_replication(
                 f_CL[0] = r
                 fu_nl = 1
             else:
-                eh_n, fu_nl, fu_work = _flows_full(now, used, eh, ekt, eks, eh_pos, eh_n, nsd,
-                                   f_seeds, f_epoch, f_lmark, f_fmark, f_CL, f_CF, f_rc, f_nu,
-                                   f_rate, f_fixed, f_lvl, f_bott, f_comp, f_pure, f_m, g_rate,
-                                   g_V, g_tau, g_head, gh, gn, ps_h, ps_n, s_trans, s_seq, s_rem,
-                                   s_last, s_rate, s_ctime, s_gpos, s_grp, s_vf, s_inh, psres_ptr,
-                                   psres_idx, r_ps, r_bw, re_ptr, re_val, fl_cap)
+                fu_nl, fu_nf, fu_cap = _flows_alloc(
+                    now, used, nsd, f_seeds, f_epoch, f_lmark, f_fmark, f_CL, f_CF, f_rc, f_nu,
+                    f_rate, f_fixed, f_lvl, f_bott, g_rate, g_V, g_tau, ps_h, ps_n, s_trans,
+                    psres_ptr, psres_idx, r_ps, r_bw, re_ptr, re_val, fl_cap)
+                eh_n = _flows_move(now, fu_nf, f_CF, f_bott, f_rate, g_V, g_head, gh, gn, r_ps,
+                                   s_grp, s_vf, s_ctime, s_rem, s_rate, s_last, s_gpos, s_seq,
+                                   s_inh, eh, ekt, eks, eh_pos, eh_n)
+                _flows_single(fu_nf, fu_nl, fu_cap, f_CF, f_CL, f_bott, f_pure, f_comp, f_m,
+                              used, r_bw, re_ptr, re_val)
+                fu_work = (fu_nf + fu_nl) // WORK_PER_EVENT
                 ev_limit -= fu_work
             # each group's rate, and its head in the completion heap
             for i in range(fu_nl):
