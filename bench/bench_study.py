@@ -115,10 +115,11 @@ def cpu_rate(study: Study, every: int, rounds: int) -> None:
     print(f"tables identical: {same_rows(tables['predict'], tables['rerate'])}")
 
 
-def _cpu_child(study: Study, every: int, out: Path) -> None:
+def _cpu_child(study: Study, every: int, out: Path, runner: str = "default") -> None:
     """One side of :func:`cpu_versus`, in its own process: the study's rows (every ``every``-th
-    worker count) through the study's default runner, serially, one thread, after a warm-up
-    of a few rows under another seed; the CPU time and the table go to ``out`` (JSON)."""
+    worker count) through the study's default runner (``runner="predict"``: plain
+    ``sgdnet.predict``), serially, one thread, after a warm-up of a few rows under another
+    seed; the CPU time and the table go to ``out`` (JSON)."""
     import json
 
     import sgdnet
@@ -130,7 +131,13 @@ def _cpu_child(study: Study, every: int, out: Path) -> None:
     cfgs = [c for c in study.configs() if c.get("cluster.workers", 1) in keep]
     warm_study(study, 4).run("serial", progress=False)  # JIT / cache load
     getattr(rerate, "_TEMPLATES", {}).clear()  # nothing the warm-up built is reused
-    sub = Study(configs=cfgs, seed=study.seed)
+    try:
+        from sgdnet import netcache  # the in-memory nets of predict (sgdnet.netcache)
+        getattr(netcache, "_MEMORY", {}).clear()
+    except ImportError:  # an older tree
+        pass
+    sub = Study(configs=cfgs, seed=study.seed,
+                **({"runner": sgdnet.predict} if runner == "predict" else {}))
     c = time.process_time()
     res = sub.run("serial", progress=False)
     cpu = time.process_time() - c
@@ -210,11 +217,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1, help="with --cpu: before/after rounds")
     ap.add_argument("--old", default=None,
                     help="with --cpu: compare this checkout with this git commit (cpu_versus)")
+    ap.add_argument("--runner", choices=("default", "predict"), default="default",
+                    help="with --old: time the study's default runner or plain sgdnet.predict")
     ap.add_argument("--root", default=None, help=argparse.SUPPRESS)  # read before the imports
     ap.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.cpu and args.child is not None:
-        return _cpu_child(make_study(args), args.every, args.child)
+        return _cpu_child(make_study(args), args.every, args.child, args.runner)
     if args.cpu and args.old is not None:
         return cpu_versus(args)
     if args.cpu:
