@@ -55,7 +55,8 @@ def _long_calls_in_loops(path):
 def test_no_call_in_a_jitted_loop_packs_its_arguments_into_a_tuple():
     # CPython compiles a call of more than 30 arguments into CALL_FUNCTION_EX with a tuple of
     # them; numba then takes a reference to every array of that tuple and drops it after the
-    # call: two atomic operations per array per call. One such call of the kernel's full flow
+    # call, and in the kernel's control flow its reference-count pruning keeps both: two atomic
+    # operations per array per call. One such call of the kernel's full flow
     # allocation (48 arguments) was 26 % of a fine sync-PS run of one worker (perf: samples in
     # NRT_incref / NRT_decref), so calls made per event stay at 30 arguments or fewer.
     from pathlib import Path
