@@ -86,7 +86,8 @@ def net_key(variant: str, model: Any, cluster: Any, granularity: str,
     """The cache key of one net: a hex SHA-256 of its inputs and of sgdnet's code.
 
     ``model`` and ``cluster`` are a resolved :class:`ModelProfile` and :class:`Cluster`; options
-    are keyed by their ``repr`` (every builder option is a number, string, bool or None).
+    are keyed by their ``repr`` (every checked builder option is a number, string, bool, None
+    or a tuple of them; :func:`load_or_build` caches nothing when a value is not).
     """
     import numpy
 
@@ -168,6 +169,9 @@ def load_or_build(variant: str, model: Any, cluster: Any, granularity: str,
     """
     from .net.compiled import compile_net
 
+    if not all(_plain(v) for v in options.values()):  # a value its repr might not tell apart
+        net = build()
+        return compile_net(net, share=False), dict(net.meta), False
     key = net_key(variant, model, cluster, granularity, options)
     with _MEMORY_LOCK:
         kept = _MEMORY.get(key)
@@ -191,6 +195,14 @@ def load_or_build(variant: str, model: Any, cluster: Any, granularity: str,
     if path is not None and cn.n_transitions + len(cn.place_names) <= MAX_ELEMENTS:
         _store(folder, path, cn, meta)
     return cn, dict(meta), False
+
+
+def _plain(v: Any) -> bool:
+    """Whether ``repr(v)`` tells ``v`` apart from every other value: None, bools, ints, floats,
+    strings, and lists or tuples of them (not, say, a long numpy array, which ``repr`` elides)."""
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return True
+    return isinstance(v, (list, tuple)) and all(_plain(x) for x in v)
 
 
 def _keep(key: str, cn: Any, meta: dict) -> None:

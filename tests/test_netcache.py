@@ -229,3 +229,15 @@ def test_bad_options_fail_every_time(monkeypatch):
         with pytest.raises(sgdnet.SgdnetError, match="staleness"):
             sgdnet.predict("ssp", "resnet50", Cluster(workers=2), staleness=-1, **_KW)
     assert built == [2, 2] and not netcache._MEMORY
+
+
+def test_an_option_value_its_repr_does_not_tell_apart_is_never_cached(monkeypatch):
+    built = _counting_builds(monkeypatch)
+    cluster = Cluster(workers=2)
+    model = models.load("resnet50")
+    netcache.load_or_build("ssp", model, cluster, "coarse", {}, _build(model, cluster, "ssp"))
+    opaque = {"x": np.arange(3000)}  # its repr elides the middle: no key can be trusted
+    for _ in range(2):
+        netcache.load_or_build("ssp", model, cluster, "coarse", opaque,
+                               _build(model, cluster, "ssp"))
+    assert built == [2, 2, 2] and len(netcache._MEMORY) == 1
