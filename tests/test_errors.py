@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import loop
+from conftest import loop, ring
 
 import sgdnet
 from sgdnet import units
@@ -239,9 +239,12 @@ def test_deadlock_through_an_inhibitor_and_a_gate(sim):
 # ------------------------------------------------------------- never hangs
 @engines
 def test_event_budget(sim):
+    # two completions per step: 40 steps fit the budget's count of step completions (checked
+    # before the run) but spend it
+    two = ring([1.0, 1.0], [1, 0], name="two")
     with pytest.raises(SimulationError) as e:
-        sim(loop(), steps=100, warmup=0, replications=1, seed=0, max_events=50)
-    assert "max_events=50" in str(e.value)
+        sim(two, steps=40, warmup=0, replications=1, seed=0, max_events=50)
+    assert "max_events=50" in str(e.value) and "exhausted" in str(e.value)
 
 
 @engines

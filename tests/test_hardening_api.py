@@ -59,6 +59,33 @@ def test_steps_beyond_int64_is_a_simulation_error():
                      SimulationError, "max_steps")
 
 
+@pytest.mark.parametrize("how", ["simulate", "max_events", "predict", "cli"])
+def test_more_steps_than_the_event_budget_are_refused_before_running(how, capsys):
+    # found by the CLI fuzz (seed 1386): `--warmup 99999999999` spent the whole default budget
+    # (10**9 completions per replication) for minutes before failing; every step is a completion,
+    # so such a run cannot finish and is refused at once
+    from sgdnet.cli import main
+
+    if how == "simulate":
+        call = lambda: simulate(_loop(), steps=10, warmup=10**9, replications=2)  # noqa: E731
+    elif how == "max_events":
+        call = lambda: simulate(_loop(), steps=50, warmup=0, max_events=49)  # noqa: E731
+    elif how == "predict":
+        call = lambda: sgdnet.predict("sync-ps", "resnet18", Cluster(workers=2),  # noqa: E731
+                                      granularity="coarse", steps=3, warmup=99999999999)
+    else:
+        argv = ["predict", "--variant", "sync-ps", "--model", "resnet18", "--workers", "2",
+                "--steps", "3", "--granularity", "coarse", "--warmup", "99999999999"]
+        assert main(argv) == 2
+        err = [ln for ln in capsys.readouterr().err.strip().splitlines()
+               if not ln.startswith("sgdnet: ")]
+        assert len(err) == 1 and "cannot fit in the event budget" in err[0], err
+        return
+    with pytest.raises(SimulationError, match="cannot fit in the event budget"):
+        call()
+    assert simulate(_loop(), steps=50, warmup=0, max_events=1000, replications=1).steps == 50
+
+
 def test_replications_limit_refused_before_allocating_seeds():
     _refused_cheaply(lambda: simulate(_loop(), steps=10, replications=10**12),
                      SimulationError, "max_replications")

@@ -157,6 +157,12 @@ def simulate(
     if max_events is None:
         max_events = default_max_events(steps, warmup, cn.n_transitions)
     max_events = int_arg("max_events", max_events, 1)
+    if warmup + steps > max_events:  # every step is a completion: the budget would run out
+        raise SimulationError(
+            f"warmup + steps = {warmup + steps:,} step completions cannot fit in the event budget "
+            f"of {max_events:,} completions per replication (max_events; each step is at least "
+            "one completion), so the run would spend the whole budget and fail; lower steps or "
+            "warmup (predict and the CLI count them per worker), or pass a larger max_events")
     if engine not in ENGINES:
         raise SimulationError(f"engine={engine!r} is unknown; use one of {list(ENGINES)}")
     # a net without randomness plays the same trajectory under every seed: run it once and let
