@@ -28,6 +28,7 @@ transitions are not written (their pickle would cost about what building them co
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -165,20 +166,21 @@ def load_or_build(variant: str, model: Any, cluster: Any, granularity: str,
     Returns
     -------
     (CompiledNet, dict, bool)
-        The compiled net, a copy of the net's ``meta``, and whether it came from a cache.
+        The compiled net, a (deep) copy of the net's ``meta`` (a caller's edits stay its own),
+        and whether it came from a cache.
     """
     from .net.compiled import compile_net
 
     if not all(_plain(v) for v in options.values()):  # a value its repr might not tell apart
         net = build()
-        return compile_net(net, share=False), dict(net.meta), False
+        return compile_net(net, share=False), copy.deepcopy(dict(net.meta)), False
     key = net_key(variant, model, cluster, granularity, options)
     with _MEMORY_LOCK:
         kept = _MEMORY.get(key)
         if kept is not None:
             _MEMORY.move_to_end(key)
     if kept is not None:
-        return kept[0], dict(kept[1]), True
+        return kept[0], copy.deepcopy(kept[1]), True
     folder = cache_dir() if disk else None
     path = None
     if folder is not None:
@@ -186,7 +188,7 @@ def load_or_build(variant: str, model: Any, cluster: Any, granularity: str,
         hit = _load(path)
         if hit is not None:
             _keep(key, *hit)
-            return hit[0], dict(hit[1]), True
+            return hit[0], copy.deepcopy(hit[1]), True
     net = build()
     cn = compile_net(net, share=False)
     cn.key = f"inputs:{key}"  # not the structural key, which was not computed (see above)
@@ -194,7 +196,7 @@ def load_or_build(variant: str, model: Any, cluster: Any, granularity: str,
     _keep(key, cn, meta)
     if path is not None and cn.n_transitions + len(cn.place_names) <= MAX_ELEMENTS:
         _store(folder, path, cn, meta)
-    return cn, dict(meta), False
+    return cn, copy.deepcopy(meta), False
 
 
 def _plain(v: Any) -> bool:

@@ -202,7 +202,9 @@ def test_predict_again_builds_nothing_and_matches_a_fresh_build(monkeypatch):
     assert not np.array_equal(a.steps_per_s.samples, b.steps_per_s.samples)
     assert b.meta == c.meta
     b.meta["mine"] = 1  # a caller's edit of one prediction's meta is not the next one's
-    assert "mine" not in sgdnet.predict("ssp", "resnet50", cluster, seed=2, staleness=2, **_KW).meta
+    b.meta["options"]["mine"] = 1
+    d = sgdnet.predict("ssp", "resnet50", cluster, seed=2, staleness=2, **_KW).meta
+    assert "mine" not in d and "mine" not in d["options"]
     sgdnet.predict("ssp", "resnet50", cluster, seed=2, staleness=3, **_KW)  # other options: built
     sgdnet.predict("ssp", "resnet50", cluster.replace(bandwidth="1Gbps"), seed=2, staleness=2,
                    **_KW)
