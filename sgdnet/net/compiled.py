@@ -113,8 +113,8 @@ def structural_key(net: Net) -> str:
 
     For comparing nets (the bulk builders' tests compare their nets with the checked builders'
     by it); :func:`compile_net` keys compiled nets by :func:`content_key`, which costs a
-    fraction of this. Cached on the net against :meth:`Net.edit_stamp` (so a ``simulate`` of an unchanged net
-    does not hash it again); any edit the stamp sees recomputes it.
+    fraction of this. Cached on the net against :meth:`Net.edit_stamp` (so hashing an
+    unchanged net again is free); any edit the stamp sees recomputes it.
     """
     stamp = net.edit_stamp()
     cached = net.__dict__.get("_key_cache")
@@ -403,8 +403,8 @@ def content_key(cn: CompiledNet) -> str:
     """A SHA-1 of everything ``cn`` holds: its arrays (field, dtype, shape, bytes) and its plain
     fields (names, tags, kinds), all but ``key`` and fields set later (``_*``).
 
-    Two compiled nets with one content key are interchangeable: the kernel, the reference oracle
-    and the results read nothing else. Hashing the compiled form costs a fraction of compiling
+    Two compiled nets with one content key are interchangeable: the kernel, the fast paths and
+    the results read nothing else (the reference oracle reads the :class:`Net`). Hashing the compiled form costs a fraction of compiling
     it (~0.02 s for the 20,651-transition fine sync-PS net of ResNet-50 on 32 workers, which
     compiles in ~0.05 s), where hashing the :class:`Net` (:func:`structural_key`) costs 3-4x.
     """
