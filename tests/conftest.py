@@ -44,6 +44,18 @@ def _private_net_cache(_net_caches, monkeypatch):
     monkeypatch.setattr(netcache, "_MEMORY", OrderedDict())  # and its in-memory layer
 
 
+def counting_builds(monkeypatch) -> list:
+    """The worker counts of every variant net built from now on in the test (``VariantSpec.build``
+    wrapped): how tests see that a net was reused, not built again."""
+    from sgdnet.variants.registry import VariantSpec
+
+    built: list = []
+    real = VariantSpec.build
+    monkeypatch.setattr(VariantSpec, "build", lambda self, *a, **k: built.append(a[1].workers)
+                        or real(self, *a, **k))
+    return built
+
+
 def ring(durations, tokens, servers=1, name="ring", step=0, tags=None):
     """``t0 -> t1 -> ... -> t(n-1) -> t0``; place ``p_i`` (before ``t_i``) holds ``tokens[i]``.
 

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import counting_builds
 
 import sgdnet
 from sgdnet import models
@@ -195,12 +196,7 @@ def test_predict_json_matches_predict(capsys):
 def test_predict_builds_each_net_once(capsys, monkeypatch):
     # the first cluster's net is built before the JIT (bad options fail early) and reused by
     # its prediction, not built a second time; the rows are predict's
-    from sgdnet.variants.registry import VariantSpec
-
-    built = []
-    real = VariantSpec.build
-    monkeypatch.setattr(VariantSpec, "build", lambda self, *a, **k: built.append(a[1].workers)
-                        or real(self, *a, **k))
+    built = counting_builds(monkeypatch)
     code, out, _ = run(capsys, "predict", "--variant", "allreduce", "--workers", "2,4",
                        "--json", "--seed", "3", *QUICK)
     assert code == 0 and built == [2, 4]

@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 import pytest
+from conftest import counting_builds
 
 import sgdnet
 from sgdnet import Cluster, models, netcache
@@ -153,12 +154,7 @@ def test_big_nets_are_not_written(tmp_path, monkeypatch):
 
 
 def test_cli_second_predict_builds_nothing_and_prints_the_same(capsys, monkeypatch):
-    from sgdnet.variants.registry import VariantSpec
-
-    built = []
-    real = VariantSpec.build
-    monkeypatch.setattr(VariantSpec, "build", lambda self, *a, **k: built.append(a[1].workers)
-                        or real(self, *a, **k))
+    built = counting_builds(monkeypatch)
     argv = ["predict", "--variant", "ssp", "--workers", "2,3", "--json", "--seed", "3",
             "--granularity", "coarse", "--steps", "30", "--warmup", "4", "--replications", "2",
             "--compute-cv", "0.1"]
@@ -176,21 +172,11 @@ def test_cli_second_predict_builds_nothing_and_prints_the_same(capsys, monkeypat
 
 
 # ------------------------------------------------------------------ the in-memory layer (predict)
-def _counting_builds(monkeypatch) -> list:
-    from sgdnet.variants.registry import VariantSpec
-
-    built = []
-    real = VariantSpec.build
-    monkeypatch.setattr(VariantSpec, "build", lambda self, *a, **k: built.append(a[1].workers)
-                        or real(self, *a, **k))
-    return built
-
-
 _KW = dict(granularity="coarse", steps=30, warmup=4, replications=2)
 
 
 def test_predict_again_builds_nothing_and_matches_a_fresh_build(monkeypatch):
-    built = _counting_builds(monkeypatch)
+    built = counting_builds(monkeypatch)
     cluster = Cluster(workers=3, compute_cv=0.1)
     a = sgdnet.predict("ssp", "resnet50", cluster, seed=1, staleness=2, **_KW)
     b = sgdnet.predict("ssp", "resnet50", cluster, seed=2, staleness=2, **_KW)  # other seed: hit
@@ -213,7 +199,7 @@ def test_predict_again_builds_nothing_and_matches_a_fresh_build(monkeypatch):
 
 
 def test_memory_layer_is_bounded_in_count_and_size(monkeypatch):
-    built = _counting_builds(monkeypatch)
+    built = counting_builds(monkeypatch)
     monkeypatch.setattr(netcache, "MEMORY_NETS", 2)
     for w in (1, 2, 3, 1):  # 1 was the oldest when 3 came
         sgdnet.predict("allreduce", "resnet50", Cluster(workers=w), **_KW)
@@ -226,7 +212,7 @@ def test_memory_layer_is_bounded_in_count_and_size(monkeypatch):
 
 
 def test_bad_options_fail_every_time(monkeypatch):
-    built = _counting_builds(monkeypatch)
+    built = counting_builds(monkeypatch)
     for _ in range(2):
         with pytest.raises(sgdnet.SgdnetError, match="staleness"):
             sgdnet.predict("ssp", "resnet50", Cluster(workers=2), staleness=-1, **_KW)
@@ -234,7 +220,7 @@ def test_bad_options_fail_every_time(monkeypatch):
 
 
 def test_an_option_value_its_repr_does_not_tell_apart_is_never_cached(monkeypatch):
-    built = _counting_builds(monkeypatch)
+    built = counting_builds(monkeypatch)
     cluster = Cluster(workers=2)
     model = models.load("resnet50")
     netcache.load_or_build("ssp", model, cluster, "coarse", {}, _build(model, cluster, "ssp"))

@@ -404,9 +404,10 @@ def content_key(cn: CompiledNet) -> str:
     fields (names, tags, kinds), all but ``key`` and fields set later (``_*``).
 
     Two compiled nets with one content key are interchangeable: the kernel, the fast paths and
-    the results read nothing else (the reference oracle reads the :class:`Net`). Hashing the compiled form costs a fraction of compiling
-    it (~0.02 s for the 20,651-transition fine sync-PS net of ResNet-50 on 32 workers, which
-    compiles in ~0.05 s), where hashing the :class:`Net` (:func:`structural_key`) costs 3-4x.
+    the results read nothing else (the reference oracle reads the :class:`Net`). Hashing the
+    compiled form costs a fraction of compiling it (~0.02 s for the 20,651-transition fine
+    sync-PS net of ResNet-50 on 32 workers, which compiles in ~0.05 s), where hashing the
+    :class:`Net` (:func:`structural_key`) costs 3-4x.
     """
     h = hashlib.sha1()
     plain = []
