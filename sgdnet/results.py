@@ -56,6 +56,10 @@ class RawReplication:
     #: wait / sojourn histograms per resource, (R, HIST_BINS), when requested
     wait_hist: np.ndarray | None = None
     sojourn_hist: np.ndarray | None = None
+    #: ``(step completions at the start of the repeated period, its step completions, its
+    #: duration, step completions skipped)`` when the kernel skipped periods of a periodic
+    #: regime (:mod:`sgdnet.engine.periodic`), else None
+    periodic: tuple | None = None
 
 
 TRACE_DTYPE = np.dtype([("rep", np.int64), ("transition", np.int64), ("start", np.float64), ("end", np.float64)])
@@ -95,6 +99,13 @@ class Result:
         #: which engine produced it: "generic" (the event kernel) or "fast" (the max-plus
         #: recursion of sgdnet.engine.fastpath); simulate sets it
         self.engine = "generic"
+        p = getattr(raws[0], "periodic", None) if len(raws) else None
+        #: None, or how the kernel skipped the periods of a periodic regime it found (a net
+        #: without randomness, :mod:`sgdnet.engine.periodic`): ``start_step`` (step completions,
+        #: warm-up included, at the start of the period it confirmed), ``period_steps``,
+        #: ``cycle_time`` (the period's duration, s) and ``skipped_steps``
+        self.periodic: dict | None = None if p is None else {
+            "start_step": p[0], "period_steps": p[1], "cycle_time": p[2], "skipped_steps": p[3]}
         with paused_gc():  # one object per transition: no gen-2 walks of the large live heap
             self.transition_names: list[str] = list(meta.transition_names)
             self.transition_tags: list[dict] = list(map(dict, meta.transition_tags))
@@ -467,6 +478,7 @@ class Result:
             "mean_wait_seconds": {n: self.mean_wait(n).to_dict() for n in self.resource_names},
             "sim_time_seconds": self.sim_time.tolist(),
             "events": self.events.tolist(),
+            "periodic": None if self.periodic is None else dict(self.periodic),
         }
 
     # ---------------------------------------------------------------- misc

@@ -96,7 +96,7 @@ def test_deterministic_ps_nets_same_run_as_generic(seed):
     kw = dict(steps=40 + seed, warmup=warmup, replications=1, seed=1, parallel=False)
     f = simulate(net, engine="auto", **kw)
     assert f.engine == "fast-fifo"
-    same_run(f, simulate(net, engine="generic", **kw))
+    same_run(f, simulate(net, engine="generic", periodic=False, **kw))
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -110,7 +110,7 @@ def test_short_history_same_run(seed, monkeypatch):
     monkeypatch.setattr(ff, "MAX_HISTORY_BYTES", 8 * T * 3)
     kw = dict(steps=60 + seed, warmup=[0, 5, 40][seed % 3], replications=1, seed=1, parallel=False)
     f = simulate(net, engine="fast", **kw)
-    same_run(f, simulate(net, engine="generic", **kw))
+    same_run(f, simulate(net, engine="generic", periodic=False, **kw))
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -137,7 +137,7 @@ def test_without_samples_the_dropped_steps_are_counted_not_kept(seed, monkeypatc
               parallel=False)
     bare = simulate(net, engine="fast", samples=False, **kw)
     full = simulate(net, engine="fast", samples=True, **kw)
-    generic = simulate(net, engine="generic", samples=False, **kw)
+    generic = simulate(net, engine="generic", periodic=False, samples=False, **kw)
     without = [n for s, n, _ in kept if not s]
     assert without and max(without) <= kw["warmup"] + 8 * 3  # bounded, not ~ steps
     assert max(d for s, _, d in kept if not s) > kw["steps"] // 2  # counted instead
@@ -159,7 +159,7 @@ def test_stochastic_ps_nets_same_run_as_generic(seed):
     net = ps_net(100 + seed, det=False)
     kw = dict(steps=300, warmup=30, replications=3, parallel=False)
     f = simulate(net, engine="fast", seed=seed, **kw)
-    g = simulate(net, engine="generic", seed=seed, **kw)
+    g = simulate(net, engine="generic", periodic=False, seed=seed, **kw)
     assert f.engine == "fast-fifo" and not f.deterministic
     same_run(f, g)
     np.testing.assert_array_equal(f.throughput.samples, g.throughput.samples)
@@ -227,4 +227,4 @@ def test_anchor_model_qualifies():
     net = to_sgdnet(build_ps_net(Params(N=4), deterministic=True), "anchor-det")
     assert fifo_path_problems(compile_net(net)) == []
     kw = dict(steps=60, warmup=8, replications=1, seed=1, parallel=False)
-    same_run(simulate(net, **kw), simulate(net, engine="generic", **kw))
+    same_run(simulate(net, **kw), simulate(net, engine="generic", periodic=False, **kw))

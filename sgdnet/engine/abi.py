@@ -45,13 +45,16 @@ ST_OK, ST_DEADLOCK, ST_BUDGET, ST_ZENO, ST_GROW, ST_HALTED = 0, 1, 2, 3, 4, 5
 GROW_SLOTS, GROW_REQUESTS, GROW_HOLDERS = 1, 2, 4
 
 # ------------------------------------------------------------------ slots of the scalar outputs
-# o_f (float64): window start and end (first and last counted step completion), time at the end
-OF_T0, OF_T1, OF_NOW = 0, 1, 2
-N_OF = 3
+# o_f (float64): window start and end (first and last counted step completion), time at the end,
+# the period's duration when the run skipped periods of a periodic regime (sgdnet.engine.periodic)
+OF_T0, OF_T1, OF_NOW, OF_CYCLE = 0, 1, 2, 3
+N_OF = 4
 # o_i (int64): status, completions, step completions (warm-up included), kept trace entries,
-# logged gate decisions, kept step samples, grow bits
+# logged gate decisions, kept step samples, grow bits; with skipped periods: the step completions
+# at the start of the period that was repeated, its step completions, the step completions skipped
 OI_STATUS, OI_EVENTS, OI_NSTEPS, OI_NTRACE, OI_NGLOG, OI_NREC, OI_GROW = 0, 1, 2, 3, 4, 5, 6
-N_OI = 7
+OI_PSTART, OI_PERIOD, OI_PSKIP = 7, 8, 9
+N_OI = 10
 
 # ------------------------------------------------------------------ arguments, in order
 #: (kernel parameter, CompiledNet attribute): the net's arrays, first in the kernel's signature
@@ -72,6 +75,7 @@ RUN_ARGS = (
     ("seed", np.uint64), ("steps", np.int64), ("warmup", np.int64), ("max_events", np.int64),
     ("zeno_limit", np.int64), ("samples", bool), ("trace_limit", np.int64),
     ("cap_slots", np.int64), ("cap_requests", np.int64), ("cap_holders", np.int64),
+    ("period", np.int64),
 )
 #: (kernel parameter, RunOutput attribute, dtype, shape per replication): the main outputs.
 #: Dimensions: S kept step samples, T transitions, P places, NR resources, NM gate members,
@@ -208,4 +212,7 @@ def unpack(out: RunOutput, k: int, samples: bool) -> RawReplication:
         sojourn_n=out.sojourn_n[k].copy(),
         wait_hist=out.wait_hist[k].copy() if out.histograms else None,
         sojourn_hist=out.sojourn_hist[k].copy() if out.histograms else None,
+        periodic=(None if not out.i[k, OI_PSKIP] else
+                  (int(out.i[k, OI_PSTART]), int(out.i[k, OI_PERIOD]), float(out.f[k, OF_CYCLE]),
+                   int(out.i[k, OI_PSKIP]))),
     )

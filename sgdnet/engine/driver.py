@@ -35,13 +35,16 @@ __all__ = ["derive_seeds", "RunOutput", "run", "n_threads", "set_max_threads"]
 
 def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_events: int,
         zeno_limit: int, samples: bool, trace_limit: int, parallel: bool,
-        progress: Callable[[int], None] | None = None, histograms: bool = False) -> RunOutput:
+        progress: Callable[[int], None] | None = None, histograms: bool = False,
+        period: int = 0) -> RunOutput:
     """Run one kernel call per seed and return the raw arrays.
 
     ``progress``, if given, is called from this thread about five times a second with the step
     completions so far over all replications (warm-up included), and once at the end; a run
     expected to take less than ~20 ms does not call it. ``histograms``: keep the wait and sojourn
-    histograms of every resource (``HIST_BINS`` counters each).
+    histograms of every resource (``HIST_BINS`` counters each). ``period`` > 0 (a net without
+    randomness, no trace): look for a periodic regime every ``period`` step completions and skip
+    the periods it repeats (:mod:`sgdnet.engine.periodic`); 0: play every event.
     """
     from .kernel import run_replication  # numba is imported on first use only
 
@@ -53,7 +56,7 @@ def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_event
     prog = np.zeros(R, dtype=np.int64)
     fixed = {**abi.net_args(cn), "halt": halt}
     run_kw = dict(steps=steps, warmup=warmup, max_events=max_events, zeno_limit=zeno_limit, samples=samples,
-                  trace_limit=trace_limit)
+                  trace_limit=trace_limit, period=period)
 
     def one(k: int) -> None:
         rows = out.rows(k)

@@ -97,6 +97,7 @@ from .abi import (  # the interface's slots and codes (sgdnet.engine.abi), folde
     GROW_HOLDERS,
     GROW_REQUESTS,
     GROW_SLOTS,
+    OF_CYCLE,
     OF_NOW,
     OF_T0,
     OF_T1,
@@ -106,6 +107,9 @@ from .abi import (  # the interface's slots and codes (sgdnet.engine.abi), folde
     OI_NREC,
     OI_NSTEPS,
     OI_NTRACE,
+    OI_PERIOD,
+    OI_PSKIP,
+    OI_PSTART,
     OI_STATUS,
     ST_BUDGET,
     ST_DEADLOCK,
@@ -113,6 +117,71 @@ from .abi import (  # the interface's slots and codes (sgdnet.engine.abi), folde
     ST_HALTED,
     ST_OK,
     ST_ZENO,
+)
+from .layout import (  # the row tables' columns and the flag bits, shared with periodic.py
+    F_CNT,
+    F_FLOW,
+    F_GUARD,
+    F_INH,
+    F_JOIN,
+    F_MOD,
+    F_PS,
+    F_QRES,
+    F_RS,
+    F_S1,
+    F_SELF,
+    F_STEP,
+    F_SW,
+    F_W1,
+    IN_IH,
+    N_TD,
+    N_TF,
+    N_TS,
+    NONE,
+    TD_ACT,
+    TD_CPOS,
+    TD_DEG,
+    TD_FROM,
+    TD_RQCAP,
+    TD_RQHEAD,
+    TD_RQOFF,
+    TD_WHERE,
+    TF_KTIME,
+    TF_PAR0,
+    TF_PAR1,
+    TS_CODE,
+    TS_FL,
+    TS_GUARD,
+    TS_IN0,
+    TS_IN1,
+    TS_MOD,
+    TS_OUT0,
+    TS_OUT1,
+    TS_PCLS,
+    TS_PS0,
+    TS_PS1,
+    TS_Q0,
+    TS_Q1,
+    TS_RANK,
+    TS_SERV,
+)
+from .periodic import (  # periodic regimes of deterministic runs: found, then skipped
+    PZ_FAILS,
+    PZ_HIST,
+    _pa_forward,
+    _pa_save,
+    _pa_sizes,
+    _pz_copy,
+    _pz_core,
+    _pz_gates,
+    _pz_hash,
+    _pz_links,
+    _pz_live,
+    _pz_same,
+    _pz_shift_rest,
+    _pz_shift_slots,
+    _pz_slots,
+    _pz_unlive,
 )
 from .rng import (
     draw,
@@ -125,7 +194,7 @@ from .rng import (
 
 #: the files whose code (inlined samplers) or constants this module's machine code embeds: numba
 #: keys the cache by this file only, so sgdnet.engine.jitcache recompiles when one of them changed
-JIT_DEPENDS = ("rng.py", "abi.py", "../dists.py", "../net/compiled.py", "../results.py")
+JIT_DEPENDS = ("rng.py", "abi.py", "layout.py", "periodic.py", "../dists.py", "../net/compiled.py", "../results.py")
 
 # ------------------------------------------------------------------ constants
 # random numbers: sgdnet.engine.rng (one counter-based stream per transition, modulator and the
@@ -148,21 +217,6 @@ _inner = njit(cache=True, _nrt=False, error_model="numpy", no_cpython_wrapper=Tr
 
 HALT_POLL = 4096  # completions between two reads of the halt flag
 WORK_PER_EVENT = 16  # holders re-rated (ps) or flows re-allocated that count as one completion
-NONE, IN_IH = -1, -2
-# columns of the per-transition tables built once per replication (one row per transition keeps
-# what an event touches in one or two cache lines and the hot loop's live arrays few)
-TS_FL, TS_SERV, TS_IN0, TS_IN1, TS_OUT0, TS_OUT1, TS_Q0, TS_Q1 = 0, 1, 2, 3, 4, 5, 6, 7
-TS_PCLS, TS_RANK, TS_CODE, TS_GUARD, TS_MOD, TS_PS0, TS_PS1 = 8, 9, 10, 11, 12, 13, 14
-N_TS = 16
-TD_ACT, TD_DEG, TD_WHERE, TD_FROM, TD_CPOS, TD_RQOFF, TD_RQHEAD, TD_RQCAP = 0, 1, 2, 3, 4, 5, 6, 7
-N_TD = 8
-TF_KTIME, TF_PAR0, TF_PAR1 = 0, 1, 2
-N_TF = 4
-# per-transition flag bits (computed once per replication from the compiled arrays)
-F_SELF, F_W1, F_INH, F_GUARD, F_RS, F_MOD, F_PS, F_CNT, F_STEP, F_QRES, F_S1 = 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024
-F_JOIN = 2048
-F_FLOW = 4096  # a transfer: its shared resources are links (discipline flow), its work is bytes
-F_SW = 8192  # a random switch (weighted, and the net has at least two weighted transitions)
 # a transition with more input arcs than this is a join: its degree test starts at a watched arc
 JOIN_ARCS = 4
 
@@ -1118,6 +1172,7 @@ def run_replication(
     cnt_ptr, cnt_mem, gg_ptr, gg_trans, mg_ptr, mg_trans, g_cap,
     mod_kind, mod_par, rs_ptr, rs_mod, sid,
     seed, steps, warmup, max_events, zeno_limit, samples, trace_limit, cap_slots, cap_requests, cap_holders,
+    period,
     o_f, o_i, o_step_t, o_step_tr, o_firings, o_busy, o_wsum, o_wn,
     o_tr_t, o_tr_s, o_tr_e, o_glog, o_ghist, o_mark, o_gcnt, o_grel, o_glead, halt, prog,
     sw_w, sw_prio, sw_res, o_ptok, o_ssum, o_sn, o_hw, o_hs,
@@ -1298,6 +1353,46 @@ def run_replication(
     _tables(TS, TD, TF, servers, in_ptr, in_w, out_ptr, inh_ptr, guard, g_kind, mem_gate, rs_ptr,
             mod_of, psres_ptr, psres_idx, r_disc, qres_ptr, cnt_ptr, is_step, sw_w, pcls, rank,
             d_code, d_par, rq_off, rq_cap)
+
+    # periodic regimes (sgdnet.engine.periodic): with ``period`` > 0 (a net without randomness),
+    # a checkpoint every ``pf_stride`` step completions once counting; the canonical state's
+    # hashes of the last PZ_HIST checkpoints; a candidate's full state (y*) and accumulators (a_*)
+    pf_on = period > 0
+    pf_stride = period
+    pf_next = warmup + period
+    pf_state = 0
+    pf_miss = 0
+    pf_fail = 0
+    pf_hh = np.zeros((PZ_HIST, 2), dtype=np.uint64)
+    pf_hs = np.zeros(PZ_HIST, dtype=np.int64)
+    pf_hn = 0
+    pf_hk = 0
+    pf_c = np.zeros(5, dtype=np.int64)  # the candidate's nsteps, nrec, events, seq, nglog
+    pf_cnow = 0.0
+    pf_start = 0
+    pf_per = 0
+    pf_skip = 0
+    pf_cyc = 0.0
+    pz_n = 1
+    pa_nf = 1
+    pa_ni = 1
+    if pf_on:
+        pz_n = nP + 4 * nT + 8 * nR + 4 * nMem + 1024
+        pa_nf, pa_ni = _pa_sizes(nT, nP, nR, nMem, nG, o_glead, o_ghist, o_hw)
+    zi = np.zeros(pz_n, dtype=np.int64)
+    zf = np.zeros(pz_n, dtype=np.float64)
+    zs = np.zeros(pz_n, dtype=np.float64)
+    yi = np.zeros(1, dtype=np.int64)
+    yf = np.zeros(1, dtype=np.float64)
+    ys = np.zeros(1, dtype=np.float64)
+    zn = np.zeros(2, dtype=np.int64)
+    y_ni = 0
+    y_nf = 0
+    a_f = np.zeros(pa_nf, dtype=np.float64)
+    a_i = np.zeros(pa_ni, dtype=np.int64)
+    pz_live = np.zeros(scap if pf_on else 1, dtype=np.int64)
+    pz_idx = np.full(scap if pf_on else 1, -1, dtype=np.int64)
+    n_live = 0
 
     for t in range(nT):
         dl[dn] = t
@@ -1972,6 +2067,102 @@ def run_replication(
                 f_pend[f_seeds[i]] = False
             nsd = _I0
             nfn = _I0
+        if pf_on and counting and nsteps >= pf_next:
+            # a checkpoint: the state in canonical form (sgdnet.engine.periodic), grown until it fits
+            n_live = _pz_live(eh, eh_n, ps_h, ps_n, pz_idx, pz_live)
+            pz_v = 1.0
+            for r in range(nR):
+                if abs(g_V[r]) > pz_v:
+                    pz_v = abs(g_V[r])
+            while True:
+                zn[0] = 0
+                zn[1] = 0
+                if (_pz_core(now, m, TD, TS, TF, rq_pool, used, qn, qhd, qh, rq_base, r_disc, zi, zf, zs, zn)
+                        and _pz_slots(now, seq, pz_v, eh, ekt, eks, eh_n, pz_idx, pz_live, n_live, TS, s_trans, s_seq,
+                                      s_start, s_req, s_rem, s_rate, s_last, s_grp, s_vf, s_inh, s_w0,
+                                      s_gpos, s_php, g_V, zi, zf, zs, zn)
+                        and _pz_links(now, pz_idx, r_disc, r_ps, ps_h, ps_n, gn, gh, g_head, g_rate, g_tau, f_comp,
+                                      f_pure, f_m, blast, zi, zf, zs, zn)
+                        and _pz_gates(now, gcnt, gmin, mem_gate, grel, galw, glast, gprev, zi, zf, zs, zn)):
+                    break
+                zi = np.zeros(2 * zi.size, dtype=np.int64)
+                zf = np.zeros(2 * zf.size, dtype=np.float64)
+                zs = np.zeros(2 * zs.size, dtype=np.float64)
+            _pz_unlive(pz_idx, pz_live, n_live)
+            if pf_state == 0:
+                pz_h1, pz_h2 = _pz_hash(zi, zf, zs, zn[0], zn[1])
+                pz_k = -1
+                for k in range(pf_hn):
+                    if pf_hh[k, 0] == pz_h1 and pf_hh[k, 1] == pz_h2:
+                        pz_k = k
+                        break
+                if pz_k >= 0:
+                    # a candidate period: keep this state and the accumulators, confirm one
+                    # period later
+                    y_ni = zn[0]
+                    y_nf = zn[1]
+                    yi = zi[:y_ni].copy()
+                    yf = zf[:y_nf].copy()
+                    ys = zs[:y_nf].copy()
+                    _pa_save(a_f, a_i, o_busy, o_wsum, o_ssum, o_ptok, g_V, o_firings, o_wn, o_sn, gcnt,
+                             gmin, o_glead, o_ghist, o_hw, o_hs)
+                    pf_c[0] = nsteps
+                    pf_c[1] = nrec
+                    pf_c[2] = events
+                    pf_c[3] = seq
+                    pf_c[4] = nglog
+                    pf_cnow = now
+                    pf_state = 1
+                    pf_next = nsteps + (nsteps - pf_hs[pz_k])
+                else:
+                    pf_hh[pf_hk, 0] = pz_h1
+                    pf_hh[pf_hk, 1] = pz_h2
+                    pf_hs[pf_hk] = nsteps
+                    pf_hk = (pf_hk + 1) % PZ_HIST
+                    if pf_hn < PZ_HIST:
+                        pf_hn += 1
+                    pf_miss += 1
+                    if pf_miss >= 4 * PZ_HIST:  # no period in sight: thin the checkpoints out
+                        pf_stride *= 2
+                        pf_miss = 0
+                        pf_hn = 0
+                    pf_next = nsteps + pf_stride
+            else:
+                pz_p = nsteps - pf_c[0]
+                if nsteps == pf_next and _pz_same(zi, zf, zs, zn[0], zn[1], yi, yf, ys, y_ni, y_nf):
+                    # confirmed: jump M periods (the last ones before the end are played)
+                    pz_P = now - pf_cnow
+                    pz_de = events - pf_c[2]
+                    pz_M = (target_steps - 1 - nsteps) // pz_p
+                    if pz_de > 0 and (max_events - events) // pz_de - 1 < pz_M:
+                        pz_M = (max_events - events) // pz_de - 1
+                    if pz_P > 0.0 and pz_M >= 1:
+                        pz_D = pz_M * pz_P
+                        pz_dq = seq - pf_c[3]
+                        _pz_shift_slots(pz_D, pz_dq, pz_M, pz_live, n_live, s_seq, s_start, s_req, s_last,
+                                        s_ctime, s_grp, s_vf, g_V, a_f, ekt, eks, eh_n)
+                        _pz_shift_rest(pz_D, TD, TS, TF, rq_pool, g_tau, blast, glast, gprev)
+                        _pz_copy(pz_M, pz_P, pf_c[1], nrec, o_step_t, o_step_tr, pf_c[4], nglog, o_glog)
+                        _pa_forward(pz_M, a_f, a_i, o_busy, o_wsum, o_ssum, o_ptok, g_V, o_firings, o_wn,
+                                    o_sn, gcnt, gmin, o_glead, o_ghist, o_hw, o_hs)
+                        now += pz_D
+                        seq += pz_M * pz_dq
+                        nrec += pz_M * (nrec - pf_c[1])
+                        nglog += pz_M * (nglog - pf_c[4])
+                        events += pz_M * pz_de
+                        nsteps += pz_M * pz_p
+                        ev_limit = min(max_events, events + HALT_POLL)
+                        pf_start = pf_c[0]
+                        pf_per = pz_p
+                        pf_skip = pz_M * pz_p
+                        pf_cyc = pz_P
+                    pf_on = False
+                else:
+                    pf_state = 0
+                    pf_fail += 1
+                    if pf_fail >= PZ_FAILS:
+                        pf_on = False
+                    pf_next = nsteps + pf_stride
         if eh_n == 0:
             status = ST_DEADLOCK
             break
@@ -2320,6 +2511,10 @@ def run_replication(
     o_i[OI_NGLOG] = nglog
     o_i[OI_NREC] = nrec
     o_i[OI_GROW] = grow
+    o_i[OI_PSTART] = pf_start
+    o_i[OI_PERIOD] = pf_per
+    o_i[OI_PSKIP] = pf_skip
+    o_f[OF_CYCLE] = pf_cyc
     for p in range(nP):
         o_mark[p] = m[p]
     for q in range(nMem):

@@ -1,0 +1,516 @@
+"""Periodic regimes of deterministic runs: find one, then skip the periods it repeats.
+
+A net without randomness is a deterministic system, and the event kernel's future depends only
+on its state (markings, pending requests, running firings and flows, queues, gate counters), not
+on the absolute time: if the state at one instant equals the state at an earlier one with every
+time shifted by ``P``, the run from then on repeats the run since then, shifted by ``P`` per
+period. Most deterministic SGD nets settle into such a cycle within a few rounds (max-plus
+theory guarantees it for event graphs). :func:`sgdnet.engine.kernel.run_replication` then jumps
+``M`` whole periods ahead instead of playing them: every time in its state moves by ``M P``,
+virtual clocks, start sequences and gate counters by ``M`` times their change over a period,
+every counter and sum of the outputs by ``M`` times its change over a period, and the kept step
+samples (and gate decisions) of the period are repeated, shifted; the last periods before the
+end are played, so the run ends as a full run does.
+
+How a period is found (at *checkpoints*: the first instant at which the step completions reach
+a multiple of the net's step transitions, once counting has started):
+
+1. The state is written out in a canonical form (:func:`_pz_core`, :func:`_pz_slots`,
+   :func:`_pz_links`, :func:`_pz_gates`): integers as they are (a firing slot by its position
+   among the running firings, sequence numbers relative to the next one, gate counters relative to the gate's minimum), times relative to
+   now, bytes relative to their group's virtual clock, each float with the scale its rounding
+   error is relative to.
+2. A coarse hash of it (floats quantised at ``2**-HASH_BITS`` of their scale) is compared with
+   the hashes of the last :data:`PZ_HIST` checkpoints: a match at distance ``p`` step
+   completions is a candidate period.
+3. The candidate is confirmed one period later by comparing the whole canonical state
+   (:func:`_pz_same`): integers exactly, floats to :data:`TOL` of their scale (rounding in a
+   long run is ~1e-15 of it). Only then does the kernel jump.
+
+So a jump is exact up to rounding: the skipped periods' results differ from played ones by a
+few units in the last place of the run's times (the tests compare to 1e-9). A run that never
+repeats pays one canonical write-out per checkpoint (the checkpoints thin out, doubling their
+spacing, when none matches), and is otherwise unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from ..net.compiled import DISC_FIFO, DISC_FLOW, DISC_PS
+from .layout import (
+    F_FLOW,
+    F_PS,
+    F_S1,
+    TD_ACT,
+    TD_DEG,
+    TD_FROM,
+    TD_RQCAP,
+    TD_RQHEAD,
+    TD_RQOFF,
+    TD_WHERE,
+    TF_KTIME,
+    TS_FL,
+    TS_PS0,
+    TS_PS1,
+)
+
+__all__ = ["TOL", "HASH_BITS", "PZ_HIST"]
+
+JIT_DEPENDS = ("layout.py", "../net/compiled.py")
+
+#: relative tolerance of the confirming comparison of two canonical states
+TOL = 1e-11
+#: the coarse hash quantises a float at 2**-HASH_BITS of the power of two above its scale
+HASH_BITS = 24
+#: checkpoint hashes kept (periods of up to this many checkpoint spacings are found)
+PZ_HIST = 16
+#: failed confirmations after which a run stops looking
+PZ_FAILS = 8
+
+_inner = njit(cache=True, _nrt=False, error_model="numpy", no_cpython_wrapper=True,
+              no_cfunc_wrapper=True)
+_M1 = np.uint64(0x9E3779B97F4A7C15)
+_M2 = np.uint64(0xC2B2AE3D27D4EB4F)
+_INF_KEY = np.int64(1) << 62
+
+
+# ------------------------------------------------------------ canonical state
+@_inner
+def _pz_core(now, m, TD, TS, TF, rq_pool, used, qn, qhd, qh, rq_base, r_disc, zi, zf, zs, zn):
+    """Markings, each transition's firings, requests and where it waits, each resource's users
+    and queue, appended to ``zi``/``zf`` (scales in ``zs``) from ``zn = (ints, floats)``;
+    False when the arrays are too short."""
+    ni = zn[0]
+    nf = zn[1]
+    nP = m.size
+    nT = TD.shape[0]
+    nR = used.size
+    if ni + nP + 4 * nT + 2 * nR > zi.size:
+        return False
+    for p in range(nP):
+        zi[ni] = m[p]
+        ni += 1
+    for t in range(nT):
+        d = TD[t, TD_DEG]
+        zi[ni] = TD[t, TD_ACT]
+        zi[ni + 1] = d
+        zi[ni + 2] = TD[t, TD_WHERE]
+        zi[ni + 3] = TD[t, TD_FROM]
+        ni += 4
+        if d > 0:
+            if nf + d > zf.size:
+                return False
+            if TS[t, TS_FL] & F_S1:
+                zf[nf] = now - TF[t, TF_KTIME]
+                zs[nf] = now
+                nf += 1
+            else:
+                off = TD[t, TD_RQOFF]
+                h = TD[t, TD_RQHEAD]
+                cap = TD[t, TD_RQCAP]
+                for i in range(d):
+                    j = h + i
+                    if j >= cap:
+                        j -= cap
+                    zf[nf] = now - rq_pool[off + j]
+                    zs[nf] = now
+                    nf += 1
+    for r in range(nR):
+        n = qn[r]
+        if ni + 2 + n > zi.size:
+            return False
+        zi[ni] = used[r]
+        zi[ni + 1] = n
+        ni += 2
+        qb = rq_base[r]
+        cap = rq_base[r + 1] - qb
+        for i in range(n):
+            j = i
+            if r_disc[r] == DISC_FIFO:
+                j = qhd[r] + i
+                if j >= cap:
+                    j -= cap
+            zi[ni] = qh[qb + j]
+            ni += 1
+    zn[0] = ni
+    zn[1] = nf
+    return True
+
+
+@_inner
+def _pz_live(eh, eh_n, ps_h, ps_n, idx, live):
+    """The slots of running firings (the completion heap's, then the shared resources' holders),
+    each once, into ``live``, and each one's position there into ``idx`` (all -1 before; the
+    caller puts the -1 back with :func:`_pz_unlive`); their number. Slot numbers are written
+    out as these positions: which free slot a firing drew does not change the run."""
+    n = 0
+    for i in range(eh_n):
+        s = eh[i]
+        if idx[s] < 0:
+            idx[s] = n
+            live[n] = s
+            n += 1
+    for rp in range(ps_n.size):
+        for j in range(ps_n[rp]):
+            s = ps_h[rp, j]
+            if idx[s] < 0:
+                idx[s] = n
+                live[n] = s
+                n += 1
+    return n
+
+
+@_inner
+def _pz_unlive(idx, live, n):
+    for i in range(n):
+        idx[live[i]] = -1
+
+
+@_inner
+def _pz_slots(now, seq, vsc, eh, ekt, eks, eh_n, idx, live, n_live, TS, s_trans, s_seq, s_start,
+              s_req, s_rem, s_rate, s_last, s_grp, s_vf, s_inh, s_w0, s_gpos, s_php, g_V, zi, zf, zs, zn):
+    """The completion heap (slot, sequence, time) and each running firing's state."""
+    ni = zn[0]
+    nf = zn[1]
+    if ni + 2 * eh_n + n_live * (6 + s_php.shape[1]) > zi.size or nf + eh_n + 7 * n_live > zf.size:
+        return False
+    for i in range(eh_n):
+        zi[ni] = idx[eh[i]]
+        zi[ni + 1] = seq - eks[i]
+        ni += 2
+        zf[nf] = ekt[i] - now
+        zs[nf] = now
+        nf += 1
+    for i in range(n_live):
+        # what a start sets for every firing; what a ps firing or a flow keeps besides (a slot
+        # drawn from the free list keeps stale values of its earlier firings elsewhere)
+        s = live[i]
+        t = s_trans[s]
+        f = TS[t, TS_FL]
+        zi[ni] = t
+        zi[ni + 1] = seq - s_seq[s]
+        ni += 2
+        zf[nf] = now - s_start[s]
+        zs[nf] = now
+        zf[nf + 1] = now - s_req[s]
+        zs[nf + 1] = now
+        nf += 2
+        if f & F_PS:
+            for j in range(TS[t, TS_PS1] - TS[t, TS_PS0]):
+                zi[ni] = s_php[s, j]
+                ni += 1
+            zf[nf] = s_rem[s]
+            zs[nf] = abs(s_rem[s]) + vsc
+            zf[nf + 1] = s_rate[s]
+            zs[nf + 1] = abs(s_rate[s])
+            zf[nf + 2] = now - s_last[s]
+            zs[nf + 2] = now
+            nf += 3
+        if f & F_FLOW:
+            g = s_grp[s]
+            zi[ni] = g
+            zi[ni + 1] = 1 if s_inh[s] else 0
+            ni += 2
+            zf[nf] = s_w0[s]
+            zs[nf] = abs(s_w0[s]) + vsc
+            nf += 1
+            if g >= 0:
+                zi[ni] = s_gpos[s]
+                ni += 1
+                zf[nf] = s_vf[s] - g_V[g]
+                zs[nf] = abs(s_vf[s]) + vsc
+                nf += 1
+    zn[0] = ni
+    zn[1] = nf
+    return True
+
+
+@_inner
+def _pz_links(now, idx, r_disc, r_ps, ps_h, ps_n, gn, gh, g_head, g_rate, g_tau, f_comp, f_pure, f_m,
+              blast, zi, zf, zs, zn):
+    """Each shared resource's holders and flow groups, and each link's allocation state."""
+    ni = zn[0]
+    nf = zn[1]
+    nR = r_disc.size
+    for r in range(nR):
+        rp = r_ps[r]
+        k = 0 if rp < 0 else ps_n[rp] + gn[rp]
+        if ni + 5 + k > zi.size or nf + 4 > zf.size:
+            return False
+        zi[ni] = f_comp[r]
+        zi[ni + 1] = 1 if f_pure[r] else 0
+        zi[ni + 2] = idx[g_head[r]] if g_head[r] >= 0 else -1
+        ni += 3
+        if rp >= 0:
+            zi[ni] = ps_n[rp]
+            zi[ni + 1] = gn[rp]
+            ni += 2
+            for j in range(ps_n[rp]):
+                zi[ni] = idx[ps_h[rp, j]]
+                ni += 1
+            for j in range(gn[rp]):
+                zi[ni] = idx[gh[rp, j]]
+                ni += 1
+        if r_disc[r] == DISC_FLOW:
+            zf[nf] = g_rate[r]
+            zs[nf] = abs(g_rate[r])
+            zf[nf + 1] = f_m[r]
+            zs[nf + 1] = abs(f_m[r])
+            nf += 2
+            if g_rate[r] != 0.0:
+                zf[nf] = now - g_tau[r]
+                zs[nf] = now
+                nf += 1
+        elif r_disc[r] == DISC_PS:
+            zf[nf] = now - blast[r]
+            zs[nf] = now
+            nf += 1
+    zn[0] = ni
+    zn[1] = nf
+    return True
+
+
+@_inner
+def _pz_gates(now, gcnt, gmin, mem_gate, grel, galw, glast, gprev, zi, zf, zs, zn):
+    """Each gate member's lead over its gate's slowest, release state and last two completions."""
+    ni = zn[0]
+    nf = zn[1]
+    nMem = gcnt.size
+    if ni + 3 * nMem > zi.size or nf + 2 * nMem > zf.size:
+        return False
+    for q in range(nMem):
+        zi[ni] = gcnt[q] - gmin[mem_gate[q]]
+        zi[ni + 1] = grel[q]
+        zi[ni + 2] = galw[q]
+        ni += 3
+        zf[nf] = now - glast[q]
+        zs[nf] = now
+        zf[nf + 1] = now - gprev[q]
+        zs[nf + 1] = now
+        nf += 2
+    zn[0] = ni
+    zn[1] = nf
+    return True
+
+
+@_inner
+def _pz_hash(zi, zf, zs, ni, nf):
+    """Two 64-bit hashes of a canonical state, floats quantised at ``2**-HASH_BITS`` of the power
+    of two above their scale (two states that hash alike are then confirmed by :func:`_pz_same`)."""
+    h1 = np.uint64(ni * 1000003 + nf)
+    h2 = np.uint64(nf * 1000033 + ni)
+    for i in range(ni):
+        v = np.uint64(zi[i] & 0x7FFFFFFFFFFFFFFF)
+        h1 = (h1 ^ v) * _M1
+        h2 = (h2 ^ (v + np.uint64(i))) * _M2
+        h1 ^= h1 >> np.uint64(29)
+        h2 ^= h2 >> np.uint64(31)
+    for i in range(nf):
+        x = zf[i]
+        if math.isfinite(x):
+            e = math.frexp(zs[i])[1] if zs[i] > 0.0 else -1074
+            k = np.int64(math.floor(math.ldexp(x, HASH_BITS - e)))
+        else:
+            k = _INF_KEY if x > 0 else -_INF_KEY
+        v = np.uint64(k & 0x7FFFFFFFFFFFFFFF)
+        h1 = (h1 ^ v) * _M2
+        h2 = (h2 ^ (v + np.uint64(i))) * _M1
+        h1 ^= h1 >> np.uint64(31)
+        h2 ^= h2 >> np.uint64(29)
+    return h1, h2
+
+
+@_inner
+def _pz_same(zi, zf, zs, ni, nf, yi, yf, ys, mi, mf):
+    """Whether two canonical states are the same: integers equal, floats within :data:`TOL` of
+    their scale."""
+    if ni != mi or nf != mf:
+        return False
+    for i in range(ni):
+        if zi[i] != yi[i]:
+            return False
+    for i in range(nf):
+        a = zf[i]
+        b = yf[i]
+        if a != b:
+            s = zs[i] if zs[i] > ys[i] else ys[i]
+            if not abs(a - b) <= TOL * s:
+                return False
+    return True
+
+
+# ------------------------------------------------------------ the jump
+@_inner
+def _pa_sizes(nT, nP, nR, nMem, nG, o_glead, o_ghist, o_hw):
+    """Sizes of the saved float and int accumulators (see :func:`_pa_save`)."""
+    return 4 * nR + nP, nT + 2 * nR + nMem + nG + o_glead.size + o_ghist.size + 2 * o_hw.size
+
+
+@_inner
+def _pa_save(a_f, a_i, o_busy, o_wsum, o_ssum, o_ptok, g_V, o_firings, o_wn, o_sn, gcnt, gmin,
+             o_glead, o_ghist, o_hw, o_hs):
+    """Copy what grows over a period (the outputs' counters and sums, virtual clocks, gate
+    counters) into ``a_f`` (floats: busy, wait, sojourn sums, g_V, marking integrals) and
+    ``a_i`` (ints)."""
+    nR = o_busy.size
+    k = 0
+    for r in range(nR):
+        a_f[k] = o_busy[r]
+        a_f[k + nR] = o_wsum[r]
+        a_f[k + 2 * nR] = o_ssum[r]
+        a_f[k + 3 * nR] = g_V[r]
+        k += 1
+    k = 4 * nR
+    for p in range(o_ptok.size):
+        a_f[k] = o_ptok[p]
+        k += 1
+    k = 0
+    for t in range(o_firings.size):
+        a_i[k] = o_firings[t]
+        k += 1
+    for r in range(nR):
+        a_i[k] = o_wn[r]
+        a_i[k + nR] = o_sn[r]
+        k += 1
+    k += nR
+    for q in range(gcnt.size):
+        a_i[k] = gcnt[q]
+        k += 1
+    for g in range(gmin.size):
+        a_i[k] = gmin[g]
+        k += 1
+    k = _pa_save2(o_glead, a_i, k)
+    k = _pa_save2(o_ghist, a_i, k)
+    k = _pa_save2(o_hw, a_i, k)
+    _pa_save2(o_hs, a_i, k)
+
+
+@_inner
+def _pa_save2(a, saved, k):
+    """``saved[k:k + a.size] = a`` for a 2-d counter array; the next offset."""
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            saved[k] = a[i, j]
+            k += 1
+    return k
+
+
+@_inner
+def _pa_forward(M, a_f, a_i, o_busy, o_wsum, o_ssum, o_ptok, g_V, o_firings, o_wn, o_sn, gcnt, gmin,
+                o_glead, o_ghist, o_hw, o_hs):
+    """Add ``M`` times each saved quantity's change since :func:`_pa_save` (``M`` periods)."""
+    nR = o_busy.size
+    for r in range(nR):
+        o_busy[r] += M * (o_busy[r] - a_f[r])
+        o_wsum[r] += M * (o_wsum[r] - a_f[r + nR])
+        o_ssum[r] += M * (o_ssum[r] - a_f[r + 2 * nR])
+        g_V[r] += M * (g_V[r] - a_f[r + 3 * nR])
+    k = 4 * nR
+    for p in range(o_ptok.size):
+        o_ptok[p] += M * (o_ptok[p] - a_f[k])
+        k += 1
+    k = 0
+    for t in range(o_firings.size):
+        o_firings[t] += M * (o_firings[t] - a_i[k])
+        k += 1
+    for r in range(nR):
+        o_wn[r] += M * (o_wn[r] - a_i[k])
+        o_sn[r] += M * (o_sn[r] - a_i[k + nR])
+        k += 1
+    k += nR
+    for q in range(gcnt.size):
+        gcnt[q] += M * (gcnt[q] - a_i[k])
+        k += 1
+    for g in range(gmin.size):
+        gmin[g] += M * (gmin[g] - a_i[k])
+        k += 1
+    k = _pa_grow2(M, o_glead, a_i, k)
+    k = _pa_grow2(M, o_ghist, a_i, k)
+    k = _pa_grow2(M, o_hw, a_i, k)
+    _pa_grow2(M, o_hs, a_i, k)
+
+
+@_inner
+def _pa_grow2(M, a, saved, k):
+    """``a += M (a - saved[k:k + a.size])`` for a 2-d counter array; the next offset."""
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            a[i, j] += M * (a[i, j] - saved[k])
+            k += 1
+    return k
+
+
+@_inner
+def _pz_shift_slots(D, dq, M, live, n_live, s_seq, s_start, s_req, s_last, s_ctime, s_grp, s_vf, g_V,
+                    a_f, ekt, eks, eh_n):
+    """Move the running firings ``M`` periods ahead: times by ``D``, start sequences by ``M dq``,
+    a grouped flow's virtual finish by ``M`` times its clock's change over a period (read from
+    the saved clocks in ``a_f``; call before :func:`_pa_forward` moves the clocks)."""
+    nR = g_V.size
+    for i in range(n_live):
+        s = live[i]
+        s_seq[s] += M * dq
+        s_start[s] += D
+        s_req[s] += D
+        s_last[s] += D
+        if s_ctime[s] < np.inf:
+            s_ctime[s] += D
+        g = s_grp[s]
+        if g >= 0:
+            s_vf[s] += M * (g_V[g] - a_f[3 * nR + g])
+    for i in range(eh_n):
+        ekt[i] += D
+        eks[i] += M * dq
+
+
+@_inner
+def _pz_shift_rest(D, TD, TS, TF, rq_pool, g_tau, blast, glast, gprev):
+    """Move the other times ``D`` ahead: pending requests, links' clock origins, ps resources'
+    last changes, gate members' last completions."""
+    for t in range(TD.shape[0]):
+        d = TD[t, TD_DEG]
+        if d > 0:
+            TF[t, TF_KTIME] += D
+            if not TS[t, TS_FL] & F_S1:
+                off = TD[t, TD_RQOFF]
+                h = TD[t, TD_RQHEAD]
+                cap = TD[t, TD_RQCAP]
+                for i in range(d):
+                    j = h + i
+                    if j >= cap:
+                        j -= cap
+                    rq_pool[off + j] += D
+    for r in range(g_tau.size):
+        g_tau[r] += D
+        blast[r] += D
+    for q in range(glast.size):
+        glast[q] += D
+        gprev[q] += D
+
+
+@_inner
+def _pz_copy(M, P, r1, r2, o_step_t, o_step_tr, l1, l2, o_glog):
+    """Repeat the kept step samples ``[r1, r2)`` and logged gate decisions ``[l1, l2)`` of one
+    period ``M`` times after it, the samples shifted by ``P`` each time (within the arrays)."""
+    n = r2 - r1
+    if o_step_t.size > 0:
+        for k in range(1, M + 1):
+            for i in range(n):
+                j = r2 + (k - 1) * n + i
+                if j >= o_step_t.size:
+                    break
+                o_step_t[j] = o_step_t[r1 + i] + k * P
+                o_step_tr[j] = o_step_tr[r1 + i]
+    n = l2 - l1
+    cap = o_glog.shape[0]
+    for k in range(1, M + 1):
+        for i in range(n):
+            j = l2 + (k - 1) * n + i
+            if j >= cap or l1 + i >= cap:
+                return
+            o_glog[j, 0] = o_glog[l1 + i, 0]
+            o_glog[j, 1] = o_glog[l1 + i, 1]
