@@ -241,6 +241,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
                           "steps": args.steps, "warmup": args.warmup,
                           "replications": args.replications, "seed": args.seed,
                           "deterministic": deterministic,
+                          "periodic": [p.result.periodic for _, p in preds],
                           "options": options, "rows": rows}, indent=2))
         return 0
     opts = "".join(f", {k}={v}" for k, v in options.items())
@@ -251,6 +252,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if deterministic:
         print(f"{args.steps} steps after {args.warmup} warm-up; the model has no randomness, so it "
               f"was simulated once (all {args.replications} replications would be identical)")
+        if all(p.result.periodic for _, p in preds):
+            print("the run settles into a repeating cycle: the engine played its first cycles and "
+                  "skipped the repeats (exact to rounding)")
     else:
         print(f"{args.steps} steps after {args.warmup} warm-up, {args.replications} replications, "
               f"seed {args.seed}; mean ± 95% CI half-width across replications")

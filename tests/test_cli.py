@@ -173,10 +173,15 @@ def test_predict_with_noise_reports_replications(capsys):
 def test_predict_json_says_deterministic(capsys):
     code, out, _ = run(capsys, "predict", "--variant", "allreduce", "--workers", "2", "--json",
                        *QUICK)
-    assert code == 0 and json.loads(out)["deterministic"] is True
+    doc = json.loads(out)
+    assert code == 0 and doc["deterministic"] is True
+    # 40 steps per worker: the run repeats after a few rounds, the rest is skipped
+    [p] = doc["periodic"]
+    assert p["period_steps"] == 2 and p["skipped_steps"] > 40
     code, out, _ = run(capsys, "predict", "--variant", "allreduce", "--workers", "2", "--json",
                        "--comm-cv", "0.1", *QUICK)
-    assert code == 0 and json.loads(out)["deterministic"] is False
+    doc = json.loads(out)
+    assert code == 0 and doc["deterministic"] is False and doc["periodic"] == [None]
 
 
 def test_predict_json_matches_predict(capsys):
