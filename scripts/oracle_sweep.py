@@ -17,6 +17,7 @@ Usage::
     PYTHONPATH=. python scripts/oracle_sweep.py --seeds 100:400             # generator nets
     PYTHONPATH=. python scripts/oracle_sweep.py --fuzz --seeds 10000:14000  # fuzz nets
     PYTHONPATH=. python scripts/oracle_sweep.py --fast --seeds 1000:5000    # fast paths
+    PYTHONPATH=. python scripts/oracle_sweep.py --periodic --seeds 0:500    # skipped periods
 
 ``--fast``: the random event graphs of ``tests/test_fastpath.py`` and the sync-PS-like FIFO
 nets of ``tests/test_fastpath_fifo.py`` (deterministic and random durations, some with a history
@@ -25,6 +26,15 @@ no lane or only a few lanes fit, so the run goes to the FIFO path or the generic
 plays fewer lanes per chunk; histories that start at two rounds and grow), each through
 ``engine="auto"`` and the generic kernel: where a fast path runs, the two must give the same
 run to the bit (nothing there is ``rounding``).
+
+``--periodic``: the deterministic generator nets, fuzz nets and event graphs, each played event by
+event (``periodic=False``) and with the periods of its periodic regime skipped
+(:mod:`sgdnet.engine.periodic`), compared as ``tests/test_periodic.py`` does (times and sums to
+1e-9, counts exactly, histograms to one bin); the summary says how many runs skipped periods.
+A disagreement is ``rounding`` when a duration is not a multiple of 1/1024 or the net shares
+ps resources or links: completions that tie exactly in the played run may then land a rounding
+apart once their times are shifted by whole periods (or the reverse), and the stop at the last
+step may count one completion more or less.
 
 Generator nets run deterministic and random durations each (the suite's steps, warm-up and
 tolerances), fuzz nets as ``test_fuzz.run_net_case``. Prints one line per disagreement and a
@@ -45,6 +55,15 @@ TESTS = Path(__file__).resolve().parent.parent / "tests"
 def _shares_rounded(net) -> bool:
     """Whether ``net`` has a resource whose shares the two engines round differently."""
     return any(r.discipline in ("ps", "flow") for r in net.resources.values())
+
+
+def _dyadic(net) -> bool:
+    """Whether every duration of ``net`` is a fixed multiple of 1/1024 (then every time of a run
+    is an exact float sum, and ties between completions do not depend on rounding)."""
+    from sgdnet.dists import Deterministic
+
+    return all(isinstance(t.duration, Deterministic) and float(t.duration.value * 1024).is_integer()
+               for t in net.transitions.values())
 
 
 def generator_cases(lo: int, hi: int):
@@ -177,6 +196,60 @@ def fast_cases(lo: int, hi: int):
             net, dict(kw, replications=2), A.same_run, patch=grown)
 
 
+def periodic_cases(lo: int, hi: int, skipped: collections.Counter):
+    """``(label, net, run)``: played against skipped runs (see ``--periodic``); ``skipped``
+    counts, per generator, the runs that skipped periods."""
+    import numpy as np
+    import test_engine_vs_reference as T
+    import test_fastpath as A
+    import test_fuzz as F
+    import test_periodic as Z
+
+    from sgdnet import simulate
+    from sgdnet.errors import SgdnetError
+
+    gens = {
+        "teg": lambda s: T.teg_net(s, True),
+        "res": lambda s: T.resource_net(s, True),
+        "inh": lambda s: T.resource_net(s, True, inhibitors=True),
+        "lag": lambda s: T.gate_net(s, "lag", True),
+        "dssp": lambda s: T.gate_net(s, "dynamic_lag", True),
+        "flow": lambda s: T.flow_net(s, True),
+        "star": lambda s: T.star_net(s, True),
+        "eg": lambda s: A.random_eg(s, det=True, strongly=bool(s % 2), servers_var=s % 3 == 1,
+                                    zero=s % 5 == 2),
+        "fuzz": F.random_net,
+    }
+    for s in range(lo, hi):
+        rng = np.random.default_rng(s)
+        for g, make in gens.items():
+            net = make(s)
+            kw = dict(steps=int(rng.integers(50, 600)), warmup=int(rng.integers(0, 40)),
+                      histograms=bool(s % 2), samples=s % 5 != 3, max_events=50_000, seed=0,
+                      replications=1, parallel=False, engine="generic")
+
+            def run(net=net, kw=kw, g=g):
+                out = []
+                for periodic in (False, True):
+                    try:
+                        out.append(simulate(net, periodic=periodic, **kw))
+                    except SgdnetError as e:
+                        out.append(e)
+                a, b = out
+                if isinstance(a, Exception) or isinstance(b, Exception):
+                    assert type(a) is type(b) and str(a) == str(b), f"{a!r:.120} != {b!r:.120}"
+                    return
+                if b.periodic:
+                    skipped[g] += 1
+                if a.samples:
+                    Z.assert_same_run(a, b)
+                else:
+                    np.testing.assert_allclose(b.throughput.samples, a.throughput.samples, rtol=1e-9)
+                    assert b._raws[0].firings.tolist() == a._raws[0].firings.tolist()
+
+            yield f"{g} seed={s}", g, net, run
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", default="100:160", help="seed range LO:HI (default 100:160)")
@@ -184,14 +257,17 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--fuzz", action="store_true", help="the fuzz nets instead of the generators")
     what.add_argument("--fast", action="store_true",
                       help="the fast paths against the kernel instead of the kernel and the oracle")
+    what.add_argument("--periodic", action="store_true",
+                      help="played runs against runs that skip the periods of a periodic regime")
     a = ap.parse_args(argv)
     try:
         lo, hi = (int(x) for x in a.seeds.split(":"))
     except ValueError:
         ap.error(f"--seeds {a.seeds!r}: give LO:HI, e.g. 100:400")
     sys.path.insert(0, str(TESTS))
+    skipped: collections.Counter = collections.Counter()
     cases = (fuzz_cases(lo, hi) if a.fuzz else fast_cases(lo, hi) if a.fast
-             else generator_cases(lo, hi))
+             else periodic_cases(lo, hi, skipped) if a.periodic else generator_cases(lo, hi))
     n, t0 = 0, time.perf_counter()
     found: collections.Counter = collections.Counter()
     for label, gen, net, run in cases:
@@ -199,13 +275,19 @@ def main(argv: list[str] | None = None) -> int:
         try:
             run()
         except AssertionError as e:
-            kind = "rounding" if _shares_rounded(net) and not a.fast else "defect"
+            if a.periodic:  # a skipped run's times are the played ones to rounding only
+                kind = "rounding" if _shares_rounded(net) or not _dyadic(net) else "defect"
+            else:
+                kind = "rounding" if _shares_rounded(net) and not a.fast else "defect"
             found[kind, gen] += 1
             first = str(e).strip().splitlines()[0] if str(e).strip() else "assertion"
             print(f"{kind:8s} {label}: {first[:160]}", flush=True)
     took = time.perf_counter() - t0
     by = ", ".join(f"{k} {g}: {c}" for (k, g), c in sorted(found.items())) or "none"
     print(f"{n} cases in {took:.0f} s; disagreements: {by}")
+    if a.periodic:
+        print("runs that skipped periods: " + (", ".join(f"{g} {c}" for g, c in sorted(skipped.items()))
+                                               or "none"))
     return 1 if any(k == "defect" for k, _ in found) else 0
 
 
