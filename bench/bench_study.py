@@ -196,6 +196,30 @@ def cpu_versus(args: argparse.Namespace) -> None:
     print(f"median old {statistics.median(rates['old']):.2f}, new {statistics.median(rates['new']):.2f} "
           f"configs per CPU-second; new/old {ratio:.3f} (median of the pairs); tables identical: "
           f"{key['old'] == key['new']}; load average {os.getloadavg()[0]:.2f}")
+    if key["old"] != key["new"]:
+        print(table_difference(key["old"], key["new"]))
+
+
+def table_difference(old: dict, new: dict) -> str:
+    """How two tables (row id -> row) differ: rows only in one, and the largest relative
+    difference of a numeric cell, with its column (other cells must be equal)."""
+    if old.keys() != new.keys():
+        return f"rows differ: {len(old.keys() ^ new.keys())} row ids in one table only"
+    worst, where, other = 0.0, None, set()
+    for rid, a in old.items():
+        b = new[rid]
+        for col in a.keys() | b.keys():
+            x, y = a.get(col), b.get(col)
+            if x == y:
+                continue
+            if isinstance(x, (int, float)) and isinstance(y, (int, float)) and x and y:
+                d = abs(y / x - 1)
+                if d > worst:
+                    worst, where = d, col
+            elif col not in ("seconds", "elapsed", "cpu_seconds", "wall_seconds"):
+                other.add(col)
+    return (f"largest relative difference of a numeric cell {worst:.2e} (column {where}); "
+            f"other columns that differ: {sorted(other) or 'none'}")
 
 
 def main() -> None:
