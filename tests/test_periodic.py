@@ -179,3 +179,12 @@ def test_the_jump_stops_short_of_the_event_budget():
 def test_periodic_is_a_bool():
     with pytest.raises(SimulationError, match="periodic"):
         simulate(loop(), steps=10, periodic="yes")
+
+
+def test_nets_whose_states_would_take_too_much_memory_are_played(monkeypatch):
+    import sgdnet.engine.periodic as Pz
+
+    net = teg_net(2, det=True)
+    monkeypatch.setattr(Pz, "MAX_STATE_BYTES", Pz.state_bytes(sgdnet.compile_net(net)) - 1)
+    a, b = played_and_skipped(net, steps=400, warmup=10)
+    assert b.periodic is None and b.to_dict() == a.to_dict()

@@ -213,8 +213,13 @@ def simulate(
 def period_check(cn: CompiledNet, allowed: bool = True) -> int:
     """The kernel's ``period`` argument: the spacing, in step completions, of the checkpoints at
     which it looks for a periodic regime (one per step transition), or 0 (not looked for: the
-    net has randomness or modulators, or ``allowed`` is False)."""
+    net has randomness or modulators, its canonical states would take more than
+    :data:`sgdnet.engine.periodic.MAX_STATE_BYTES`, or ``allowed`` is False)."""
+    from .periodic import MAX_STATE_BYTES, state_bytes
+
     if not allowed or not cn.deterministic or cn.mod_kind.size:
+        return 0
+    if state_bytes(cn) > MAX_STATE_BYTES:  # the canonical states would cost too much memory
         return 0
     return max(1, int(cn.is_step.astype(bool).sum()))
 

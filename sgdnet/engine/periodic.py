@@ -58,7 +58,7 @@ from .layout import (
     TS_PS1,
 )
 
-__all__ = ["TOL", "HASH_BITS", "PZ_HIST"]
+__all__ = ["TOL", "HASH_BITS", "PZ_HIST", "MAX_STATE_BYTES", "state_bytes"]
 
 JIT_DEPENDS = ("layout.py", "../net/compiled.py")
 
@@ -70,6 +70,18 @@ HASH_BITS = 24
 PZ_HIST = 16
 #: failed confirmations after which a run stops looking
 PZ_FAILS = 8
+
+#: no search for a period when the canonical states would take more memory than this
+MAX_STATE_BYTES = 1 << 30
+
+
+def state_bytes(cn) -> int:
+    """About the memory the search takes for compiled net ``cn``: the canonical state, its
+    scales and the kept candidate (three int/float arrays each of ~5 entries per transition),
+    and the saved counters."""
+    n = cn.n_places + 5 * cn.n_transitions + 8 * cn.n_resources + 4 * cn.n_members + 1024
+    return 8 * (6 * n + cn.n_transitions + cn.n_places)
+
 
 _inner = njit(cache=True, _nrt=False, error_model="numpy", no_cpython_wrapper=True,
               no_cfunc_wrapper=True)
