@@ -1256,7 +1256,7 @@ def run_replication(
     eks = np.zeros(scap, dtype=np.int64)
     eh_n = _I0
     hole = False  # eh[0] is a completion already applied, left for the next start to replace
-    seq = 0
+    seq = _I0
     # processor sharing
     nps = 0
     for r in range(nR):
@@ -1314,7 +1314,7 @@ def run_replication(
     glast = np.zeros(nMem, dtype=np.float64)
     gprev = np.zeros(nMem, dtype=np.float64)
     gmin = np.zeros(nG, dtype=np.int64)
-    nglog = 0
+    nglog = _I0
     glog_cap = o_glog.shape[0]
     glead_cap = o_glead.shape[1]
     # modulators
@@ -1337,7 +1337,7 @@ def run_replication(
     t1 = np.nan
     now = 0.0
     nsteps = 0
-    nrec = 0
+    nrec = _I0
     ntr = 0
     events = 0
     ev_limit = min(max_events, HALT_POLL)
@@ -1386,8 +1386,8 @@ def run_replication(
     yf = np.zeros(1, dtype=np.float64)
     ys = np.zeros(1, dtype=np.float64)
     zn = np.zeros(2, dtype=np.int64)
-    y_ni = 0
-    y_nf = 0
+    y_ni = _I0
+    y_nf = _I0
     a_f = np.zeros(pa_nf, dtype=np.float64)
     a_i = np.zeros(pa_ni, dtype=np.int64)
     pz_live = np.zeros(scap if pf_on else 1, dtype=np.int64)

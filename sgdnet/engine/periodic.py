@@ -92,6 +92,15 @@ _INF_KEY = np.int64(1) << 62
 
 # ------------------------------------------------------------ canonical state
 @_inner
+def _rq_at(TD, t, i):
+    """Where transition ``t``'s ``i``-th oldest pending request time is in the request pool."""
+    j = TD[t, TD_RQHEAD] + i
+    if j >= TD[t, TD_RQCAP]:
+        j -= TD[t, TD_RQCAP]
+    return TD[t, TD_RQOFF] + j
+
+
+@_inner
 def _pz_core(now, m, TD, TS, TF, rq_pool, used, qn, qhd, qh, rq_base, r_disc, zi, zf, zs, zn):
     """Markings, each transition's firings, requests and where it waits, each resource's users
     and queue, appended to ``zi``/``zf`` (scales in ``zs``) from ``zn = (ints, floats)``;
@@ -121,14 +130,8 @@ def _pz_core(now, m, TD, TS, TF, rq_pool, used, qn, qhd, qh, rq_base, r_disc, zi
                 zs[nf] = now
                 nf += 1
             else:
-                off = TD[t, TD_RQOFF]
-                h = TD[t, TD_RQHEAD]
-                cap = TD[t, TD_RQCAP]
                 for i in range(d):
-                    j = h + i
-                    if j >= cap:
-                        j -= cap
-                    zf[nf] = now - rq_pool[off + j]
+                    zf[nf] = now - rq_pool[_rq_at(TD, t, i)]
                     zs[nf] = now
                     nf += 1
     for r in range(nR):
@@ -488,14 +491,8 @@ def _pz_shift_rest(D, TD, TS, TF, rq_pool, g_tau, blast, glast, gprev):
         if d > 0:
             TF[t, TF_KTIME] += D
             if not TS[t, TS_FL] & F_S1:
-                off = TD[t, TD_RQOFF]
-                h = TD[t, TD_RQHEAD]
-                cap = TD[t, TD_RQCAP]
                 for i in range(d):
-                    j = h + i
-                    if j >= cap:
-                        j -= cap
-                    rq_pool[off + j] += D
+                    rq_pool[_rq_at(TD, t, i)] += D
     for r in range(g_tau.size):
         g_tau[r] += D
         blast[r] += D
