@@ -166,18 +166,31 @@ from .layout import (  # the row tables' columns and the flag bits, shared with 
     TS_SERV,
 )
 from .periodic import (  # periodic regimes of deterministic runs: found, then skipped
-    PZ_FAILS,
+    N_PF,
+    N_PFF,
+    PF_CEVENTS,
+    PF_CGLOG,
+    PF_CREC,
+    PF_CSEQ,
+    PF_CYC,
+    PF_NEXT,
+    PF_PER,
+    PF_SKIP,
+    PF_START,
+    PF_STRIDE,
     PZ_HIST,
+    PZ_OFF,
     _pa_forward,
     _pa_save,
     _pa_sizes,
     _pz_copy,
     _pz_core,
     _pz_gates,
-    _pz_hash,
+    _pz_jump,
     _pz_links,
     _pz_live,
-    _pz_same,
+    _pz_room,
+    _pz_search,
     _pz_shift_rest,
     _pz_shift_slots,
     _pz_slots,
@@ -1262,7 +1275,7 @@ def run_replication(
     for r in range(nR):
         if r_ps[r] >= 0:
             nps += 1
-    maxps = 1
+    maxps = _I1
     for t in range(nT):
         k = psres_ptr[t + 1] - psres_ptr[t]
         if k > maxps:
@@ -1336,10 +1349,10 @@ def run_replication(
     t0 = 0.0
     t1 = np.nan
     now = 0.0
-    nsteps = 0
+    nsteps = _I0
     nrec = _I0
     ntr = 0
-    events = 0
+    events = _I0
     ev_limit = min(max_events, HALT_POLL)
     same = 0
     status = ST_OK
@@ -1355,44 +1368,34 @@ def run_replication(
             d_code, d_par, rq_off, rq_cap)
 
     # periodic regimes (sgdnet.engine.periodic): with ``period`` > 0 (a net without randomness),
-    # a checkpoint every ``pf_stride`` step completions once counting; the canonical state's
-    # hashes of the last PZ_HIST checkpoints; a candidate's full state (y*) and accumulators (a_*)
-    pf_on = period > 0
-    pf_stride = period
-    pf_next = warmup + period
-    pf_state = 0
-    pf_miss = 0
-    pf_fail = 0
+    # a checkpoint every ``period`` step completions once counting. The search's state is in
+    # pf_i / pf_f and its buffers are sized once, so the event loop carries nothing more
+    pf_i = np.zeros(N_PF, dtype=np.int64)
+    pf_f = np.zeros(N_PFF, dtype=np.float64)
+    pf_i[PF_NEXT] = warmup + period if period > 0 else PZ_OFF
+    pf_i[PF_STRIDE] = period
     pf_hh = np.zeros((PZ_HIST, 2), dtype=np.uint64)
     pf_hs = np.zeros(PZ_HIST, dtype=np.int64)
-    pf_hn = 0
-    pf_hk = 0
-    pf_c = np.zeros(5, dtype=np.int64)  # the candidate's nsteps, nrec, events, seq, nglog
-    pf_cnow = 0.0
-    pf_start = 0
-    pf_per = 0
-    pf_skip = 0
-    pf_cyc = 0.0
-    pz_n = 1
+    pz_ni = 1
+    pz_nf = 1
     pa_nf = 1
     pa_ni = 1
-    if pf_on:
-        pz_n = nP + 4 * nT + 8 * nR + 4 * nMem + 1024
+    if period > 0:
+        pz_ni, pz_nf = _pz_room(nP, nT, nR, nMem, scap, maxps, qh.size, rq_pool.size, max(nps, 1), hcap)
         pa_nf, pa_ni = _pa_sizes(nT, nP, nR, nMem, nG, o_glead, o_ghist, o_hw)
-    zi = np.zeros(pz_n, dtype=np.int64)
-    zf = np.zeros(pz_n, dtype=np.float64)
-    zs = np.zeros(pz_n, dtype=np.float64)
-    yi = np.zeros(1, dtype=np.int64)
-    yf = np.zeros(1, dtype=np.float64)
-    ys = np.zeros(1, dtype=np.float64)
+    # written before they are read, and sized for the largest state: np.empty touches no page
+    # a smaller state does not use
+    zi = np.empty(pz_ni, dtype=np.int64)
+    zf = np.empty(pz_nf, dtype=np.float64)
+    zs = np.empty(pz_nf, dtype=np.float64)
+    yi = np.empty(pz_ni, dtype=np.int64)
+    yf = np.empty(pz_nf, dtype=np.float64)
+    ys = np.empty(pz_nf, dtype=np.float64)
     zn = np.zeros(2, dtype=np.int64)
-    y_ni = _I0
-    y_nf = _I0
     a_f = np.zeros(pa_nf, dtype=np.float64)
     a_i = np.zeros(pa_ni, dtype=np.int64)
-    pz_live = np.zeros(scap if pf_on else 1, dtype=np.int64)
-    pz_idx = np.full(scap if pf_on else 1, -1, dtype=np.int64)
-    n_live = 0
+    pz_live = np.zeros(scap if period > 0 else 1, dtype=np.int64)
+    pz_idx = np.full(scap if period > 0 else 1, -1, dtype=np.int64)
 
     for t in range(nT):
         dl[dn] = t
@@ -2067,102 +2070,52 @@ def run_replication(
                 f_pend[f_seeds[i]] = False
             nsd = _I0
             nfn = _I0
-        if pf_on and counting and nsteps >= pf_next:
-            # a checkpoint: the state in canonical form (sgdnet.engine.periodic), grown until it fits
-            n_live = _pz_live(eh, eh_n, ps_h, ps_n, pz_idx, pz_live)
+        if counting and nsteps >= pf_i[PF_NEXT]:
+            # a checkpoint (sgdnet.engine.periodic): the state in canonical form, then the search
+            pz_nl = _pz_live(eh, eh_n, ps_h, ps_n, pz_idx, pz_live)
             pz_v = 1.0
             for r in range(nR):
                 if abs(g_V[r]) > pz_v:
                     pz_v = abs(g_V[r])
-            while True:
-                zn[0] = 0
-                zn[1] = 0
-                if (_pz_core(now, m, TD, TS, TF, rq_pool, used, qn, qhd, qh, rq_base, r_disc, zi, zf, zs, zn)
-                        and _pz_slots(now, seq, pz_v, eh, ekt, eks, eh_n, pz_idx, pz_live, n_live, TS, s_trans, s_seq,
-                                      s_start, s_req, s_rem, s_rate, s_last, s_grp, s_vf, s_inh, s_w0,
-                                      s_gpos, s_php, g_V, zi, zf, zs, zn)
-                        and _pz_links(now, pz_idx, r_disc, r_ps, ps_h, ps_n, gn, gh, g_head, g_rate, g_tau, f_comp,
-                                      f_pure, f_m, blast, zi, zf, zs, zn)
-                        and _pz_gates(now, gcnt, gmin, mem_gate, grel, galw, glast, gprev, zi, zf, zs, zn)):
-                    break
-                zi = np.zeros(2 * zi.size, dtype=np.int64)
-                zf = np.zeros(2 * zf.size, dtype=np.float64)
-                zs = np.zeros(2 * zs.size, dtype=np.float64)
-            _pz_unlive(pz_idx, pz_live, n_live)
-            if pf_state == 0:
-                pz_h1, pz_h2 = _pz_hash(zi, zf, zs, zn[0], zn[1])
-                pz_k = -1
-                for k in range(pf_hn):
-                    if pf_hh[k, 0] == pz_h1 and pf_hh[k, 1] == pz_h2:
-                        pz_k = k
-                        break
-                if pz_k >= 0:
-                    # a candidate period: keep this state and the accumulators, confirm one
-                    # period later
-                    y_ni = zn[0]
-                    y_nf = zn[1]
-                    yi = zi[:y_ni].copy()
-                    yf = zf[:y_nf].copy()
-                    ys = zs[:y_nf].copy()
-                    _pa_save(a_f, a_i, o_busy, o_wsum, o_ssum, o_ptok, g_V, o_firings, o_wn, o_sn, gcnt,
-                             gmin, o_glead, o_ghist, o_hw, o_hs)
-                    pf_c[0] = nsteps
-                    pf_c[1] = nrec
-                    pf_c[2] = events
-                    pf_c[3] = seq
-                    pf_c[4] = nglog
-                    pf_cnow = now
-                    pf_state = 1
-                    pf_next = nsteps + (nsteps - pf_hs[pz_k])
-                else:
-                    pf_hh[pf_hk, 0] = pz_h1
-                    pf_hh[pf_hk, 1] = pz_h2
-                    pf_hs[pf_hk] = nsteps
-                    pf_hk = (pf_hk + 1) % PZ_HIST
-                    if pf_hn < PZ_HIST:
-                        pf_hn += 1
-                    pf_miss += 1
-                    if pf_miss >= 4 * PZ_HIST:  # no period in sight: thin the checkpoints out
-                        pf_stride *= 2
-                        pf_miss = 0
-                        pf_hn = 0
-                    pf_next = nsteps + pf_stride
-            else:
-                pz_p = nsteps - pf_c[0]
-                if nsteps == pf_next and _pz_same(zi, zf, zs, zn[0], zn[1], yi, yf, ys, y_ni, y_nf):
-                    # confirmed: jump M periods (the last ones before the end are played)
-                    pz_P = now - pf_cnow
-                    pz_de = events - pf_c[2]
-                    pz_M = (target_steps - 1 - nsteps) // pz_p
-                    if pz_de > 0 and (max_events - events) // pz_de - 1 < pz_M:
-                        pz_M = (max_events - events) // pz_de - 1
-                    if pz_P > 0.0 and pz_M >= 1:
-                        pz_D = pz_M * pz_P
-                        pz_dq = seq - pf_c[3]
-                        _pz_shift_slots(pz_D, pz_dq, pz_M, pz_live, n_live, s_seq, s_start, s_req, s_last,
-                                        s_ctime, s_grp, s_vf, g_V, a_f, ekt, eks, eh_n)
-                        _pz_shift_rest(pz_D, TD, TS, TF, rq_pool, g_tau, blast, glast, gprev)
-                        _pz_copy(pz_M, pz_P, pf_c[1], nrec, o_step_t, o_step_tr, pf_c[4], nglog, o_glog)
-                        _pa_forward(pz_M, a_f, a_i, o_busy, o_wsum, o_ssum, o_ptok, g_V, o_firings, o_wn,
-                                    o_sn, gcnt, gmin, o_glead, o_ghist, o_hw, o_hs)
-                        now += pz_D
-                        seq += pz_M * pz_dq
-                        nrec += pz_M * (nrec - pf_c[1])
-                        nglog += pz_M * (nglog - pf_c[4])
-                        events += pz_M * pz_de
-                        nsteps += pz_M * pz_p
-                        ev_limit = min(max_events, events + HALT_POLL)
-                        pf_start = pf_c[0]
-                        pf_per = pz_p
-                        pf_skip = pz_M * pz_p
-                        pf_cyc = pz_P
-                    pf_on = False
-                else:
-                    pf_state = 0
-                    pf_fail += 1
-                    if pf_fail >= PZ_FAILS:
-                        pf_on = False
-                    pf_next = nsteps + pf_stride
+            zn[0] = 0
+            zn[1] = 0
+            pz_act = -1
+            if (_pz_core(now, m, TD, TS, TF, rq_pool, used, qn, qhd, qh, rq_base, r_disc, zi, zf, zs, zn)
+                    and _pz_slots(now, seq, pz_v, eh, ekt, eks, eh_n, pz_idx, pz_live, pz_nl, TS, s_trans,
+                                  s_seq, s_start, s_req, s_rem, s_rate, s_last, s_grp, s_vf, s_inh, s_w0,
+                                  s_gpos, s_php, g_V, zi, zf, zs, zn)
+                    and _pz_links(now, pz_idx, r_disc, r_ps, ps_h, ps_n, gn, gh, g_head, g_rate, g_tau, f_comp,
+                                  f_pure, f_m, blast, zi, zf, zs, zn)
+                    and _pz_gates(now, gcnt, gmin, mem_gate, grel, galw, glast, gprev, zi, zf, zs, zn)):
+                pz_act = _pz_search(nsteps, nrec, events, seq, nglog, now, zi, zf, zs, zn, yi, yf, ys, pf_i,
+                                    pf_f, pf_hh, pf_hs)
+            else:  # cannot happen (the buffers hold the largest state): stop looking
+                pf_i[PF_NEXT] = PZ_OFF
+            _pz_unlive(pz_idx, pz_live, pz_nl)
+            if pz_act == 1:
+                _pa_save(a_f, a_i, o_busy, o_wsum, o_ssum, o_ptok, g_V, o_firings, o_wn, o_sn, gcnt,
+                         gmin, o_glead, o_ghist, o_hw, o_hs)
+            elif pz_act == 2:
+                # confirmed: jump M periods (the last ones before the end are played)
+                pz_M = _pz_jump(nsteps, events, now, target_steps, max_events, pf_i, pf_f)
+                if pz_M > 0:
+                    pz_P = pf_f[PF_CYC]
+                    pz_D = pz_M * pz_P
+                    pz_dq = seq - pf_i[PF_CSEQ]
+                    _pz_shift_slots(pz_D, pz_dq, pz_M, pz_live, pz_nl, s_seq, s_start, s_req, s_last,
+                                    s_ctime, s_grp, s_vf, g_V, a_f, ekt, eks, eh_n)
+                    _pz_shift_rest(pz_D, TD, TS, TF, rq_pool, g_tau, blast, glast, gprev)
+                    _pz_copy(pz_M, pz_P, pf_i[PF_CREC], nrec, o_step_t, o_step_tr, pf_i[PF_CGLOG], nglog,
+                             o_glog)
+                    _pa_forward(pz_M, a_f, a_i, o_busy, o_wsum, o_ssum, o_ptok, g_V, o_firings, o_wn,
+                                o_sn, gcnt, gmin, o_glead, o_ghist, o_hw, o_hs)
+                    now += pz_D
+                    seq += pz_M * pz_dq
+                    nrec += pz_M * (nrec - pf_i[PF_CREC])
+                    nglog += pz_M * (nglog - pf_i[PF_CGLOG])
+                    events += pz_M * (events - pf_i[PF_CEVENTS])
+                    nsteps += pf_i[PF_SKIP]
+                    ev_limit = min(max_events, events + HALT_POLL)
         if eh_n == 0:
             status = ST_DEADLOCK
             break
@@ -2511,10 +2464,10 @@ def run_replication(
     o_i[OI_NGLOG] = nglog
     o_i[OI_NREC] = nrec
     o_i[OI_GROW] = grow
-    o_i[OI_PSTART] = pf_start
-    o_i[OI_PERIOD] = pf_per
-    o_i[OI_PSKIP] = pf_skip
-    o_f[OF_CYCLE] = pf_cyc
+    o_i[OI_PSTART] = pf_i[PF_START]
+    o_i[OI_PERIOD] = pf_i[PF_PER]
+    o_i[OI_PSKIP] = pf_i[PF_SKIP]
+    o_f[OF_CYCLE] = pf_f[PF_CYC]
     for p in range(nP):
         o_mark[p] = m[p]
     for q in range(nMem):

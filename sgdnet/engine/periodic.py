@@ -58,7 +58,7 @@ from .layout import (
     TS_PS1,
 )
 
-__all__ = ["TOL", "HASH_BITS", "PZ_HIST", "MAX_STATE_BYTES", "state_bytes"]
+__all__ = ["TOL", "HASH_BITS", "PZ_HIST", "MAX_STATE_BYTES", "state_bytes", "N_PF", "N_PFF", "PZ_OFF"]
 
 JIT_DEPENDS = ("layout.py", "../net/compiled.py")
 
@@ -71,16 +71,33 @@ PZ_HIST = 16
 #: failed confirmations after which a run stops looking
 PZ_FAILS = 8
 
+# slots of the search's int64 state array ``pf_i`` (the kernel keeps no scalar of its own for the
+# search, so that its event loop carries nothing more): the next checkpoint (PZ_OFF when not
+# looking), searching (0) or confirming (1), checkpoint spacing, checkpoints without a match,
+# failed confirmations, hashes kept and the next ring slot; the candidate's step completions,
+# kept steps, completions, start sequence and logged gate decisions, the sizes of its canonical
+# state; the jump: step completions at the repeated period's start, its length, steps skipped;
+# ``pf_f``: the candidate's time, the period's duration
+PF_NEXT, PF_STATE, PF_STRIDE, PF_MISS, PF_FAIL, PF_HN, PF_HK = 0, 1, 2, 3, 4, 5, 6
+PF_CSTEPS, PF_CREC, PF_CEVENTS, PF_CSEQ, PF_CGLOG, PF_YNI, PF_YNF = 7, 8, 9, 10, 11, 12, 13
+PF_START, PF_PER, PF_SKIP = 14, 15, 16
+N_PF = 17
+PF_CNOW, PF_CYC = 0, 1
+N_PFF = 2
+#: ``pf_i[PF_NEXT]`` when the kernel is not looking (never reached)
+PZ_OFF = (1 << 62)
+
 #: no search for a period when the canonical states would take more memory than this
 MAX_STATE_BYTES = 1 << 30
 
 
 def state_bytes(cn) -> int:
-    """About the memory the search takes for compiled net ``cn``: the canonical state, its
-    scales and the kept candidate (three int/float arrays each of ~5 entries per transition),
-    and the saved counters."""
-    n = cn.n_places + 5 * cn.n_transitions + 8 * cn.n_resources + 4 * cn.n_members + 1024
-    return 8 * (6 * n + cn.n_transitions + cn.n_places)
+    """About the memory the search takes for compiled net ``cn`` (see :func:`_pz_room`): the
+    canonical state and the kept candidate, sized for every slot busy (~13 ints and ~9 floats,
+    with their scales, per transition), and the saved counters."""
+    ni = cn.n_places + 13 * cn.n_transitions + 8 * cn.n_resources + 3 * cn.n_members + 64
+    nf = 10 * cn.n_transitions + 3 * cn.n_resources + 2 * cn.n_members + 64
+    return 8 * (2 * ni + 4 * nf + 3 * cn.n_transitions + cn.n_places)
 
 
 _inner = njit(cache=True, _nrt=False, error_model="numpy", no_cpython_wrapper=True,
@@ -356,6 +373,92 @@ def _pz_same(zi, zf, zs, ni, nf, yi, yf, ys, mi, mf):
             if not abs(a - b) <= TOL * s:
                 return False
     return True
+
+
+@_inner
+def _pz_room(nP, nT, nR, nMem, scap, maxps, qh_size, rq_size, nps, hcap):
+    """Ints and floats a canonical state can take at most (every slot running, every queue and
+    request ring full): what :func:`_pz_core`, :func:`_pz_slots`, :func:`_pz_links` and
+    :func:`_pz_gates` write."""
+    ni = (nP + 4 * nT + 2 * nR + qh_size + 2 * scap + scap * (5 + maxps) + 5 * nR + 2 * nps * hcap
+          + 3 * nMem + 16)
+    nf = rq_size + nT + 8 * scap + 3 * nR + 2 * nMem + 16
+    return ni, nf
+
+
+@_inner
+def _pz_search(nsteps, nrec, events, seq, nglog, now, zi, zf, zs, zn, yi, yf, ys, pf_i, pf_f, pf_hh,
+               pf_hs):
+    """One checkpoint of the search, the canonical state in ``zi``/``zf``/``zs``: 1 when it is a
+    candidate (copied into ``yi``/``yf``/``ys``; the caller saves the accumulators), 2 when it
+    confirms the candidate (the caller jumps, :func:`_pz_jump`), else 0."""
+    if pf_i[PF_STATE] == 0:
+        h1, h2 = _pz_hash(zi, zf, zs, zn[0], zn[1])
+        k = -1
+        for j in range(pf_i[PF_HN]):
+            if pf_hh[j, 0] == h1 and pf_hh[j, 1] == h2:
+                k = j
+                break
+        if k >= 0:  # a candidate period: keep this state, confirm one period later
+            for i in range(zn[0]):
+                yi[i] = zi[i]
+            for i in range(zn[1]):
+                yf[i] = zf[i]
+                ys[i] = zs[i]
+            pf_i[PF_YNI] = zn[0]
+            pf_i[PF_YNF] = zn[1]
+            pf_i[PF_CSTEPS] = nsteps
+            pf_i[PF_CREC] = nrec
+            pf_i[PF_CEVENTS] = events
+            pf_i[PF_CSEQ] = seq
+            pf_i[PF_CGLOG] = nglog
+            pf_f[PF_CNOW] = now
+            pf_i[PF_STATE] = 1
+            pf_i[PF_NEXT] = nsteps + (nsteps - pf_hs[k])
+            return 1
+        hk = pf_i[PF_HK]
+        pf_hh[hk, 0] = h1
+        pf_hh[hk, 1] = h2
+        pf_hs[hk] = nsteps
+        pf_i[PF_HK] = (hk + 1) % PZ_HIST
+        if pf_i[PF_HN] < PZ_HIST:
+            pf_i[PF_HN] += 1
+        pf_i[PF_MISS] += 1
+        if pf_i[PF_MISS] >= 4 * PZ_HIST:  # no period in sight: thin the checkpoints out
+            pf_i[PF_STRIDE] *= 2
+            pf_i[PF_MISS] = 0
+            pf_i[PF_HN] = 0
+        pf_i[PF_NEXT] = nsteps + pf_i[PF_STRIDE]
+        return 0
+    if nsteps == pf_i[PF_NEXT] and _pz_same(zi, zf, zs, zn[0], zn[1], yi, yf, ys, pf_i[PF_YNI],
+                                            pf_i[PF_YNF]):
+        return 2
+    pf_i[PF_STATE] = 0
+    pf_i[PF_FAIL] += 1
+    pf_i[PF_NEXT] = PZ_OFF if pf_i[PF_FAIL] >= PZ_FAILS else nsteps + pf_i[PF_STRIDE]
+    return 0
+
+
+@_inner
+def _pz_jump(nsteps, events, now, target_steps, max_events, pf_i, pf_f):
+    """The periods to skip once a candidate is confirmed at ``nsteps``: as many as leave at least
+    one to play before ``target_steps`` and keep the completions within ``max_events``; records
+    the jump in ``pf_i``/``pf_f`` and stops the search. 0: none (too close to the end, or time
+    did not advance over the period)."""
+    p = nsteps - pf_i[PF_CSTEPS]
+    P = now - pf_f[PF_CNOW]
+    de = events - pf_i[PF_CEVENTS]
+    M = (target_steps - 1 - nsteps) // p
+    if de > 0 and (max_events - events) // de - 1 < M:
+        M = (max_events - events) // de - 1
+    pf_i[PF_NEXT] = PZ_OFF
+    if not P > 0.0 or M < 1:
+        return 0
+    pf_i[PF_START] = pf_i[PF_CSTEPS]
+    pf_i[PF_PER] = p
+    pf_i[PF_SKIP] = M * p
+    pf_f[PF_CYC] = P
+    return M
 
 
 # ------------------------------------------------------------ the jump
