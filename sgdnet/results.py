@@ -99,7 +99,7 @@ class Result:
         #: which engine produced it: "generic" (the event kernel) or "fast" (the max-plus
         #: recursion of sgdnet.engine.fastpath); simulate sets it
         self.engine = "generic"
-        p = getattr(raws[0], "periodic", None) if len(raws) else None
+        p = raws[0].periodic if len(raws) else None
         #: None, or how the kernel skipped the periods of a periodic regime it found (a net
         #: without randomness, :mod:`sgdnet.engine.periodic`): ``start_step`` (step completions,
         #: warm-up included, at the start of the period it confirmed), ``period_steps``,

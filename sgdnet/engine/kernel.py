@@ -180,9 +180,8 @@ from .periodic import (  # periodic regimes of deterministic runs: found, then s
     PF_STRIDE,
     PZ_HIST,
     PZ_OFF,
-    _pa_forward,
-    _pa_save,
     _pa_sizes,
+    _pa_step,
     _pz_copy,
     _pz_core,
     _pz_gates,
@@ -2073,15 +2072,11 @@ def run_replication(
         if counting and nsteps >= pf_i[PF_NEXT]:
             # a checkpoint (sgdnet.engine.periodic): the state in canonical form, then the search
             pz_nl = _pz_live(eh, eh_n, ps_h, ps_n, pz_idx, pz_live)
-            pz_v = 1.0
-            for r in range(nR):
-                if abs(g_V[r]) > pz_v:
-                    pz_v = abs(g_V[r])
             zn[0] = 0
             zn[1] = 0
             pz_act = -1
             if (_pz_core(now, m, TD, TS, TF, rq_pool, used, qn, qhd, qh, rq_base, r_disc, zi, zf, zs, zn)
-                    and _pz_slots(now, seq, pz_v, eh, ekt, eks, eh_n, pz_idx, pz_live, pz_nl, TS, s_trans,
+                    and _pz_slots(now, seq, eh, ekt, eks, eh_n, pz_idx, pz_live, pz_nl, TS, s_trans,
                                   s_seq, s_start, s_req, s_rem, s_rate, s_last, s_grp, s_vf, s_inh, s_w0,
                                   s_gpos, s_php, g_V, zi, zf, zs, zn)
                     and _pz_links(now, pz_idx, r_disc, r_ps, ps_h, ps_n, gn, gh, g_head, g_rate, g_tau, f_comp,
@@ -2093,7 +2088,7 @@ def run_replication(
                 pf_i[PF_NEXT] = PZ_OFF
             _pz_unlive(pz_idx, pz_live, pz_nl)
             if pz_act == 1:
-                _pa_save(a_f, a_i, o_busy, o_wsum, o_ssum, o_ptok, g_V, o_firings, o_wn, o_sn, gcnt,
+                _pa_step(_I0, a_f, a_i, o_busy, o_wsum, o_ssum, o_ptok, g_V, o_firings, o_wn, o_sn, gcnt,
                          gmin, o_glead, o_ghist, o_hw, o_hs)
             elif pz_act == 2:
                 # confirmed: jump M periods (the last ones before the end are played)
@@ -2107,8 +2102,8 @@ def run_replication(
                     _pz_shift_rest(pz_D, TD, TS, TF, rq_pool, g_tau, blast, glast, gprev)
                     _pz_copy(pz_M, pz_P, pf_i[PF_CREC], nrec, o_step_t, o_step_tr, pf_i[PF_CGLOG], nglog,
                              o_glog)
-                    _pa_forward(pz_M, a_f, a_i, o_busy, o_wsum, o_ssum, o_ptok, g_V, o_firings, o_wn,
-                                o_sn, gcnt, gmin, o_glead, o_ghist, o_hw, o_hs)
+                    _pa_step(pz_M, a_f, a_i, o_busy, o_wsum, o_ssum, o_ptok, g_V, o_firings, o_wn,
+                             o_sn, gcnt, gmin, o_glead, o_ghist, o_hw, o_hs)
                     now += pz_D
                     seq += pz_M * pz_dq
                     nrec += pz_M * (nrec - pf_i[PF_CREC])

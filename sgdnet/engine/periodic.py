@@ -203,9 +203,14 @@ def _pz_unlive(idx, live, n):
 
 
 @_inner
-def _pz_slots(now, seq, vsc, eh, ekt, eks, eh_n, idx, live, n_live, TS, s_trans, s_seq, s_start,
-              s_req, s_rem, s_rate, s_last, s_grp, s_vf, s_inh, s_w0, s_gpos, s_php, g_V, zi, zf, zs, zn):
-    """The completion heap (slot, sequence, time) and each running firing's state."""
+def _pz_slots(now, seq, eh, ekt, eks, eh_n, idx, live, n_live, TS, s_trans, s_seq, s_start, s_req,
+              s_rem, s_rate, s_last, s_grp, s_vf, s_inh, s_w0, s_gpos, s_php, g_V, zi, zf, zs, zn):
+    """The completion heap (slot, sequence, time) and each running firing's state; bytes are
+    scaled by the largest virtual clock (their rounding comes from it)."""
+    vsc = 1.0
+    for r in range(g_V.size):
+        if abs(g_V[r]) > vsc:
+            vsc = abs(g_V[r])
     ni = zn[0]
     nf = zn[1]
     if ni + 2 * eh_n + n_live * (6 + s_php.shape[1]) > zi.size or nf + eh_n + 7 * n_live > zf.size:
@@ -464,100 +469,81 @@ def _pz_jump(nsteps, events, now, target_steps, max_events, pf_i, pf_f):
 # ------------------------------------------------------------ the jump
 @_inner
 def _pa_sizes(nT, nP, nR, nMem, nG, o_glead, o_ghist, o_hw):
-    """Sizes of the saved float and int accumulators (see :func:`_pa_save`)."""
+    """Sizes of the saved float and int accumulators (see :func:`_pa_step`)."""
     return 4 * nR + nP, nT + 2 * nR + nMem + nG + o_glead.size + o_ghist.size + 2 * o_hw.size
 
 
 @_inner
-def _pa_save(a_f, a_i, o_busy, o_wsum, o_ssum, o_ptok, g_V, o_firings, o_wn, o_sn, gcnt, gmin,
+def _pa_step(M, a_f, a_i, o_busy, o_wsum, o_ssum, o_ptok, g_V, o_firings, o_wn, o_sn, gcnt, gmin,
              o_glead, o_ghist, o_hw, o_hs):
-    """Copy what grows over a period (the outputs' counters and sums, virtual clocks, gate
-    counters) into ``a_f`` (floats: busy, wait, sojourn sums, g_V, marking integrals) and
-    ``a_i`` (ints)."""
+    """What grows over a period (the outputs' counters and sums, virtual clocks, gate counters),
+    against its copy in ``a_f`` (floats: busy, wait and sojourn sums, g_V, marking integrals)
+    and ``a_i`` (ints), one layout for both uses: ``M = 0`` copies the current values (at the
+    candidate period's start), ``M > 0`` adds ``M`` times each one's change since (``M``
+    periods skipped)."""
     nR = o_busy.size
-    k = 0
     for r in range(nR):
-        a_f[k] = o_busy[r]
-        a_f[k + nR] = o_wsum[r]
-        a_f[k + 2 * nR] = o_ssum[r]
-        a_f[k + 3 * nR] = g_V[r]
-        k += 1
+        if M == 0:
+            a_f[r] = o_busy[r]
+            a_f[r + nR] = o_wsum[r]
+            a_f[r + 2 * nR] = o_ssum[r]
+            a_f[r + 3 * nR] = g_V[r]
+        else:
+            o_busy[r] += M * (o_busy[r] - a_f[r])
+            o_wsum[r] += M * (o_wsum[r] - a_f[r + nR])
+            o_ssum[r] += M * (o_ssum[r] - a_f[r + 2 * nR])
+            g_V[r] += M * (g_V[r] - a_f[r + 3 * nR])
     k = 4 * nR
     for p in range(o_ptok.size):
-        a_f[k] = o_ptok[p]
+        if M == 0:
+            a_f[k] = o_ptok[p]
+        else:
+            o_ptok[p] += M * (o_ptok[p] - a_f[k])
         k += 1
     k = 0
     for t in range(o_firings.size):
-        a_i[k] = o_firings[t]
+        if M == 0:
+            a_i[k] = o_firings[t]
+        else:
+            o_firings[t] += M * (o_firings[t] - a_i[k])
         k += 1
     for r in range(nR):
-        a_i[k] = o_wn[r]
-        a_i[k + nR] = o_sn[r]
+        if M == 0:
+            a_i[k] = o_wn[r]
+            a_i[k + nR] = o_sn[r]
+        else:
+            o_wn[r] += M * (o_wn[r] - a_i[k])
+            o_sn[r] += M * (o_sn[r] - a_i[k + nR])
         k += 1
     k += nR
     for q in range(gcnt.size):
-        a_i[k] = gcnt[q]
+        if M == 0:
+            a_i[k] = gcnt[q]
+        else:
+            gcnt[q] += M * (gcnt[q] - a_i[k])
         k += 1
     for g in range(gmin.size):
-        a_i[k] = gmin[g]
+        if M == 0:
+            a_i[k] = gmin[g]
+        else:
+            gmin[g] += M * (gmin[g] - a_i[k])
         k += 1
-    k = _pa_save2(o_glead, a_i, k)
-    k = _pa_save2(o_ghist, a_i, k)
-    k = _pa_save2(o_hw, a_i, k)
-    _pa_save2(o_hs, a_i, k)
+    k = _pa_step2(M, o_glead, a_i, k)
+    k = _pa_step2(M, o_ghist, a_i, k)
+    k = _pa_step2(M, o_hw, a_i, k)
+    _pa_step2(M, o_hs, a_i, k)
 
 
 @_inner
-def _pa_save2(a, saved, k):
-    """``saved[k:k + a.size] = a`` for a 2-d counter array; the next offset."""
+def _pa_step2(M, a, saved, k):
+    """:func:`_pa_step` for a 2-d counter array against ``saved[k:k + a.size]``; the next
+    offset."""
     for i in range(a.shape[0]):
         for j in range(a.shape[1]):
-            saved[k] = a[i, j]
-            k += 1
-    return k
-
-
-@_inner
-def _pa_forward(M, a_f, a_i, o_busy, o_wsum, o_ssum, o_ptok, g_V, o_firings, o_wn, o_sn, gcnt, gmin,
-                o_glead, o_ghist, o_hw, o_hs):
-    """Add ``M`` times each saved quantity's change since :func:`_pa_save` (``M`` periods)."""
-    nR = o_busy.size
-    for r in range(nR):
-        o_busy[r] += M * (o_busy[r] - a_f[r])
-        o_wsum[r] += M * (o_wsum[r] - a_f[r + nR])
-        o_ssum[r] += M * (o_ssum[r] - a_f[r + 2 * nR])
-        g_V[r] += M * (g_V[r] - a_f[r + 3 * nR])
-    k = 4 * nR
-    for p in range(o_ptok.size):
-        o_ptok[p] += M * (o_ptok[p] - a_f[k])
-        k += 1
-    k = 0
-    for t in range(o_firings.size):
-        o_firings[t] += M * (o_firings[t] - a_i[k])
-        k += 1
-    for r in range(nR):
-        o_wn[r] += M * (o_wn[r] - a_i[k])
-        o_sn[r] += M * (o_sn[r] - a_i[k + nR])
-        k += 1
-    k += nR
-    for q in range(gcnt.size):
-        gcnt[q] += M * (gcnt[q] - a_i[k])
-        k += 1
-    for g in range(gmin.size):
-        gmin[g] += M * (gmin[g] - a_i[k])
-        k += 1
-    k = _pa_grow2(M, o_glead, a_i, k)
-    k = _pa_grow2(M, o_ghist, a_i, k)
-    k = _pa_grow2(M, o_hw, a_i, k)
-    _pa_grow2(M, o_hs, a_i, k)
-
-
-@_inner
-def _pa_grow2(M, a, saved, k):
-    """``a += M (a - saved[k:k + a.size])`` for a 2-d counter array; the next offset."""
-    for i in range(a.shape[0]):
-        for j in range(a.shape[1]):
-            a[i, j] += M * (a[i, j] - saved[k])
+            if M == 0:
+                saved[k] = a[i, j]
+            else:
+                a[i, j] += M * (a[i, j] - saved[k])
             k += 1
     return k
 
@@ -567,7 +553,7 @@ def _pz_shift_slots(D, dq, M, live, n_live, s_seq, s_start, s_req, s_last, s_cti
                     a_f, ekt, eks, eh_n):
     """Move the running firings ``M`` periods ahead: times by ``D``, start sequences by ``M dq``,
     a grouped flow's virtual finish by ``M`` times its clock's change over a period (read from
-    the saved clocks in ``a_f``; call before :func:`_pa_forward` moves the clocks)."""
+    the saved clocks in ``a_f``; call before :func:`_pa_step` moves the clocks)."""
     nR = g_V.size
     for i in range(n_live):
         s = live[i]
