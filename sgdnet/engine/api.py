@@ -221,7 +221,7 @@ def period_check(cn: CompiledNet, allowed: bool = True) -> int:
         return 0
     if state_bytes(cn) > MAX_STATE_BYTES:  # the canonical states would cost too much memory
         return 0
-    return max(1, int(cn.is_step.astype(bool).sum()))
+    return max(1, len(cn.step_transitions))
 
 
 def ensure_kernel() -> bool:
