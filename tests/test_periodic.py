@@ -61,6 +61,25 @@ def assert_same_run(a, b):
             assert np.all(np.abs(np.cumsum(x - y, axis=1)) <= np.maximum(x, y)), f
 
 
+def outcomes(net, **kw):
+    """``net`` run played (``periodic=False``) and skipped: each a Result or the SgdnetError."""
+    out = []
+    for periodic in (False, True):
+        try:
+            out.append(simulate(net, periodic=periodic, **kw))
+        except SgdnetError as e:
+            out.append(e)
+    return tuple(out)
+
+
+def assert_same_outcome(a, b):
+    """The same error, or the same run (:func:`assert_same_run`)."""
+    if isinstance(a, Exception) or isinstance(b, Exception):
+        assert type(a) is type(b) and str(a) == str(b), f"{a!r:.120} != {b!r:.120}"
+    else:
+        assert_same_run(a, b)
+
+
 @pytest.mark.parametrize("name", sorted(NETS))
 def test_generator_nets_skipped_are_the_played_run(name):
     a, b = played_and_skipped(NETS[name](True), steps=400, warmup=20, histograms=True)
@@ -85,19 +104,8 @@ def test_generator_nets_that_repeat_are_skipped():
 def test_fuzz_nets_skipped_are_the_played_run(seed):
     # seeds = 0 mod 3: deterministic fuzz nets (inhibitors, weights, infinite servers, zero-time
     # firings, deadlocks, unbounded places); an error must be the played run's error
-    net = random_net(seed)
-    out = []
-    for periodic in (False, True):
-        try:
-            out.append(simulate(net, steps=300, warmup=10, replications=1, seed=0, max_events=20_000,
-                                periodic=periodic))
-        except SgdnetError as e:
-            out.append(e)
-    a, b = out
-    if isinstance(a, Exception) or isinstance(b, Exception):
-        assert type(a) is type(b) and str(a) == str(b)
-    else:
-        assert_same_run(a, b)
+    assert_same_outcome(*outcomes(random_net(seed), steps=300, warmup=10, replications=1, seed=0,
+                                  max_events=20_000))
 
 
 @pytest.mark.parametrize("variant, workers, bandwidth", [
