@@ -57,8 +57,8 @@ class RawReplication:
     wait_hist: np.ndarray | None = None
     sojourn_hist: np.ndarray | None = None
     #: ``(step completions at the start of the repeated period, its step completions, its
-    #: duration, step completions skipped)`` when the kernel skipped periods of a periodic
-    #: regime (:mod:`sgdnet.engine.periodic`), else None
+    #: duration, step completions skipped after the warm-up, and in it)`` when the kernel
+    #: skipped periods of a periodic regime (:mod:`sgdnet.engine.periodic`), else None
     periodic: tuple | None = None
 
 
@@ -102,10 +102,12 @@ class Result:
         p = raws[0].periodic if len(raws) else None
         #: None, or how the kernel skipped the periods of a periodic regime it found (a net
         #: without randomness, :mod:`sgdnet.engine.periodic`): ``start_step`` (step completions,
-        #: warm-up included, at the start of the period it confirmed), ``period_steps``,
-        #: ``cycle_time`` (the period's duration, s) and ``skipped_steps``
+        #: warm-up included, at the start of the last period it confirmed), ``period_steps``,
+        #: ``cycle_time`` (the period's duration, s), ``skipped_steps`` (of the counted
+        #: window) and ``warmup_skipped_steps`` (of the warm-up)
         self.periodic: dict | None = None if p is None else {
-            "start_step": p[0], "period_steps": p[1], "cycle_time": p[2], "skipped_steps": p[3]}
+            "start_step": p[0], "period_steps": p[1], "cycle_time": p[2], "skipped_steps": p[3],
+            "warmup_skipped_steps": p[4]}
         with paused_gc():  # one object per transition: no gen-2 walks of the large live heap
             self.transition_names: list[str] = list(meta.transition_names)
             self.transition_tags: list[dict] = list(map(dict, meta.transition_tags))

@@ -24,7 +24,7 @@ def test_codes_and_slots_are_distinct_ints_the_kernel_folds():
     codes = [abi.ST_OK, abi.ST_DEADLOCK, abi.ST_BUDGET, abi.ST_ZENO, abi.ST_GROW, abi.ST_HALTED]
     assert len(set(codes)) == len(codes) and all(type(c) is int for c in codes)
     oi = [abi.OI_STATUS, abi.OI_EVENTS, abi.OI_NSTEPS, abi.OI_NTRACE, abi.OI_NGLOG, abi.OI_NREC, abi.OI_GROW,
-          abi.OI_PSTART, abi.OI_PERIOD, abi.OI_PSKIP]
+          abi.OI_PSTART, abi.OI_PERIOD, abi.OI_PSKIP, abi.OI_PWSKIP]
     assert sorted(oi) == list(range(abi.N_OI))
     assert sorted([abi.OF_T0, abi.OF_T1, abi.OF_NOW, abi.OF_CYCLE]) == list(range(abi.N_OF))
     grow = [abi.GROW_SLOTS, abi.GROW_REQUESTS, abi.GROW_HOLDERS]

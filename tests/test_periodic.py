@@ -7,6 +7,7 @@ answers.
   to 1e-9, every count exactly, histograms to one bin (a wait that falls on a bin edge lands on
   either side of it after a rounding);
 - the period's duration against the max-plus cycle time of event graphs (an exact answer);
+- the warm-up: its periods skipped too, up to a step before counting starts;
 - what it must leave alone: random durations, a trace, modulators, a net that never repeats
   (the run is then the played run to the bit), and the event budget (a run that exhausts it
   fails as the played run does).
@@ -119,6 +120,39 @@ def test_sgd_nets_repeat_and_skipped_are_the_played_run(variant, workers, bandwi
     assert_same_run(a, b)
     assert b.periodic["cycle_time"] == pytest.approx(
         a.sim_time[0] / a.steps * b.periodic["period_steps"], rel=1e-9)
+
+
+@pytest.mark.parametrize("variant, workers", [("sync-ps", 4), ("allreduce", 3), ("ssp", 3)])
+def test_a_long_warmup_is_skipped_and_the_count_starts_as_played(variant, workers):
+    # 30 warm-up rounds: the regime (reached within a few rounds) is skipped up to a step before
+    # counting starts, then the warm-up's period is confirmed again once a period into the count
+    net = sgdnet.variants.build(variant, "resnet18", {"workers": workers, "bandwidth": "1Gbps"}, "fine")
+    warmup = 30 * workers
+    a, b = played_and_skipped(net, steps=20 * workers, warmup=warmup)
+    assert_same_run(a, b)
+    p = b.periodic
+    assert p is not None and 0 < p["warmup_skipped_steps"] <= warmup - 1, p
+    assert p["warmup_skipped_steps"] >= 20 * workers, p  # most of the warm-up
+    assert p["start_step"] == warmup + p["period_steps"], p  # the count's candidate, at once
+    assert p["skipped_steps"] > 0 and p["skipped_steps"] % p["period_steps"] == 0, p
+
+
+def test_a_warmup_too_short_to_find_the_regime_skips_nothing_of_it():
+    net = sgdnet.variants.build("sync-ps", "resnet18", {"workers": 4, "bandwidth": "1Gbps"}, "fine")
+    a, b = played_and_skipped(net, steps=200, warmup=4)
+    assert_same_run(a, b)
+    assert b.periodic["warmup_skipped_steps"] == 0 and b.periodic["skipped_steps"] > 0, b.periodic
+
+
+@pytest.mark.parametrize("seed", [2, 5, 9])
+def test_a_skipped_warmup_keeps_the_max_plus_cycle_time(seed):
+    # an event graph whose warm-up is mostly skipped: the window and the throughput are exact
+    net = teg_net(seed, det=True)
+    lam = cycle_time(net).cycle_time
+    a, b = played_and_skipped(net, steps=100, warmup=600)
+    assert b.periodic["warmup_skipped_steps"] > 0, b.periodic
+    assert_same_run(a, b)
+    assert b.throughput.mean == pytest.approx(1 / lam, rel=1e-9)
 
 
 @pytest.mark.parametrize("seed", range(1, 13))

@@ -52,9 +52,10 @@ N_OF = 4
 # o_i (int64): status, completions, step completions (warm-up included), kept trace entries,
 # logged gate decisions, kept step samples, grow bits; with skipped periods: the step completions
 # at the start of the period that was repeated, its step completions, the step completions skipped
+# after the warm-up and in it
 OI_STATUS, OI_EVENTS, OI_NSTEPS, OI_NTRACE, OI_NGLOG, OI_NREC, OI_GROW = 0, 1, 2, 3, 4, 5, 6
-OI_PSTART, OI_PERIOD, OI_PSKIP = 7, 8, 9
-N_OI = 10
+OI_PSTART, OI_PERIOD, OI_PSKIP, OI_PWSKIP = 7, 8, 9, 10
+N_OI = 11
 
 # ------------------------------------------------------------------ arguments, in order
 #: (kernel parameter, CompiledNet attribute): the net's arrays, first in the kernel's signature
@@ -212,7 +213,7 @@ def unpack(out: RunOutput, k: int, samples: bool) -> RawReplication:
         sojourn_n=out.sojourn_n[k].copy(),
         wait_hist=out.wait_hist[k].copy() if out.histograms else None,
         sojourn_hist=out.sojourn_hist[k].copy() if out.histograms else None,
-        periodic=(None if not out.i[k, OI_PSKIP] else
+        periodic=(None if not (out.i[k, OI_PSKIP] or out.i[k, OI_PWSKIP]) else
                   (int(out.i[k, OI_PSTART]), int(out.i[k, OI_PERIOD]), float(out.f[k, OF_CYCLE]),
-                   int(out.i[k, OI_PSKIP]))),
+                   int(out.i[k, OI_PSKIP]), int(out.i[k, OI_PWSKIP]))),
     )

@@ -94,10 +94,10 @@ def simulate(
     periodic : bool
         For a net without randomness, modulators or trace on the event kernel: look for a
         periodic regime (the state at a checkpoint equal to an earlier one, every time shifted)
-        and skip the periods it repeats instead of playing them (:mod:`sgdnet.engine.periodic`;
-        the results agree with a played run to rounding, ~1e-12 relative).
-        ``result.periodic`` says whether, where and how much was skipped. ``False``: play every
-        event.
+        and skip the periods it repeats instead of playing them, in the warm-up and after it
+        (:mod:`sgdnet.engine.periodic`; the results agree with a played run to rounding, ~1e-12
+        relative). ``result.periodic`` says whether, where and how much was skipped. ``False``:
+        play every event.
 
     Returns
     -------

@@ -110,6 +110,7 @@ from .abi import (  # the interface's slots and codes (sgdnet.engine.abi), folde
     OI_PERIOD,
     OI_PSKIP,
     OI_PSTART,
+    OI_PWSKIP,
     OI_STATUS,
     ST_BUDGET,
     ST_DEADLOCK,
@@ -172,14 +173,19 @@ from .periodic import (  # periodic regimes of deterministic runs: found, then s
     PF_CGLOG,
     PF_CREC,
     PF_CSEQ,
+    PF_CSTEPS,
     PF_CYC,
     PF_NEXT,
     PF_PER,
+    PF_PERIOD,
     PF_SKIP,
     PF_START,
+    PF_STATE,
     PF_STRIDE,
+    PF_WSKIP,
     PZ_HIST,
     PZ_OFF,
+    PZ_RESTART,
     _pa_sizes,
     _pa_step,
     _pz_copy,
@@ -1367,12 +1373,14 @@ def run_replication(
             d_code, d_par, rq_off, rq_cap)
 
     # periodic regimes (sgdnet.engine.periodic): with ``period`` > 0 (a net without randomness),
-    # a checkpoint every ``period`` step completions once counting. The search's state is in
-    # pf_i / pf_f and its buffers are sized once, so the event loop carries nothing more
+    # a checkpoint every ``period`` step completions, in the warm-up too (its search starts over
+    # when counting starts). The search's state is in pf_i / pf_f and its buffers are sized once,
+    # so the event loop carries nothing more
     pf_i = np.zeros(N_PF, dtype=np.int64)
     pf_f = np.zeros(N_PFF, dtype=np.float64)
-    pf_i[PF_NEXT] = warmup + period if period > 0 else PZ_OFF
+    pf_i[PF_NEXT] = period if period > 0 else PZ_OFF
     pf_i[PF_STRIDE] = period
+    pf_i[PF_PERIOD] = period
     pf_hh = np.zeros((PZ_HIST, 2), dtype=np.uint64)
     pf_hs = np.zeros(PZ_HIST, dtype=np.int64)
     pz_ni = 1
@@ -2069,7 +2077,7 @@ def run_replication(
                 f_pend[f_seeds[i]] = False
             nsd = _I0
             nfn = _I0
-        if counting and nsteps >= pf_i[PF_NEXT]:
+        if nsteps >= pf_i[PF_NEXT]:
             # a checkpoint (sgdnet.engine.periodic): the state in canonical form, then the search
             pz_nl = _pz_live(eh, eh_n, ps_h, ps_n, pz_idx, pz_live)
             zn[0] = 0
@@ -2091,8 +2099,11 @@ def run_replication(
                 _pa_step(_I0, a_f, a_i, o_busy, o_wsum, o_ssum, o_ptok, g_V, o_firings, o_wn, o_sn, gcnt,
                          gmin, o_glead, o_ghist, o_hw, o_hs)
             elif pz_act == 2:
-                # confirmed: jump M periods (the last ones before the end are played)
-                pz_M = _pz_jump(nsteps, events, now, target_steps, max_events, pf_i, pf_f)
+                # confirmed: jump M periods (the last ones before the end, or before counting
+                # starts, are played)
+                pz_p = nsteps - pf_i[PF_CSTEPS]
+                pz_M = _pz_jump(nsteps, events, now, target_steps if counting else warmup,
+                                max_events, not counting, pf_i, pf_f, pf_hs)
                 if pz_M > 0:
                     pz_P = pf_f[PF_CYC]
                     pz_D = pz_M * pz_P
@@ -2109,7 +2120,7 @@ def run_replication(
                     nrec += pz_M * (nrec - pf_i[PF_CREC])
                     nglog += pz_M * (nglog - pf_i[PF_CGLOG])
                     events += pz_M * (events - pf_i[PF_CEVENTS])
-                    nsteps += pf_i[PF_SKIP]
+                    nsteps += pz_M * pz_p
                     ev_limit = min(max_events, events + HALT_POLL)
         if eh_n == 0:
             status = ST_DEADLOCK
@@ -2407,6 +2418,9 @@ def run_replication(
                 if nsteps == warmup:
                     counting = True
                     t0 = now
+                    if period > 0:  # the search starts over at the next checkpoint
+                        pf_i[PF_STATE] = PZ_RESTART
+                        pf_i[PF_NEXT] = nsteps
                     for p in range(nP):
                         o_ptok[p] = 0.0
                     for r in range(nR):
@@ -2462,6 +2476,7 @@ def run_replication(
     o_i[OI_PSTART] = pf_i[PF_START]
     o_i[OI_PERIOD] = pf_i[PF_PER]
     o_i[OI_PSKIP] = pf_i[PF_SKIP]
+    o_i[OI_PWSKIP] = pf_i[PF_WSKIP]
     o_f[OF_CYCLE] = pf_f[PF_CYC]
     for p in range(nP):
         o_mark[p] = m[p]

@@ -13,7 +13,7 @@ samples (and gate decisions) of the period are repeated, shifted; the last perio
 end are played, so the run ends as a full run does.
 
 How a period is found (at *checkpoints*: the first instant at which the step completions reach
-a multiple of the net's step transitions, once counting has started):
+a multiple of the net's step transitions; during the warm-up too, and again from its end):
 
 1. The state is written out in a canonical form (:func:`_pz_core`, :func:`_pz_slots`,
    :func:`_pz_links`, :func:`_pz_gates`): integers as they are (a firing slot by its position
@@ -31,6 +31,15 @@ So a jump is exact up to rounding: the skipped periods' results differ from play
 few units in the last place of the run's times (the tests compare to 1e-9). A run that never
 repeats pays one canonical write-out per checkpoint (the checkpoints thin out, doubling their
 spacing, when none matches), and is otherwise unchanged.
+
+The warm-up is searched and skipped the same way (a deterministic SGD net usually repeats from
+its first rounds, and a warm-up of 10-14 rounds was most of what a skipped run still played):
+a jump there stops at least one step completion before the warm-up's end, so counting starts
+as in a played run, and the search then starts over (:func:`_pz_restart`), so that a candidate
+and its confirmation, and the counters a jump extrapolates, never straddle the start of counting;
+when the warm-up skipped periods, its period is checked again at once (the state one period into
+the count is the candidate).
+The steps skipped in the warm-up are reported apart (``warmup_skipped_steps``).
 """
 
 from __future__ import annotations
@@ -58,7 +67,8 @@ from .layout import (
     TS_PS1,
 )
 
-__all__ = ["TOL", "HASH_BITS", "PZ_HIST", "MAX_STATE_BYTES", "state_bytes", "N_PF", "N_PFF", "PZ_OFF"]
+__all__ = ["TOL", "HASH_BITS", "PZ_HIST", "MAX_STATE_BYTES", "state_bytes", "N_PF", "N_PFF", "PZ_OFF",
+           "PZ_RESTART"]
 
 JIT_DEPENDS = ("layout.py", "../net/compiled.py")
 
@@ -73,19 +83,24 @@ PZ_FAILS = 8
 
 # slots of the search's int64 state array ``pf_i`` (the kernel keeps no scalar of its own for the
 # search, so that its event loop carries nothing more): the next checkpoint (PZ_OFF when not
-# looking), searching (0) or confirming (1), checkpoint spacing, checkpoints without a match,
-# failed confirmations, hashes kept and the next ring slot; the candidate's step completions,
-# kept steps, completions, start sequence and logged gate decisions, the sizes of its canonical
-# state; the jump: step completions at the repeated period's start, its length, steps skipped;
-# ``pf_f``: the candidate's time, the period's duration
+# looking), searching (0), confirming (1), taking the next checkpoint as the candidate (2) or
+# starting over (PZ_RESTART),
+# checkpoint spacing, checkpoints without a match, failed confirmations, hashes kept and the next
+# ring slot; the candidate's step completions, kept steps, completions, start sequence and logged
+# gate decisions, the sizes of its canonical state; the jump: step completions at the repeated
+# period's start, its length, steps skipped (after the warm-up, in it); the first checkpoint
+# spacing (the step transitions); ``pf_f``: the candidate's time, the period's duration
 PF_NEXT, PF_STATE, PF_STRIDE, PF_MISS, PF_FAIL, PF_HN, PF_HK = 0, 1, 2, 3, 4, 5, 6
 PF_CSTEPS, PF_CREC, PF_CEVENTS, PF_CSEQ, PF_CGLOG, PF_YNI, PF_YNF = 7, 8, 9, 10, 11, 12, 13
-PF_START, PF_PER, PF_SKIP = 14, 15, 16
-N_PF = 17
+PF_START, PF_PER, PF_SKIP, PF_WSKIP, PF_PERIOD = 14, 15, 16, 17, 18
+N_PF = 19
 PF_CNOW, PF_CYC = 0, 1
 N_PFF = 2
 #: ``pf_i[PF_NEXT]`` when the kernel is not looking (never reached)
 PZ_OFF = (1 << 62)
+#: ``pf_i[PF_STATE]`` set by the kernel when counting starts: :func:`_pz_restart` at the next
+#: checkpoint site (a store in the completion loop, not a call)
+PZ_RESTART = 3
 
 #: no search for a period when the canonical states would take more memory than this
 MAX_STATE_BYTES = 1 << 30
@@ -396,64 +411,77 @@ def _pz_search(nsteps, nrec, events, seq, nglog, now, zi, zf, zs, zn, yi, yf, ys
                pf_hs):
     """One checkpoint of the search, the canonical state in ``zi``/``zf``/``zs``: 1 when it is a
     candidate (copied into ``yi``/``yf``/``ys``; the caller saves the accumulators), 2 when it
-    confirms the candidate (the caller jumps, :func:`_pz_jump`), else 0."""
-    if pf_i[PF_STATE] == 0:
-        h1, h2 = _pz_hash(zi, zf, zs, zn[0], zn[1])
-        k = -1
-        for j in range(pf_i[PF_HN]):
-            if pf_hh[j, 0] == h1 and pf_hh[j, 1] == h2:
-                k = j
-                break
-        if k >= 0:  # a candidate period: keep this state, confirm one period later
-            for i in range(zn[0]):
-                yi[i] = zi[i]
-            for i in range(zn[1]):
-                yf[i] = zf[i]
-                ys[i] = zs[i]
-            pf_i[PF_YNI] = zn[0]
-            pf_i[PF_YNF] = zn[1]
-            pf_i[PF_CSTEPS] = nsteps
-            pf_i[PF_CREC] = nrec
-            pf_i[PF_CEVENTS] = events
-            pf_i[PF_CSEQ] = seq
-            pf_i[PF_CGLOG] = nglog
-            pf_f[PF_CNOW] = now
-            pf_i[PF_STATE] = 1
-            pf_i[PF_NEXT] = nsteps + (nsteps - pf_hs[k])
-            return 1
-        hk = pf_i[PF_HK]
-        pf_hh[hk, 0] = h1
-        pf_hh[hk, 1] = h2
-        pf_hs[hk] = nsteps
-        pf_i[PF_HK] = (hk + 1) % PZ_HIST
-        if pf_i[PF_HN] < PZ_HIST:
-            pf_i[PF_HN] += 1
-        pf_i[PF_MISS] += 1
-        if pf_i[PF_MISS] >= 4 * PZ_HIST:  # no period in sight: thin the checkpoints out
-            pf_i[PF_STRIDE] *= 2
-            pf_i[PF_MISS] = 0
-            pf_i[PF_HN] = 0
-        pf_i[PF_NEXT] = nsteps + pf_i[PF_STRIDE]
+    confirms the candidate (the caller jumps, :func:`_pz_jump`), else 0. A candidate is a hash
+    equal to a kept one (searching), or any state when the warm-up's period is to be confirmed
+    (:func:`_pz_restart`, which the first checkpoint after counting started only does)."""
+    if pf_i[PF_STATE] == PZ_RESTART:
+        _pz_restart(nsteps, pf_i)
         return 0
-    if nsteps == pf_i[PF_NEXT] and _pz_same(zi, zf, zs, zn[0], zn[1], yi, yf, ys, pf_i[PF_YNI],
-                                            pf_i[PF_YNF]):
-        return 2
-    pf_i[PF_STATE] = 0
-    pf_i[PF_FAIL] += 1
-    pf_i[PF_NEXT] = PZ_OFF if pf_i[PF_FAIL] >= PZ_FAILS else nsteps + pf_i[PF_STRIDE]
-    return 0
+    if pf_i[PF_STATE] == 1:
+        if nsteps == pf_i[PF_NEXT] and _pz_same(zi, zf, zs, zn[0], zn[1], yi, yf, ys, pf_i[PF_YNI],
+                                                pf_i[PF_YNF]):
+            return 2
+        pf_i[PF_STATE] = 0
+        pf_i[PF_FAIL] += 1
+        pf_i[PF_NEXT] = PZ_OFF if pf_i[PF_FAIL] >= PZ_FAILS else nsteps + pf_i[PF_STRIDE]
+        return 0
+    d = 0
+    if pf_i[PF_STATE] == 2:
+        d = pf_i[PF_PER]
+    else:
+        h1, h2 = _pz_hash(zi, zf, zs, zn[0], zn[1])
+        for i in range(pf_i[PF_HN]):  # the newest first: the shortest candidate period
+            j = (pf_i[PF_HK] - 1 - i) % PZ_HIST
+            if pf_hh[j, 0] == h1 and pf_hh[j, 1] == h2:
+                d = nsteps - pf_hs[j]
+                break
+        if d == 0:
+            hk = pf_i[PF_HK]
+            pf_hh[hk, 0] = h1
+            pf_hh[hk, 1] = h2
+            pf_hs[hk] = nsteps
+            pf_i[PF_HK] = (hk + 1) % PZ_HIST
+            if pf_i[PF_HN] < PZ_HIST:
+                pf_i[PF_HN] += 1
+            pf_i[PF_MISS] += 1
+            if pf_i[PF_MISS] >= 4 * PZ_HIST:  # no period in sight: thin the checkpoints out
+                pf_i[PF_STRIDE] *= 2
+                pf_i[PF_MISS] = 0
+                pf_i[PF_HN] = 0
+            pf_i[PF_NEXT] = nsteps + pf_i[PF_STRIDE]
+            return 0
+    # a candidate period d: keep this state, confirm one period later
+    for i in range(zn[0]):
+        yi[i] = zi[i]
+    for i in range(zn[1]):
+        yf[i] = zf[i]
+        ys[i] = zs[i]
+    pf_i[PF_YNI] = zn[0]
+    pf_i[PF_YNF] = zn[1]
+    pf_i[PF_CSTEPS] = nsteps
+    pf_i[PF_CREC] = nrec
+    pf_i[PF_CEVENTS] = events
+    pf_i[PF_CSEQ] = seq
+    pf_i[PF_CGLOG] = nglog
+    pf_f[PF_CNOW] = now
+    pf_i[PF_STATE] = 1
+    pf_i[PF_NEXT] = nsteps + d
+    return 1
 
 
 @_inner
-def _pz_jump(nsteps, events, now, target_steps, max_events, pf_i, pf_f):
+def _pz_jump(nsteps, events, now, bound, max_events, warm, pf_i, pf_f, pf_hs):
     """The periods to skip once a candidate is confirmed at ``nsteps``: as many as leave at least
-    one to play before ``target_steps`` and keep the completions within ``max_events``; records
-    the jump in ``pf_i``/``pf_f`` and stops the search. 0: none (too close to the end, or time
-    did not advance over the period)."""
+    one step completion to play before ``bound`` (the run's last, or in the warm-up (``warm``)
+    the one that starts counting) and keep the completions within ``max_events``; records the
+    jump in ``pf_i``/``pf_f`` and stops the search (until counting starts, when ``warm``: the
+    kept checkpoints' step counts then move with the jump, so that they still name the states
+    their hashes are of). 0: none (too close to the bound, or time did not advance over the
+    period)."""
     p = nsteps - pf_i[PF_CSTEPS]
     P = now - pf_f[PF_CNOW]
     de = events - pf_i[PF_CEVENTS]
-    M = (target_steps - 1 - nsteps) // p
+    M = (bound - 1 - nsteps) // p
     if de > 0 and (max_events - events) // de - 1 < M:
         M = (max_events - events) // de - 1
     pf_i[PF_NEXT] = PZ_OFF
@@ -461,9 +489,37 @@ def _pz_jump(nsteps, events, now, target_steps, max_events, pf_i, pf_f):
         return 0
     pf_i[PF_START] = pf_i[PF_CSTEPS]
     pf_i[PF_PER] = p
-    pf_i[PF_SKIP] = M * p
+    if warm:
+        pf_i[PF_WSKIP] += M * p
+        for j in range(pf_hs.size):
+            pf_hs[j] += M * p
+    else:
+        pf_i[PF_SKIP] = M * p
     pf_f[PF_CYC] = P
     return M
+
+
+@_inner
+def _pz_restart(nsteps, pf_i):
+    """Start the search over when counting has started (at ``nsteps``, or in the completions
+    of the same instant; the kernel then only sets ``PZ_RESTART``, a store in its completion
+    loop, and the checkpoint that follows calls this): no candidate (a candidate's
+    saved counters must be counting ones), no misses or failures, the first spacing. When the
+    warm-up skipped periods, its period is confirmed again at once: the state one period on is
+    the candidate (a period of counting makes the accounting fields reset here, such as a link's
+    last busy update, repeat), compared one period later, so the count plays two periods before
+    it jumps instead of the three or more a new search takes. Else the next checkpoint is one
+    ``period`` on, and the warm-up's hashes are kept."""
+    period = pf_i[PF_PERIOD]
+    pf_i[PF_STRIDE] = period
+    pf_i[PF_MISS] = 0
+    pf_i[PF_FAIL] = 0
+    if pf_i[PF_WSKIP] > 0:
+        pf_i[PF_STATE] = 2
+        pf_i[PF_NEXT] = nsteps + pf_i[PF_PER]
+    else:
+        pf_i[PF_STATE] = 0
+        pf_i[PF_NEXT] = nsteps + period
 
 
 # ------------------------------------------------------------ the jump
