@@ -125,7 +125,7 @@ def _prepare_engine() -> float | None:
     if not compiling:
         return None
     print("sgdnet: compiling the simulation engine (first run only, cached afterwards): about "
-          "30 s on an idle core, 1-2 min on a busy machine ...", file=sys.stderr, flush=True)
+          "30-45 s on an idle core, 1-2 min on a busy machine ...", file=sys.stderr, flush=True)
     return time.perf_counter()
 
 
