@@ -218,6 +218,23 @@ def test_the_jump_stops_short_of_the_event_budget():
     assert errors[0] == errors[1]
 
 
+def test_a_budget_that_runs_out_in_the_warmup_fails_as_the_played_run():
+    # the warm-up's jump is bounded by max_events too: a budget below the warm-up's completions
+    # raises the played run's error, and one just large enough is met exactly
+    net = teg_net(2, det=True)
+    kw = dict(steps=50, warmup=500, replications=1, engine="generic")
+    warm = simulate(net, **kw, periodic=False)
+    need = int(warm.events[0])
+    ok = simulate(net, **kw, max_events=need)
+    assert ok.periodic["warmup_skipped_steps"] > 0 and int(ok.events[0]) == need
+    errors = []
+    for periodic in (False, True):
+        with pytest.raises(SimulationError) as e:
+            simulate(net, **kw, seed=1, max_events=need // 3, periodic=periodic)
+        errors.append(str(e.value))
+    assert errors[0] == errors[1]
+
+
 def test_periodic_is_a_bool():
     with pytest.raises(SimulationError, match="periodic"):
         simulate(loop(), steps=10, periodic="yes")
