@@ -173,11 +173,9 @@ from .periodic import (  # periodic regimes of deterministic runs: found, then s
     PF_CGLOG,
     PF_CREC,
     PF_CSEQ,
-    PF_CSTEPS,
     PF_CYC,
     PF_NEXT,
     PF_PER,
-    PF_PERIOD,
     PF_SKIP,
     PF_START,
     PF_STATE,
@@ -194,6 +192,7 @@ from .periodic import (  # periodic regimes of deterministic runs: found, then s
     _pz_jump,
     _pz_links,
     _pz_live,
+    _pz_restart,
     _pz_room,
     _pz_search,
     _pz_shift_rest,
@@ -1380,7 +1379,6 @@ def run_replication(
     pf_f = np.zeros(N_PFF, dtype=np.float64)
     pf_i[PF_NEXT] = period if period > 0 else PZ_OFF
     pf_i[PF_STRIDE] = period
-    pf_i[PF_PERIOD] = period
     pf_hh = np.zeros((PZ_HIST, 2), dtype=np.uint64)
     pf_hs = np.zeros(PZ_HIST, dtype=np.int64)
     pz_ni = 1
@@ -2077,7 +2075,9 @@ def run_replication(
                 f_pend[f_seeds[i]] = False
             nsd = _I0
             nfn = _I0
-        if nsteps >= pf_i[PF_NEXT]:
+        if nsteps >= pf_i[PF_NEXT] and pf_i[PF_STATE] == PZ_RESTART:
+            _pz_restart(nsteps, period, pf_i)  # counting started: no state to write out
+        elif nsteps >= pf_i[PF_NEXT]:
             # a checkpoint (sgdnet.engine.periodic): the state in canonical form, then the search
             pz_nl = _pz_live(eh, eh_n, ps_h, ps_n, pz_idx, pz_live)
             zn[0] = 0
@@ -2101,7 +2101,6 @@ def run_replication(
             elif pz_act == 2:
                 # confirmed: jump M periods (the last ones before the end, or before counting
                 # starts, are played)
-                pz_p = nsteps - pf_i[PF_CSTEPS]
                 pz_M = _pz_jump(nsteps, events, now, target_steps if counting else warmup,
                                 max_events, not counting, pf_i, pf_f, pf_hs)
                 if pz_M > 0:
@@ -2120,7 +2119,7 @@ def run_replication(
                     nrec += pz_M * (nrec - pf_i[PF_CREC])
                     nglog += pz_M * (nglog - pf_i[PF_CGLOG])
                     events += pz_M * (events - pf_i[PF_CEVENTS])
-                    nsteps += pz_M * pz_p
+                    nsteps += pz_M * pf_i[PF_PER]
                     ev_limit = min(max_events, events + HALT_POLL)
         if eh_n == 0:
             status = ST_DEADLOCK
@@ -2418,7 +2417,7 @@ def run_replication(
                 if nsteps == warmup:
                     counting = True
                     t0 = now
-                    if period > 0:  # the search starts over at the next checkpoint
+                    if period > 0:  # the search starts over at the next checkpoint site
                         pf_i[PF_STATE] = PZ_RESTART
                         pf_i[PF_NEXT] = nsteps
                     for p in range(nP):

@@ -88,18 +88,19 @@ PZ_FAILS = 8
 # checkpoint spacing, checkpoints without a match, failed confirmations, hashes kept and the next
 # ring slot; the candidate's step completions, kept steps, completions, start sequence and logged
 # gate decisions, the sizes of its canonical state; the jump: step completions at the repeated
-# period's start, its length, steps skipped (after the warm-up, in it); the first checkpoint
-# spacing (the step transitions); ``pf_f``: the candidate's time, the period's duration
+# period's start, its length, steps skipped (after the warm-up, in it); ``pf_f``: the
+# candidate's time, the period's duration
 PF_NEXT, PF_STATE, PF_STRIDE, PF_MISS, PF_FAIL, PF_HN, PF_HK = 0, 1, 2, 3, 4, 5, 6
 PF_CSTEPS, PF_CREC, PF_CEVENTS, PF_CSEQ, PF_CGLOG, PF_YNI, PF_YNF = 7, 8, 9, 10, 11, 12, 13
-PF_START, PF_PER, PF_SKIP, PF_WSKIP, PF_PERIOD = 14, 15, 16, 17, 18
-N_PF = 19
+PF_START, PF_PER, PF_SKIP, PF_WSKIP = 14, 15, 16, 17
+N_PF = 18
 PF_CNOW, PF_CYC = 0, 1
 N_PFF = 2
 #: ``pf_i[PF_NEXT]`` when the kernel is not looking (never reached)
 PZ_OFF = (1 << 62)
-#: ``pf_i[PF_STATE]`` set by the kernel when counting starts: :func:`_pz_restart` at the next
-#: checkpoint site (a store in the completion loop, not a call)
+#: ``pf_i[PF_STATE]`` set by the kernel when counting starts: it calls :func:`_pz_restart` at
+#: the next checkpoint site instead of writing the state out (a store in the completion loop,
+#: not a call)
 PZ_RESTART = 3
 
 #: no search for a period when the canonical states would take more memory than this
@@ -413,10 +414,7 @@ def _pz_search(nsteps, nrec, events, seq, nglog, now, zi, zf, zs, zn, yi, yf, ys
     candidate (copied into ``yi``/``yf``/``ys``; the caller saves the accumulators), 2 when it
     confirms the candidate (the caller jumps, :func:`_pz_jump`), else 0. A candidate is a hash
     equal to a kept one (searching), or any state when the warm-up's period is to be confirmed
-    (:func:`_pz_restart`, which the first checkpoint after counting started only does)."""
-    if pf_i[PF_STATE] == PZ_RESTART:
-        _pz_restart(nsteps, pf_i)
-        return 0
+    (:func:`_pz_restart`)."""
     if pf_i[PF_STATE] == 1:
         if nsteps == pf_i[PF_NEXT] and _pz_same(zi, zf, zs, zn[0], zn[1], yi, yf, ys, pf_i[PF_YNI],
                                                 pf_i[PF_YNF]):
@@ -500,17 +498,16 @@ def _pz_jump(nsteps, events, now, bound, max_events, warm, pf_i, pf_f, pf_hs):
 
 
 @_inner
-def _pz_restart(nsteps, pf_i):
+def _pz_restart(nsteps, period, pf_i):
     """Start the search over when counting has started (at ``nsteps``, or in the completions
     of the same instant; the kernel then only sets ``PZ_RESTART``, a store in its completion
-    loop, and the checkpoint that follows calls this): no candidate (a candidate's
+    loop, and calls this at the next checkpoint site): no candidate (a candidate's
     saved counters must be counting ones), no misses or failures, the first spacing. When the
     warm-up skipped periods, its period is confirmed again at once: the state one period on is
     the candidate (a period of counting makes the accounting fields reset here, such as a link's
     last busy update, repeat), compared one period later, so the count plays two periods before
     it jumps instead of the three or more a new search takes. Else the next checkpoint is one
     ``period`` on, and the warm-up's hashes are kept."""
-    period = pf_i[PF_PERIOD]
     pf_i[PF_STRIDE] = period
     pf_i[PF_MISS] = 0
     pf_i[PF_FAIL] = 0
