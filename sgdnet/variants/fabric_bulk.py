@@ -197,16 +197,17 @@ class TransferBatch:
         if src == dst or type(name) is not str or not _all_str(ins, outputs, link_outputs):
             return self._transfer_now(*call)
         ccv, cv = self._cv(share, messages)
-        tg = {"kind": "comm", "step": False, **(tags or {})}
+        tags = tags or {}
         els: list[Place | Transition] = []  # in the checked path's order
         names = []
-        arcs = {p: 1 for p in ins}
+        arcs = dict.fromkeys(ins, 1)
         if fab.flows and c.send_s_per_byte > 0:
             sent = f"{name}:sent"
             els.append(new_place(sent, 0, {}))
             els.append(new_transition(
                 f"{name}.send", duration(nbytes * c.send_s_per_byte, ccv), arcs, {sent: 1},
-                (fab.host_compute(src),), {**tg, "stage": "send"}, priority=priority))
+                (fab.host_compute(src),), {"kind": "comm", "step": False, **tags, "stage": "send"},
+                priority=priority))
             names.append(f"{name}.send")
             arcs = {sent: 1}
         recv_s = (c.recv_s_per_byte + c.reduce_s_per_byte * float(reduce)) * nbytes
@@ -221,28 +222,31 @@ class TransferBatch:
         if latency is not None:
             lat = float(latency)
         work = duration(nbytes, cv) if bw is None else duration(nbytes / bw, cv)
-        ltags = {**tg, "stage": "link", "bytes": nbytes}
+        # each transition's tags a dict of its own, keys in the checked path's order
+        ltags = {"kind": "comm", "step": False, **tags, "stage": "link", "bytes": nbytes}
         if lat > 0:
             wire = f"{name}.wire"
+            lname = f"{name}.lat"
             els.append(new_place(wire, 0, {}))
-            els.append(new_transition(name, work, arcs, {p: 1 for p in [*link_outputs, wire]},
-                                        res, ltags, priority=priority))
+            els.append(new_transition(name, work, arcs, dict.fromkeys([*link_outputs, wire], 1),
+                                      res, ltags, priority=priority))
             d = self._lats.get(lat)
             if d is None:
                 d = self._lats[lat] = Deterministic(lat)
-            els.append(new_transition(f"{name}.lat", d, {wire: 1}, {p: 1 for p in arrived},
-                                        (), {**tg, "stage": "latency"}, servers=math.inf))
-            names += [name, f"{name}.lat"]
+            els.append(new_transition(lname, d, {wire: 1}, dict.fromkeys(arrived, 1), (),
+                                      {"kind": "comm", "step": False, **tags, "stage": "latency"},
+                                      servers=math.inf))
+            names += [name, lname]
         else:
             els.append(new_transition(name, work, arcs,
-                                        {p: 1 for p in [*link_outputs, *arrived]}, res, ltags,
-                                        priority=priority))
+                                      dict.fromkeys([*link_outputs, *arrived], 1), res, ltags,
+                                      priority=priority))
             names.append(name)
         if arrived is not outputs:
             els.append(new_transition(
                 f"{name}.recv", duration(recv_s, ccv), {arrived[0]: 1},
-                {p: 1 for p in outputs}, (fab.host_compute(dst),), {**tg, "stage": "recv"},
-                priority=priority))
+                dict.fromkeys(outputs, 1), (fab.host_compute(dst),),
+                {"kind": "comm", "step": False, **tags, "stage": "recv"}, priority=priority))
             names.append(f"{name}.recv")
         self._els += els
         return names
