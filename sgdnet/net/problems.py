@@ -146,15 +146,15 @@ def _transitions_ok(net: Any, T: list, max_tokens: int) -> tuple[list, list] | N
         return None
 
 
-def arcs_csr(arcs: tuple, pidx: dict,
-             weights: list | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def arcs_csr(arcs: tuple, pidx: dict, weights: list | None = None,
+             ptr: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """``(ptr, place, weight)`` of one kind of arc (``arcs[t]``: transition ``t``'s ``{place:
     weight}``), place indices from ``pidx``, built at C speed; None when an arc names a place
-    not in ``pidx``. ``weights``: the arcs' weights in that order, when the caller has them.
+    not in ``pidx``. ``weights``: the arcs' weights in that order, when the caller has them;
+    ``ptr``: the CSR's row pointers (:func:`arcs_ptr`), likewise.
     Shared by the bulk check and :class:`~.compiled.CompiledNet`."""
-    n = len(arcs)
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, arcs), dtype=np.int64, count=n), out=ptr[1:])
+    if ptr is None:
+        ptr = arcs_ptr(arcs)
     m = int(ptr[-1])
     place = np.fromiter(map(pidx.get, chain.from_iterable(arcs), repeat(-1, m)), dtype=np.int64,
                         count=m)
@@ -165,6 +165,14 @@ def arcs_csr(arcs: tuple, pidx: dict,
     else:
         w = np.array(weights, dtype=np.int64).reshape(m)
     return ptr, place, w
+
+
+def arcs_ptr(arcs: tuple) -> np.ndarray:
+    """The row pointers of :func:`arcs_csr`: ``ptr[t + 1] - ptr[t]`` arcs of transition ``t``."""
+    n = len(arcs)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, arcs), dtype=np.int64, count=n), out=ptr[1:])
+    return ptr
 
 
 #: The transition fields :func:`_bulk_ok` reads, in this order: every field
@@ -194,14 +202,18 @@ def _bulk_ok(net: Any, T: list, max_tokens: int) -> tuple[list, list] | None:
     pidx = dict(zip(net.places, range(len(net.places))))
     csr = []
     for arcs in (ins, outs, inhs):
+        ptr = arcs_ptr(arcs)
+        if not ptr[-1]:  # no arcs of this kind (inhibitors, usually): nothing more to read
+            csr.append((ptr, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)))
+            continue
         values = list(chain.from_iterable(map(dict.values, arcs)))
         if not _ints_in(values, 1, max_tokens):
             return None
-        c = arcs_csr(arcs, pidx, values)
+        c = arcs_csr(arcs, pidx, values, ptr)
         if c is None:
             return None
         csr.append(c)
-    if not all(map(bool, ins)) and any(not i and not h for i, h in zip(ins, inhs)):
+    if ((np.diff(csr[0][0]) == 0) & (np.diff(csr[2][0]) == 0)).any():  # no input, no inhibitor
         return None
     resources = net.resources
     flow: dict[tuple, bool] = {}
