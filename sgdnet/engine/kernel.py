@@ -60,6 +60,13 @@ Design (see DESIGN.md "The engine" and the normative firing semantics of the tea
 - **Statistics**: the marking integral (one update per marking change), sojourns (a slot keeps
   its request time) and, when the histogram arrays have rows, log-linear wait and sojourn
   histograms.
+- **Phases**: the event loop of :func:`run_replication` is A (re-evaluate the dirty
+  transitions: :func:`_degree`, then requests and candidate queues), B (start the first
+  candidate: :func:`_duration`, a slot, :func:`_e_start`) and C (flows, the periodic search's
+  checkpoints, then the batch of completions: :func:`_e_drop`, releases, outputs,
+  :func:`_gate_count`). The phases and the queue operations of the hot path (:func:`_iq_append`,
+  :func:`_q_take`) are helpers that LLVM always inlines into the loop (``_phase``), so the
+  loop's machine code is what it was when they were written out there.
 - **Helpers** are compiled with ``_nrt=False``: array arguments then carry no reference-count
   traffic, which otherwise dominated the event loop. Those that only jitted code calls (``_inner``)
   are compiled without numba's CPython and C wrappers, which a cold compile would otherwise
@@ -229,7 +236,16 @@ _FALSE = np.bool_(False)
 #: unboxing, never used for these; ~1/3 less LLVM work on a cold compile of the kernel). The
 #: helpers also called from Python (``sample``, the instant-queue functions) keep them.
 _inner = njit(cache=True, _nrt=False, error_model="numpy", no_cpython_wrapper=True,
-              no_cfunc_wrapper=True)
+              no_cfunc_wrapper=True, forceinline=False)
+#: The decorator of the event loop's phases and hot queue operations: helpers (``_nrt=False``, at
+#: most 30 arguments, so a call takes no array references) that LLVM always inlines into
+#: :func:`run_replication`, whose machine code is then the one it had with their code written
+#: out there. (numba's own ``inline="always"`` inlines the IR instead, and the NRT-enabled
+#: kernel then took and dropped a reference to every array argument at every inlined call:
+#: 0.36-0.51x the speed on the anchors' nets.) ``forceinline`` passes to callees that do not
+#: set it, so ``_inner`` and the other helpers they call set it to False.
+_phase = njit(cache=True, _nrt=False, error_model="numpy", no_cpython_wrapper=True,
+              no_cfunc_wrapper=True, forceinline=True)
 
 
 HALT_POLL = 4096  # completions between two reads of the halt flag
@@ -382,7 +398,7 @@ def _d_remove(h, base, cap, head, n, t, TD):
 IQ_RING = 32
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@njit(cache=True, _nrt=False, error_model="numpy", forceinline=False)
 def _iq_push(ih, ihs, hd, n, heap, t, TD, TS, TF):
     """Put candidate ``t`` into the instant queue; return ``(n, hd, heap)``."""
     if heap:
@@ -441,7 +457,56 @@ def _iq_push(ih, ihs, hd, n, heap, t, TD, TS, TF):
     return _c_push(ih, _I0, n, t, TD, TS, TF), _I0, True
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@_phase
+def _iq_append(ih, hd, n, heap, t, TD, TS, TF):
+    """Candidate ``t`` (its key set) after the last entry of the instant queue when the queue is
+    an empty ring or a sorted ring whose last key is smaller (the common case: one comparison);
+    return the new size, unchanged when ``t`` must go through :func:`_iq_push` instead. The
+    caller then calls :func:`_iq_push` itself (a call in the kernel, not inlined at every site)
+    and marks ``t`` ``IN_IH``."""
+    cap = ih.size
+    p = hd + n
+    if p >= cap:
+        p -= cap
+    ok = n == 0
+    if not ok and not heap:
+        y = ih[p - 1] if p > 0 else ih[cap - 1]
+        a = TS[t, TS_PCLS]
+        b = TS[y, TS_PCLS]
+        if a != b:
+            ok = a > b
+        elif TF[t, TF_KTIME] != TF[y, TF_KTIME]:
+            ok = TF[t, TF_KTIME] > TF[y, TF_KTIME]
+        else:
+            ok = TS[t, TS_RANK] > TS[y, TS_RANK]
+    if ok:
+        ih[p] = t
+        TD[t, TD_CPOS] = p
+        n += 1
+    return n
+
+
+@_phase
+def _q_take(r, qh, qn, qhd, rq_base, r_disc, TD, TS, TF):
+    """Take the head of resource ``r``'s (non-empty) waiting queue out of it and return it: the
+    front of a fifo resource's sorted ring, the root of a priority resource's heap. Inlined like
+    :func:`_iq_append`."""
+    qb = rq_base[r]
+    if r_disc[r] == DISC_FIFO:
+        qd = qhd[r]
+        u = qh[qb + qd]
+        qd += 1
+        if qd == rq_base[r + 1] - qb:
+            qd = 0
+        qhd[r] = qd
+        qn[r] -= 1
+    else:
+        u = qh[qb]
+        qn[r] = _c_pop(qh, qb, qn[r], TD, TS, TF)
+    return u
+
+
+@njit(cache=True, _nrt=False, error_model="numpy", forceinline=False)
 def _iq_pop(ih, hd, n, heap, TD, TS, TF):
     """Take the first candidate out of the (non-empty) instant queue; return ``(t, n, hd, heap)``."""
     if heap:
@@ -457,7 +522,7 @@ def _iq_pop(ih, hd, n, heap, TD, TS, TF):
     return t, n - 1, hd, heap
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@njit(cache=True, _nrt=False, error_model="numpy", forceinline=False)
 def _iq_remove(ih, hd, n, heap, t, TD, TS, TF):
     """Take candidate ``t`` out of the instant queue (anywhere in it); return ``(n, hd, heap)``."""
     if heap:
@@ -569,18 +634,27 @@ def _e_push(eh, ekt, eks, pos, n, s, t, q):
 
 @_inner
 def _e_pop(eh, ekt, eks, pos, n):
-    """Remove the top (bottom-up: the hole descends along the smaller children, then the last
-    element is placed in it and moved up); return the new size."""
-    n -= 1
-    if n == 0:
+    """Remove the top (:func:`_e_drop`); return the new size."""
+    if n == 1:
         return 0
+    return _e_drop(eh, ekt, eks, pos, n)
+
+
+@_phase
+def _e_drop(eh, ekt, eks, pos, n):
+    """Remove the top of a heap of ``n`` >= 2 keys, bottom-up: the hole descends along the
+    smaller children (chosen branch-free), then the last element is placed in it and moved up;
+    return the new size. Inlined into :func:`_e_pop` and into the kernel's completion batch."""
+    n -= 1
     i = 0
     while True:
         c = 2 * i + 1
         if c >= n:
             break
-        if c + 1 < n and _ekless(ekt[c + 1], eks[c + 1], ekt[c], eks[c]):
-            c += 1
+        if c + 1 < n:
+            ta = ekt[c + 1]
+            tb = ekt[c]
+            c += np.int64((ta < tb) | ((ta == tb) & (eks[c + 1] < eks[c])))
         y = eh[c]
         eh[i] = y
         ekt[i] = ekt[c]
@@ -593,12 +667,11 @@ def _e_pop(eh, ekt, eks, pos, n):
     while i > 0:
         p = (i - 1) >> 1
         pt = ekt[p]
-        pq = eks[p]
-        if _ekless(t, q, pt, pq):
+        if t < pt or (t == pt and q < eks[p]):
             y = eh[p]
             eh[i] = y
             ekt[i] = pt
-            eks[i] = pq
+            eks[i] = eks[p]
             pos[y] = i
             i = p
         else:
@@ -1176,6 +1249,242 @@ def _flows_single(fu_nf, fu_nl, fu_cap, f_CF, f_CL, f_bott, f_pure, f_comp, f_m,
         f_m[fu_root] = fu_m
 
 
+# ------------------------------------------------------------------ phases of run_replication
+# Each is inlined by LLVM into run_replication (``_phase``), so the kernel's machine code keeps
+# no call where these phases were written out; they take the arrays they touch and return the
+# loop scalars they change.
+
+
+@_phase
+def _degree(t, f, d, m, in_place, in_w, inh_ptr, inh_place, inh_thr, watch, TS, mem_gate, gcnt,
+            gmin, g_kind, g_s, grel, g_slow, g_cap):
+    """Enabling: the degree of ``t`` (flags ``f``) with ``d`` > 0 servers free, bounded by its
+    input places (tokens // weight), 0 when an inhibitor place reaches its threshold or ``t``'s
+    gate member may not start (lag: lead over the slowest member > ``s``; dynamic lag: lead >
+    ``s_lower`` without a release, or over the cap). A test stops at the first empty input; a
+    join (``F_JOIN``) starts at the input that blocked it last time (``watch``)."""
+    if f & F_JOIN:
+        # a join is usually re-tested when one of many inputs gets a token while another
+        # is still empty: test the arc that blocked last time first, then scan from it
+        i0 = TS[t, TS_IN0]
+        nin = TS[t, TS_IN1] - i0
+        j = watch[t]
+        for _i in range(nin):
+            k = i0 + j
+            v = m[in_place[k]] // in_w[k]
+            if v < d:
+                d = v
+                if d == 0:
+                    watch[t] = j
+                    break
+            j += 1
+            if j == nin:
+                j = 0
+    elif f & F_W1:
+        for k in range(TS[t, TS_IN0], TS[t, TS_IN1]):
+            v = m[in_place[k]]
+            if v < d:
+                d = v
+                if d == 0:
+                    break
+    else:
+        for k in range(TS[t, TS_IN0], TS[t, TS_IN1]):
+            v = m[in_place[k]] // in_w[k]
+            if v < d:
+                d = v
+                if d == 0:
+                    break
+    if d > 0 and f & F_INH:
+        for k in range(inh_ptr[t], inh_ptr[t + 1]):
+            if m[inh_place[k]] >= inh_thr[k]:
+                d = 0
+                break
+    if d > 0 and f & F_GUARD:
+        gm = TS[t, TS_GUARD]
+        if gm >= 0:
+            g = mem_gate[gm]
+            lead = gcnt[gm] - gmin[g]
+            if g_kind[g] == GATE_LAG:
+                if lead > g_s[g]:
+                    d = 0
+            elif (grel[gm] == 0 and lead > g_slow[g]) or (g_cap[g] >= 0 and lead > g_cap[g]):
+                d = 0
+    return d
+
+
+@_phase
+def _duration(t, f, now, nT, TS, TF, sb, sk, d_code, d_par, d_pool, rng, rs_ptr, rs_mod, modval,
+              mod_kind, mod_par, mk_state, mk_next):
+    """Start: the duration of ``t``'s next firing, draw ``sk[t]`` of its stream (log-normal and
+    exponential draws inlined), times its modulator's value; first the modulators ``t``
+    resamples (``F_RS``) draw their next value, and a Markov modulator catches up with ``now``."""
+    if f & F_RS:
+        for k in range(rs_ptr[t], rs_ptr[t + 1]):
+            mi = rs_mod[k]
+            j = nT + mi
+            modval[mi] = draw(sb[j], sk[j], d_code[j], d_par, j, d_pool, rng)
+            sk[j] += 1
+    code = TS[t, TS_CODE]
+    if code == CODE_DET:
+        dur = TF[t, TF_PAR0]
+    else:  # draw k of t's stream
+        if code == CODE_LOGN:
+            dur = lognormal_draw(sb[t], sk[t], TF[t, TF_PAR0], TF[t, TF_PAR1])
+        elif code == CODE_EXP:
+            dur = exponential_draw(sb[t], sk[t], TF[t, TF_PAR0])
+        else:
+            dur = draw(sb[t], sk[t], code, d_par, t, d_pool, rng)
+        sk[t] += 1
+    mi = TS[t, TS_MOD]
+    if f & F_MOD:
+        if mod_kind[mi] == MOD_MARKOV:
+            while mk_next[mi] <= now:
+                st = 1 - mk_state[mi]
+                mk_state[mi] = st
+                j = nT + mi  # the next draw of the modulator's stream
+                rv = uniform_draw(sb[j], sk[j])
+                sk[j] += 1
+                if st == 1:
+                    modval[mi] = mod_par[mi, 0]
+                    mk_next[mi] += -mod_par[mi, 2] * math.log(1.0 - rv)
+                else:
+                    modval[mi] = 1.0
+                    mk_next[mi] += -mod_par[mi, 1] * math.log(1.0 - rv)
+        dur *= modval[mi]
+    return dur
+
+
+@_phase
+def _e_start(eh, ekt, eks, pos, n, hole, s, tc, qs):
+    """Start: slot ``s`` into the completion heap with key ``(tc, qs)``; return the heap's size.
+    With a ``hole`` (the batch's last completion, applied, left at the root) the new key replaces
+    it and sifts down; else it is pushed and sifts up."""
+    if hole:
+        i = 0
+        while True:
+            c = 2 * i + 1
+            if c >= n:
+                break
+            if c + 1 < n:
+                ta = ekt[c + 1]
+                tb = ekt[c]
+                c += np.int64((ta < tb) | ((ta == tb) & (eks[c + 1] < eks[c])))
+            pt = ekt[c]
+            if pt < tc or (pt == tc and eks[c] < qs):
+                y = eh[c]
+                eh[i] = y
+                ekt[i] = pt
+                eks[i] = eks[c]
+                pos[y] = i
+                i = c
+            else:
+                break
+    else:
+        i = n
+        n += 1
+        while i > 0:
+            p = (i - 1) >> 1
+            pt = ekt[p]
+            if tc < pt or (tc == pt and qs < eks[p]):
+                y = eh[p]
+                eh[i] = y
+                ekt[i] = pt
+                eks[i] = eks[p]
+                pos[y] = i
+                i = p
+            else:
+                break
+    eh[i] = s
+    ekt[i] = tc
+    eks[i] = qs
+    pos[s] = i
+    return n
+
+
+@_phase
+def _gate_count(t, now, cnt_ptr, cnt_mem, mem_gate, g_kind, g_ptr, g_slow, g_rmax, gg_ptr,
+                gg_trans, mg_ptr, mg_trans, gcnt, gmin, grel, galw, glast, gprev, isd, dl, dn,
+                o_glead, o_ghist, o_glog, nglog):
+    """Complete: the gate members ``t`` counts for (``F_CNT``) advance; a new slowest count
+    re-tests the gate's guarded transitions, and each member's own guarded ones are re-tested;
+    the member's lead is histogrammed, and a dynamic-lag member is released (or gets the
+    controller's allowance, logged). Returns the dirty list's length and the log's."""
+    glead_cap = o_glead.shape[1]
+    glog_cap = o_glog.shape[0]
+    for k in range(cnt_ptr[t], cnt_ptr[t + 1]):
+        gm = cnt_mem[k]
+        g = mem_gate[gm]
+        old = gcnt[gm]
+        gcnt[gm] = old + 1
+        gprev[gm] = glast[gm]
+        glast[gm] = now
+        if old == gmin[g]:
+            mn = gcnt[g_ptr[g]]
+            for q in range(g_ptr[g] + 1, g_ptr[g + 1]):
+                if gcnt[q] < mn:
+                    mn = gcnt[q]
+            if mn != gmin[g]:
+                gmin[g] = mn
+                for q in range(gg_ptr[g], gg_ptr[g + 1]):
+                    u = gg_trans[q]
+                    if not isd[u]:
+                        isd[u] = True
+                        dl[dn] = u
+                        dn += 1
+        for q in range(mg_ptr[gm], mg_ptr[gm + 1]):
+            u = mg_trans[q]
+            if not isd[u]:
+                isd[u] = True
+                dl[dn] = u
+                dn += 1
+        # lead of the member at this completion, histogrammed (last bin: that or more)
+        ld = gcnt[gm] - gmin[g]
+        if ld >= glead_cap:
+            ld = glead_cap - 1
+        o_glead[g, ld] += 1
+        if g_kind[g] == GATE_DYNAMIC_LAG:
+            if galw[gm] > 0:
+                galw[gm] -= 1
+                grel[gm] = 1
+            elif gcnt[gm] - gmin[g] <= g_slow[g]:
+                grel[gm] = 1
+            else:
+                mx = gcnt[g_ptr[g]]
+                sl = g_ptr[g]
+                for q in range(g_ptr[g] + 1, g_ptr[g + 1]):
+                    if gcnt[q] > mx:
+                        mx = gcnt[q]
+                    if gcnt[q] < gcnt[sl]:
+                        sl = q
+                if gcnt[gm] == mx:
+                    # the two-sided controller: the fastest's next pushes now + r I_f
+                    # (r = 0..r_max) against the slowest's t_s + k I_s (k = 1..r_max);
+                    # r* = the smallest r with the least gap; r* + 1 releases
+                    i_f = glast[gm] - gprev[gm]
+                    i_s = glast[sl] - gprev[sl]
+                    ts = glast[sl]
+                    best = 0
+                    bestv = np.inf
+                    for rr in range(g_rmax[g] + 1):
+                        tf = now + rr * i_f
+                        v = np.inf
+                        for kk in range(1, g_rmax[g] + 1):
+                            w = abs(tf - (ts + kk * i_s))
+                            if w < v:
+                                v = w
+                        if v < bestv:
+                            bestv = v
+                            best = rr
+                    if nglog < glog_cap:
+                        o_glog[nglog, 0] = g
+                        o_glog[nglog, 1] = best
+                    nglog += 1
+                    o_ghist[g, best] += 1
+                    grel[gm] = 1
+                    galw[gm] = best
+    return dn, nglog
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def run_replication(
     m0, dep_ptr, dep_trans,
@@ -1332,8 +1641,6 @@ def run_replication(
     gprev = np.zeros(nMem, dtype=np.float64)
     gmin = np.zeros(nG, dtype=np.int64)
     nglog = _I0
-    glog_cap = o_glog.shape[0]
-    glead_cap = o_glead.shape[1]
     # modulators
     modval = np.ones(nM, dtype=np.float64)
     mk_state = np.zeros(nM, dtype=np.int64)
@@ -1418,54 +1725,9 @@ def run_replication(
             isd[t] = False
             f = TS[t, TS_FL]
             d = TS[t, TS_SERV] - TD[t, TD_ACT]
-            if d <= 0:
-                pass
-            elif f & F_JOIN:
-                # a join is usually re-tested when one of many inputs gets a token while another
-                # is still empty: test the arc that blocked last time first, then scan from it
-                i0 = TS[t, TS_IN0]
-                nin = TS[t, TS_IN1] - i0
-                j = watch[t]
-                for _i in range(nin):
-                    k = i0 + j
-                    v = m[in_place[k]] // in_w[k]
-                    if v < d:
-                        d = v
-                        if d == 0:
-                            watch[t] = j
-                            break
-                    j += 1
-                    if j == nin:
-                        j = 0
-            elif f & F_W1:
-                for k in range(TS[t, TS_IN0], TS[t, TS_IN1]):
-                    v = m[in_place[k]]
-                    if v < d:
-                        d = v
-                        if d == 0:
-                            break
-            else:
-                for k in range(TS[t, TS_IN0], TS[t, TS_IN1]):
-                    v = m[in_place[k]] // in_w[k]
-                    if v < d:
-                        d = v
-                        if d == 0:
-                            break
-            if d > 0 and f & F_INH:
-                for k in range(inh_ptr[t], inh_ptr[t + 1]):
-                    if m[inh_place[k]] >= inh_thr[k]:
-                        d = 0
-                        break
-            if d > 0 and f & F_GUARD:
-                gm = TS[t, TS_GUARD]
-                if gm >= 0:
-                    g = mem_gate[gm]
-                    lead = gcnt[gm] - gmin[g]
-                    if g_kind[g] == GATE_LAG:
-                        if lead > g_s[g]:
-                            d = 0
-                    elif (grel[gm] == 0 and lead > g_slow[g]) or (g_cap[g] >= 0 and lead > g_cap[g]):
-                        d = 0
+            if d > 0:
+                d = _degree(t, f, d, m, in_place, in_w, inh_ptr, inh_place, inh_thr, watch, TS,
+                            mem_gate, gcnt, gmin, g_kind, g_s, grel, g_slow, g_cap)
             cur = TD[t, TD_DEG]
             if f & F_S1:
                 # one server: at most one request, its time kept in ktime
@@ -1523,28 +1785,10 @@ def run_replication(
                             qn[r] = _c_push(qh, rq_base[r], qn[r], t, TD, TS, TF)
                         TD[t, TD_WHERE] = r
                     else:
-                        # the instant queue's common push, written out at its hot call sites (deliberate
-                        # duplication, for speed): after the last entry, else _iq_push
-                        iq_p = ih_hd + ih_n
-                        if iq_p >= ih_cap:
-                            iq_p -= ih_cap
-                        iq_ok = ih_n == 0
-                        if not iq_ok and not ih_heap:
-                            iq_y = ih[iq_p - 1] if iq_p > 0 else ih[ih_cap - 1]
-                            iq_a = TS[t, TS_PCLS]
-                            iq_b = TS[iq_y, TS_PCLS]
-                            if iq_a != iq_b:
-                                iq_ok = iq_a > iq_b
-                            elif TF[t, TF_KTIME] != TF[iq_y, TF_KTIME]:
-                                iq_ok = TF[t, TF_KTIME] > TF[iq_y, TF_KTIME]
-                            else:
-                                iq_ok = TS[t, TS_RANK] > TS[iq_y, TS_RANK]
-                        if iq_ok:
-                            ih[iq_p] = t
-                            TD[t, TD_CPOS] = iq_p
-                            ih_n += 1
-                        else:
-                            ih_n, ih_hd, ih_heap = _iq_push(ih, ihs, ih_hd, ih_n, ih_heap, t, TD, TS, TF)
+                        iq_n = _iq_append(ih, ih_hd, ih_n, ih_heap, t, TD, TS, TF)
+                        if iq_n == ih_n:
+                            iq_n, ih_hd, ih_heap = _iq_push(ih, ihs, ih_hd, ih_n, ih_heap, t, TD, TS, TF)
+                        ih_n = iq_n
                         TD[t, TD_WHERE] = IN_IH
             elif TD[t, TD_WHERE] != NONE:
                 wt = TD[t, TD_WHERE]
@@ -1554,43 +1798,14 @@ def run_replication(
                     src = TD[t, TD_FROM]
                     if src >= 0:
                         TD[t, TD_FROM] = NONE
-                        # the promotion of src's queue head: written out here, at the end of B
-                        # and in C's releases (deliberate duplication, for speed: no helper call
-                        # on the hot path of every FIFO hand-over)
+                        # the promotion of src's queue head (here, at the end of B and in C's
+                        # releases: inlined helpers, no call on the hot path of a FIFO hand-over)
                         if used[src] < r_cap[src] and qn[src] > 0:
-                            qb = rq_base[src]
-                            if r_disc[src] == DISC_FIFO:
-                                qd = qhd[src]
-                                u = qh[qb + qd]
-                                qd += 1
-                                if qd == rq_base[src + 1] - qb:
-                                    qd = 0
-                                qhd[src] = qd
-                                qn[src] -= 1
-                            else:
-                                u = qh[qb]
-                                qn[src] = _c_pop(qh, qb, qn[src], TD, TS, TF)
-                            # the instant queue's common push (written out, see A)
-                            iq_p = ih_hd + ih_n
-                            if iq_p >= ih_cap:
-                                iq_p -= ih_cap
-                            iq_ok = ih_n == 0
-                            if not iq_ok and not ih_heap:
-                                iq_y = ih[iq_p - 1] if iq_p > 0 else ih[ih_cap - 1]
-                                iq_a = TS[u, TS_PCLS]
-                                iq_b = TS[iq_y, TS_PCLS]
-                                if iq_a != iq_b:
-                                    iq_ok = iq_a > iq_b
-                                elif TF[u, TF_KTIME] != TF[iq_y, TF_KTIME]:
-                                    iq_ok = TF[u, TF_KTIME] > TF[iq_y, TF_KTIME]
-                                else:
-                                    iq_ok = TS[u, TS_RANK] > TS[iq_y, TS_RANK]
-                            if iq_ok:
-                                ih[iq_p] = u
-                                TD[u, TD_CPOS] = iq_p
-                                ih_n += 1
-                            else:
-                                ih_n, ih_hd, ih_heap = _iq_push(ih, ihs, ih_hd, ih_n, ih_heap, u, TD, TS, TF)
+                            u = _q_take(src, qh, qn, qhd, rq_base, r_disc, TD, TS, TF)
+                            iq_n = _iq_append(ih, ih_hd, ih_n, ih_heap, u, TD, TS, TF)
+                            if iq_n == ih_n:
+                                iq_n, ih_hd, ih_heap = _iq_push(ih, ihs, ih_hd, ih_n, ih_heap, u, TD, TS, TF)
+                            ih_n = iq_n
                             TD[u, TD_WHERE] = IN_IH
                             TD[u, TD_FROM] = src
                 else:
@@ -1686,27 +1901,10 @@ def run_replication(
                     # degree and requests dropped by exactly one: t stays a candidate
                     # (never for one server: its degree is 0 while it runs)
                     TF[t, TF_KTIME] = rq_pool[TD[t, TD_RQOFF] + TD[t, TD_RQHEAD]]
-                    # the instant queue's common push (written out, see A)
-                    iq_p = ih_hd + ih_n
-                    if iq_p >= ih_cap:
-                        iq_p -= ih_cap
-                    iq_ok = ih_n == 0
-                    if not iq_ok and not ih_heap:
-                        iq_y = ih[iq_p - 1] if iq_p > 0 else ih[ih_cap - 1]
-                        iq_a = TS[t, TS_PCLS]
-                        iq_b = TS[iq_y, TS_PCLS]
-                        if iq_a != iq_b:
-                            iq_ok = iq_a > iq_b
-                        elif TF[t, TF_KTIME] != TF[iq_y, TF_KTIME]:
-                            iq_ok = TF[t, TF_KTIME] > TF[iq_y, TF_KTIME]
-                        else:
-                            iq_ok = TS[t, TS_RANK] > TS[iq_y, TS_RANK]
-                    if iq_ok:
-                        ih[iq_p] = t
-                        TD[t, TD_CPOS] = iq_p
-                        ih_n += 1
-                    else:
-                        ih_n, ih_hd, ih_heap = _iq_push(ih, ihs, ih_hd, ih_n, ih_heap, t, TD, TS, TF)
+                    iq_n = _iq_append(ih, ih_hd, ih_n, ih_heap, t, TD, TS, TF)
+                    if iq_n == ih_n:
+                        iq_n, ih_hd, ih_heap = _iq_push(ih, ihs, ih_hd, ih_n, ih_heap, t, TD, TS, TF)
+                    ih_n = iq_n
                     TD[t, TD_WHERE] = IN_IH
                 if f & F_QRES:
                     for k in range(TS[t, TS_Q0], TS[t, TS_Q1]):
@@ -1727,39 +1925,8 @@ def run_replication(
                                 isd[u] = True
                                 dl[dn] = u
                                 dn += 1
-                if f & F_RS:
-                    for k in range(rs_ptr[t], rs_ptr[t + 1]):
-                        mi = rs_mod[k]
-                        j = nT + mi
-                        modval[mi] = draw(sb[j], sk[j], d_code[j], d_par, j, d_pool, rng)
-                        sk[j] += 1
-                code = TS[t, TS_CODE]
-                if code == CODE_DET:
-                    dur = TF[t, TF_PAR0]
-                else:  # draw k of t's stream (log-normal and exponential inlined)
-                    if code == CODE_LOGN:
-                        dur = lognormal_draw(sb[t], sk[t], TF[t, TF_PAR0], TF[t, TF_PAR1])
-                    elif code == CODE_EXP:
-                        dur = exponential_draw(sb[t], sk[t], TF[t, TF_PAR0])
-                    else:
-                        dur = draw(sb[t], sk[t], code, d_par, t, d_pool, rng)
-                    sk[t] += 1
-                mi = TS[t, TS_MOD]
-                if f & F_MOD:
-                    if mod_kind[mi] == MOD_MARKOV:
-                        while mk_next[mi] <= now:
-                            st = 1 - mk_state[mi]
-                            mk_state[mi] = st
-                            j = nT + mi  # the next draw of the modulator's stream
-                            rv = uniform_draw(sb[j], sk[j])
-                            sk[j] += 1
-                            if st == 1:
-                                modval[mi] = mod_par[mi, 0]
-                                mk_next[mi] += -mod_par[mi, 2] * math.log(1.0 - rv)
-                            else:
-                                modval[mi] = 1.0
-                                mk_next[mi] += -mod_par[mi, 1] * math.log(1.0 - rv)
-                    dur *= modval[mi]
+                dur = _duration(t, f, now, nT, TS, TF, sb, sk, d_code, d_par, d_pool, rng, rs_ptr,
+                                rs_mod, modval, mod_kind, mod_par, mk_state, mk_next)
                 # a firing slot
                 if f & F_S1:
                     s = t
@@ -1778,48 +1945,8 @@ def run_replication(
                 if not f & F_PS:
                     tc = now + dur
                     s_ctime[s] = tc
-                    qs = s_seq[s]
-                    if hole:
-                        # replace the applied completion at the root: sift the new key down
-                        hole = False
-                        i = 0
-                        while True:
-                            c = 2 * i + 1
-                            if c >= eh_n:
-                                break
-                            if c + 1 < eh_n:
-                                ta = ekt[c + 1]
-                                tb = ekt[c]
-                                c += np.int64((ta < tb) | ((ta == tb) & (eks[c + 1] < eks[c])))
-                            pt = ekt[c]
-                            if pt < tc or (pt == tc and eks[c] < qs):
-                                y2 = eh[c]
-                                eh[i] = y2
-                                ekt[i] = pt
-                                eks[i] = eks[c]
-                                eh_pos[y2] = i
-                                i = c
-                            else:
-                                break
-                    else:
-                        i = eh_n
-                        eh_n += 1
-                        while i > 0:
-                            pp = (i - 1) >> 1
-                            pt = ekt[pp]
-                            if tc < pt or (tc == pt and qs < eks[pp]):
-                                y2 = eh[pp]
-                                eh[i] = y2
-                                ekt[i] = pt
-                                eks[i] = eks[pp]
-                                eh_pos[y2] = i
-                                i = pp
-                            else:
-                                break
-                    eh[i] = s
-                    ekt[i] = tc
-                    eks[i] = qs
-                    eh_pos[s] = i
+                    eh_n = _e_start(eh, ekt, eks, eh_pos, eh_n, hole, s, tc, s_seq[s])
+                    hole = False
                 else:
                     j = 0
                     for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
@@ -1881,40 +2008,11 @@ def run_replication(
                                     s_ctime, s_seq, eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap)
                             ev_limit -= ps_n[r_ps[psres_idx[k]]] // WORK_PER_EVENT
             if src >= 0 and qn[src] > 0 and used[src] < r_cap[src]:
-                # the promotion of src's queue head (written out, see A)
-                qb = rq_base[src]
-                if r_disc[src] == DISC_FIFO:
-                    qd = qhd[src]
-                    u = qh[qb + qd]
-                    qd += 1
-                    if qd == rq_base[src + 1] - qb:
-                        qd = 0
-                    qhd[src] = qd
-                    qn[src] -= 1
-                else:
-                    u = qh[qb]
-                    qn[src] = _c_pop(qh, qb, qn[src], TD, TS, TF)
-                # the instant queue's common push (written out, see A)
-                iq_p = ih_hd + ih_n
-                if iq_p >= ih_cap:
-                    iq_p -= ih_cap
-                iq_ok = ih_n == 0
-                if not iq_ok and not ih_heap:
-                    iq_y = ih[iq_p - 1] if iq_p > 0 else ih[ih_cap - 1]
-                    iq_a = TS[u, TS_PCLS]
-                    iq_b = TS[iq_y, TS_PCLS]
-                    if iq_a != iq_b:
-                        iq_ok = iq_a > iq_b
-                    elif TF[u, TF_KTIME] != TF[iq_y, TF_KTIME]:
-                        iq_ok = TF[u, TF_KTIME] > TF[iq_y, TF_KTIME]
-                    else:
-                        iq_ok = TS[u, TS_RANK] > TS[iq_y, TS_RANK]
-                if iq_ok:
-                    ih[iq_p] = u
-                    TD[u, TD_CPOS] = iq_p
-                    ih_n += 1
-                else:
-                    ih_n, ih_hd, ih_heap = _iq_push(ih, ihs, ih_hd, ih_n, ih_heap, u, TD, TS, TF)
+                u = _q_take(src, qh, qn, qhd, rq_base, r_disc, TD, TS, TF)  # its queue's head
+                iq_n = _iq_append(ih, ih_hd, ih_n, ih_heap, u, TD, TS, TF)
+                if iq_n == ih_n:
+                    iq_n, ih_hd, ih_heap = _iq_push(ih, ihs, ih_hd, ih_n, ih_heap, u, TD, TS, TF)
+                ih_n = iq_n
                 TD[u, TD_WHERE] = IN_IH
                 TD[u, TD_FROM] = src
             continue
@@ -2137,44 +2235,7 @@ def run_replication(
                 # instead of a pop and a push
                 hole = True
             else:
-                eh_n -= 1
-                # bottom-up: the hole descends along the smaller children, then the last
-                # element is put in it and moved up
-                i = 0
-                while True:
-                    c = 2 * i + 1
-                    if c >= eh_n:
-                        break
-                    if c + 1 < eh_n:
-                        ta = ekt[c + 1]
-                        tb = ekt[c]
-                        # branch-free choice of the smaller child
-                        c += np.int64((ta < tb) | ((ta == tb) & (eks[c + 1] < eks[c])))
-                    y2 = eh[c]
-                    eh[i] = y2
-                    ekt[i] = ekt[c]
-                    eks[i] = eks[c]
-                    eh_pos[y2] = i
-                    i = c
-                s2 = eh[eh_n]
-                tc = ekt[eh_n]
-                qs = eks[eh_n]
-                while i > 0:
-                    pp = (i - 1) >> 1
-                    pt = ekt[pp]
-                    if tc < pt or (tc == pt and qs < eks[pp]):
-                        y2 = eh[pp]
-                        eh[i] = y2
-                        ekt[i] = pt
-                        eks[i] = eks[pp]
-                        eh_pos[y2] = i
-                        i = pp
-                    else:
-                        break
-                eh[i] = s2
-                ekt[i] = tc
-                eks[i] = qs
-                eh_pos[s2] = i
+                eh_n = _e_drop(eh, ekt, eks, eh_pos, eh_n)
             events += 1
             if events > ev_limit:
                 # one comparison per completion serves both the budget and the halt poll
@@ -2219,40 +2280,11 @@ def run_replication(
                         _hadd(o_hs, r, now - s_req[s], hb_f, hb_i)
                 used[r] -= 1
                 if qn[r] > 0 and used[r] < r_cap[r]:
-                    # the promotion of r's queue head (written out, see A)
-                    qb = rq_base[r]
-                    if r_disc[r] == DISC_FIFO:
-                        qd = qhd[r]
-                        u = qh[qb + qd]
-                        qd += 1
-                        if qd == rq_base[r + 1] - qb:
-                            qd = 0
-                        qhd[r] = qd
-                        qn[r] -= 1
-                    else:
-                        u = qh[qb]
-                        qn[r] = _c_pop(qh, qb, qn[r], TD, TS, TF)
-                    # the instant queue's common push (written out, see A)
-                    iq_p = ih_hd + ih_n
-                    if iq_p >= ih_cap:
-                        iq_p -= ih_cap
-                    iq_ok = ih_n == 0
-                    if not iq_ok and not ih_heap:
-                        iq_y = ih[iq_p - 1] if iq_p > 0 else ih[ih_cap - 1]
-                        iq_a = TS[u, TS_PCLS]
-                        iq_b = TS[iq_y, TS_PCLS]
-                        if iq_a != iq_b:
-                            iq_ok = iq_a > iq_b
-                        elif TF[u, TF_KTIME] != TF[iq_y, TF_KTIME]:
-                            iq_ok = TF[u, TF_KTIME] > TF[iq_y, TF_KTIME]
-                        else:
-                            iq_ok = TS[u, TS_RANK] > TS[iq_y, TS_RANK]
-                    if iq_ok:
-                        ih[iq_p] = u
-                        TD[u, TD_CPOS] = iq_p
-                        ih_n += 1
-                    else:
-                        ih_n, ih_hd, ih_heap = _iq_push(ih, ihs, ih_hd, ih_n, ih_heap, u, TD, TS, TF)
+                    u = _q_take(r, qh, qn, qhd, rq_base, r_disc, TD, TS, TF)  # its queue's head
+                    iq_n = _iq_append(ih, ih_hd, ih_n, ih_heap, u, TD, TS, TF)
+                    if iq_n == ih_n:
+                        iq_n, ih_hd, ih_heap = _iq_push(ih, ihs, ih_hd, ih_n, ih_heap, u, TD, TS, TF)
+                    ih_n = iq_n
                     TD[u, TD_WHERE] = IN_IH
                     TD[u, TD_FROM] = r
             if counting and f & F_PS:
@@ -2335,78 +2367,11 @@ def run_replication(
             if s >= nT:
                 s_next[s] = free_head
                 free_head = s
-            # gate counters
-            for k in range(cnt_ptr[t], cnt_ptr[t + 1] if f & F_CNT else 0):
-                gm = cnt_mem[k]
-                g = mem_gate[gm]
-                old = gcnt[gm]
-                gcnt[gm] = old + 1
-                gprev[gm] = glast[gm]
-                glast[gm] = now
-                if old == gmin[g]:
-                    mn = gcnt[g_ptr[g]]
-                    for q in range(g_ptr[g] + 1, g_ptr[g + 1]):
-                        if gcnt[q] < mn:
-                            mn = gcnt[q]
-                    if mn != gmin[g]:
-                        gmin[g] = mn
-                        for q in range(gg_ptr[g], gg_ptr[g + 1]):
-                            u = gg_trans[q]
-                            if not isd[u]:
-                                isd[u] = True
-                                dl[dn] = u
-                                dn += 1
-                for q in range(mg_ptr[gm], mg_ptr[gm + 1]):
-                    u = mg_trans[q]
-                    if not isd[u]:
-                        isd[u] = True
-                        dl[dn] = u
-                        dn += 1
-                # lead of the member at this completion, histogrammed (last bin: that or more)
-                ld = gcnt[gm] - gmin[g]
-                if ld >= glead_cap:
-                    ld = glead_cap - 1
-                o_glead[g, ld] += 1
-                if g_kind[g] == GATE_DYNAMIC_LAG:
-                    if galw[gm] > 0:
-                        galw[gm] -= 1
-                        grel[gm] = 1
-                    elif gcnt[gm] - gmin[g] <= g_slow[g]:
-                        grel[gm] = 1
-                    else:
-                        mx = gcnt[g_ptr[g]]
-                        sl = g_ptr[g]
-                        for q in range(g_ptr[g] + 1, g_ptr[g + 1]):
-                            if gcnt[q] > mx:
-                                mx = gcnt[q]
-                            if gcnt[q] < gcnt[sl]:
-                                sl = q
-                        if gcnt[gm] == mx:
-                            # the two-sided controller: the fastest's next pushes now + r I_f
-                            # (r = 0..r_max) against the slowest's t_s + k I_s (k = 1..r_max);
-                            # r* = the smallest r with the least gap; r* + 1 releases
-                            i_f = glast[gm] - gprev[gm]
-                            i_s = glast[sl] - gprev[sl]
-                            ts = glast[sl]
-                            best = 0
-                            bestv = np.inf
-                            for rr in range(g_rmax[g] + 1):
-                                tf = now + rr * i_f
-                                v = np.inf
-                                for kk in range(1, g_rmax[g] + 1):
-                                    w = abs(tf - (ts + kk * i_s))
-                                    if w < v:
-                                        v = w
-                                if v < bestv:
-                                    bestv = v
-                                    best = rr
-                            if nglog < glog_cap:
-                                o_glog[nglog, 0] = g
-                                o_glog[nglog, 1] = best
-                            nglog += 1
-                            o_ghist[g, best] += 1
-                            grel[gm] = 1
-                            galw[gm] = best
+            if f & F_CNT:  # gate counters
+                dn, nglog = _gate_count(t, now, cnt_ptr, cnt_mem, mem_gate, g_kind, g_ptr, g_slow,
+                                        g_rmax, gg_ptr, gg_trans, mg_ptr, mg_trans, gcnt, gmin, grel,
+                                        galw, glast, gprev, isd, dl, dn, o_glead, o_ghist, o_glog,
+                                        nglog)
             if f & F_STEP:
                 nsteps += 1
                 if counting:

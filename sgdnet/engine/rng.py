@@ -61,7 +61,7 @@ _INV53 = 1.0 / 9007199254740992.0
 
 #: helpers only jitted code calls: no CPython/C wrappers (see the kernel's ``_inner``)
 _inner = njit(cache=True, _nrt=False, error_model="numpy", no_cpython_wrapper=True,
-              no_cfunc_wrapper=True)
+              no_cfunc_wrapper=True, forceinline=False)  # not inherited (sgdnet.engine.kernel)
 _inline = njit(cache=True, _nrt=False, error_model="numpy", inline="always")
 
 
@@ -74,7 +74,7 @@ def _mix(z):
     return z ^ (z >> _U(31))
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, forceinline=False)
 def replication_bases(seed, sid, out):
     """``out[i] = mix(key ^ sid[i])`` with the replication's ``key = mix(seed + GOLDEN)``: the
     base of each stream (the kernel calls it; :func:`stream_bases` from Python)."""
@@ -268,7 +268,7 @@ def sample_base(s, code, a, b, pool):
     return a
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@njit(cache=True, _nrt=False, error_model="numpy", forceinline=False)
 def sample(s, code, par, row, pool):
     """One draw of distribution ``code`` with parameters ``par[row]`` (see :func:`sgdnet.dists.flatten`)
     from the state ``s`` (uint64[1]); a straggler mixture draws its base first, then its coin."""
@@ -315,7 +315,7 @@ def exponential_draw(base, k, mean):
     return -mean * math.log(1.0 - u)
 
 
-@njit(cache=True, _nrt=False, error_model="numpy")
+@njit(cache=True, _nrt=False, error_model="numpy", forceinline=False)
 def draw(base, k, code, par, row, pool, s):
     """Draw ``k`` of the stream of base ``base`` from law ``par[row]`` (``s``: a uint64[1] scratch).
 
