@@ -61,10 +61,10 @@ Design (see DESIGN.md "The engine" and the normative firing semantics of the tea
   its request time) and, when the histogram arrays have rows, log-linear wait and sojourn
   histograms.
 - **Phases**: the event loop of :func:`run_replication` is A (re-evaluate the dirty
-  transitions: :func:`_degree`, then requests and candidate queues), B (start the first
-  candidate: :func:`_duration`, a slot, :func:`_e_start`) and C (flows, the periodic search's
-  checkpoints, then the batch of completions: :func:`_e_drop`, releases, outputs,
-  :func:`_gate_count`). The phases and the queue operations of the hot path (:func:`_iq_append`,
+  transitions: :func:`_degree`, :func:`_requests`, then the candidate queues), B (start the
+  first candidate: :func:`_duration`, a slot, :func:`_e_start` or :func:`_ps_hold`) and C
+  (flows, the periodic search's checkpoints, then the batch of completions: :func:`_e_drop`,
+  releases, :func:`_ps_release`, outputs, :func:`_gate_count`, :func:`_count_start`). The phases and the queue operations of the hot path (:func:`_iq_append`,
   :func:`_q_take`) are helpers that LLVM always inlines into the loop (``_phase``), so the
   loop's machine code is what it was when they were written out there.
 - **Helpers** are compiled with ``_nrt=False``: array arguments then carry no reference-count
@@ -1402,6 +1402,134 @@ def _e_start(eh, ekt, eks, pos, n, hole, s, tc, qs):
 
 
 @_phase
+def _requests(t, d, cur, now, TD, rq_pool, used):
+    """Enabling: ``t``'s degree rose from ``cur`` to ``d`` (more than one server): ``d - cur``
+    requests made ``now`` join its ring of request times, which moves to a larger place of
+    ``rq_pool`` (twice the room, or ``d``) when full. Returns the pool's used length, -1 when the
+    pool has no room (the kernel stops with ``ST_GROW``)."""
+    cap = TD[t, TD_RQCAP]
+    if d > cap:
+        newcap = 2 * cap
+        if newcap < d:
+            newcap = d
+        if used + newcap > rq_pool.size:
+            return -1
+        off = TD[t, TD_RQOFF]
+        h = TD[t, TD_RQHEAD]
+        for i in range(cur):
+            j = h + i
+            if j >= cap:
+                j -= cap
+            rq_pool[used + i] = rq_pool[off + j]
+        TD[t, TD_RQOFF] = used
+        TD[t, TD_RQHEAD] = 0
+        TD[t, TD_RQCAP] = newcap
+        used += newcap
+        cap = newcap
+    off = TD[t, TD_RQOFF]
+    j = TD[t, TD_RQHEAD] + cur
+    if j >= cap:
+        j -= cap
+    for _i in range(d - cur):
+        rq_pool[off + j] = now
+        j += 1
+        if j == cap:
+            j = 0
+    return used
+
+
+@_phase
+def _ps_hold(t, f, s, now, rt, counting, hist, TS, psres_idx, r_ps, used, r_cap, o_busy, blast,
+             o_wsum, o_wn, o_hw, hb_f, hb_i, ps_h, ps_n, s_php):
+    """Start: firing slot ``s`` of ``t`` (requested at ``rt``) becomes a holder of each of its
+    shared resources (ps, links); while counting, a ps resource's busy time is brought up to
+    ``now`` first and the wait is recorded. False when a resource has no room for one more holder
+    (the kernel stops with ``ST_GROW``)."""
+    hcap = ps_h.shape[1]
+    j = 0
+    for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
+        r = psres_idx[k]
+        rp = r_ps[r]
+        if counting:
+            if not f & F_FLOW:
+                b = used[r]
+                if b > r_cap[r]:
+                    b = r_cap[r]
+                o_busy[r] += b * (now - blast[r])
+                blast[r] = now
+            o_wsum[r] += now - rt
+            o_wn[r] += 1
+            if hist:
+                _hadd(o_hw, r, now - rt, hb_f, hb_i)
+        used[r] += 1
+        if ps_n[rp] == hcap:
+            return False
+        ps_h[rp, ps_n[rp]] = s
+        s_php[s, j] = ps_n[rp]
+        ps_n[rp] += 1
+        j += 1
+    return True
+
+
+@_phase
+def _ps_release(t, f, s, now, counting, TS, psres_ptr, psres_idx, r_ps, used, r_cap, o_busy,
+                blast, ps_h, ps_n, s_php, s_trans, touched, tl, nt):
+    """Complete: firing slot ``s`` of ``t`` leaves the holders of its shared resources (swapped
+    with the last holder; while counting, a ps resource's busy time is brought up to ``now``
+    first); each resource goes on the list ``tl`` of resources whose holders are re-rated after
+    the batch (once). Returns that list's length."""
+    j = 0
+    for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
+        r = psres_idx[k]
+        rp = r_ps[r]
+        if counting and not f & F_FLOW:
+            b = used[r]
+            if b > r_cap[r]:
+                b = r_cap[r]
+            o_busy[r] += b * (now - blast[r])
+            blast[r] = now
+        used[r] -= 1
+        # remove slot s from r's holders (swap with the last)
+        i = s_php[s, j]
+        last = ps_n[rp] - 1
+        if i != last:
+            s2 = ps_h[rp, last]
+            ps_h[rp, i] = s2
+            t2 = s_trans[s2]
+            jj = 0
+            for k2 in range(psres_ptr[t2], psres_ptr[t2 + 1]):
+                if psres_idx[k2] == r:
+                    s_php[s2, jj] = i
+                    break
+                jj += 1
+        ps_n[rp] = last
+        if not touched[r]:
+            touched[r] = True
+            tl[nt] = r
+            nt += 1
+        j += 1
+    return nt
+
+
+@_inner
+def _count_start(now, o_ptok, blast, r_disc, r_ps, ps_h, ps_n, s_w0, s_grp, s_vf, g_V, g_rate,
+                 g_tau, s_rem, s_rate, s_last):
+    """Counting starts ``now`` (the warm-up's last step): the marking integrals start from zero,
+    the resources' busy clocks from ``now``, and each flow in progress counts only the bytes it
+    has left (``s_w0``) in its links' busy time. Once per replication: a call."""
+    for p in range(o_ptok.size):
+        o_ptok[p] = 0.0
+    for r in range(blast.size):
+        blast[r] = now
+        if r_disc[r] == DISC_FLOW:
+            rp = r_ps[r]
+            for j in range(ps_n[rp]):
+                s2 = ps_h[rp, j]
+                s_w0[s2] = _flow_rem(s2, now, s_grp, s_vf, g_V, g_rate, g_tau, s_rem, s_rate,
+                                     s_last)
+
+
+@_phase
 def _gate_count(t, now, cnt_ptr, cnt_mem, mem_gate, g_kind, g_ptr, g_slow, g_rmax, gg_ptr,
                 gg_trans, mg_ptr, mg_trans, gcnt, gmin, grel, galw, glast, gprev, isd, dl, dn,
                 o_glead, o_ghist, o_glog, nglog):
@@ -1734,36 +1862,11 @@ def run_replication(
                 if d > cur:
                     TF[t, TF_KTIME] = now
             elif d > cur:
-                cap = TD[t, TD_RQCAP]
-                if d > cap:
-                    newcap = 2 * cap
-                    if newcap < d:
-                        newcap = d
-                    if rq_used + newcap > rq_pool.size:
-                        status = ST_GROW
-                        grow = GROW_REQUESTS
-                        break
-                    off = TD[t, TD_RQOFF]
-                    h = TD[t, TD_RQHEAD]
-                    for i in range(cur):
-                        j = h + i
-                        if j >= cap:
-                            j -= cap
-                        rq_pool[rq_used + i] = rq_pool[off + j]
-                    TD[t, TD_RQOFF] = rq_used
-                    TD[t, TD_RQHEAD] = 0
-                    TD[t, TD_RQCAP] = newcap
-                    rq_used += newcap
-                    cap = newcap
-                off = TD[t, TD_RQOFF]
-                j = TD[t, TD_RQHEAD] + cur
-                if j >= cap:
-                    j -= cap
-                for _i in range(d - cur):
-                    rq_pool[off + j] = now
-                    j += 1
-                    if j == cap:
-                        j = 0
+                rq_used = _requests(t, d, cur, now, TD, rq_pool, rq_used)
+                if rq_used < 0:
+                    status = ST_GROW
+                    grow = GROW_REQUESTS
+                    break
             TD[t, TD_DEG] = d
             if d > 0:
                 if TD[t, TD_WHERE] == NONE:
@@ -1948,31 +2051,10 @@ def run_replication(
                     eh_n = _e_start(eh, ekt, eks, eh_pos, eh_n, hole, s, tc, s_seq[s])
                     hole = False
                 else:
-                    j = 0
-                    for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
-                        r = psres_idx[k]
-                        rp = r_ps[r]
-                        if counting:
-                            if not f & F_FLOW:
-                                b = used[r]
-                                if b > r_cap[r]:
-                                    b = r_cap[r]
-                                o_busy[r] += b * (now - blast[r])
-                                blast[r] = now
-                            o_wsum[r] += now - rt
-                            o_wn[r] += 1
-                            if hist:
-                                _hadd(o_hw, r, now - rt, hb_f, hb_i)
-                        used[r] += 1
-                        if ps_n[rp] == hcap:
-                            status = ST_GROW
-                            grow = GROW_HOLDERS
-                            break
-                        ps_h[rp, ps_n[rp]] = s
-                        s_php[s, j] = ps_n[rp]
-                        ps_n[rp] += 1
-                        j += 1
-                    if status == ST_GROW:
+                    if not _ps_hold(t, f, s, now, rt, counting, hist, TS, psres_idx, r_ps, used, r_cap,
+                                    o_busy, blast, o_wsum, o_wn, o_hw, hb_f, hb_i, ps_h, ps_n, s_php):
+                        status = ST_GROW
+                        grow = GROW_HOLDERS
                         break
                     if f & F_FLOW:
                         # a new flow: it gets its rate (and its neighbours' new rates) from the
@@ -2319,36 +2401,10 @@ def run_replication(
                         g_head[g] = h
                 s_grp[s] = -1
                 s_inh[s] = False
-            j = 0
-            for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
-                r = psres_idx[k]
-                rp = r_ps[r]
-                if counting and not f & F_FLOW:
-                    b = used[r]
-                    if b > r_cap[r]:
-                        b = r_cap[r]
-                    o_busy[r] += b * (now - blast[r])
-                    blast[r] = now
-                used[r] -= 1
-                # remove slot s from r's holders (swap with the last)
-                i = s_php[s, j]
-                last = ps_n[rp] - 1
-                if i != last:
-                    s2 = ps_h[rp, last]
-                    ps_h[rp, i] = s2
-                    t2 = s_trans[s2]
-                    jj = 0
-                    for k2 in range(psres_ptr[t2], psres_ptr[t2 + 1]):
-                        if psres_idx[k2] == r:
-                            s_php[s2, jj] = i
-                            break
-                        jj += 1
-                ps_n[rp] = last
-                if not touched[r]:
-                    touched[r] = True
-                    tl[nt_touched] = r
-                    nt_touched += 1
-                j += 1
+            if f & F_PS:
+                nt_touched = _ps_release(t, f, s, now, counting, TS, psres_ptr, psres_idx, r_ps, used,
+                                         r_cap, o_busy, blast, ps_h, ps_n, s_php, s_trans, touched, tl,
+                                         nt_touched)
             for k in range(TS[t, TS_OUT0], TS[t, TS_OUT1]):
                 p = out_place[k]
                 o_ptok[p] += out_w[k] * (now - t0)
@@ -2385,16 +2441,8 @@ def run_replication(
                     if period > 0:  # the search starts over at the next checkpoint site
                         pf_i[PF_STATE] = PZ_RESTART
                         pf_i[PF_NEXT] = nsteps
-                    for p in range(nP):
-                        o_ptok[p] = 0.0
-                    for r in range(nR):
-                        blast[r] = now
-                        if r_disc[r] == DISC_FLOW:
-                            rp = r_ps[r]
-                            for j in range(ps_n[rp]):
-                                s2 = ps_h[rp, j]
-                                s_w0[s2] = _flow_rem(s2, now, s_grp, s_vf, g_V, g_rate, g_tau, s_rem,
-                                                     s_rate, s_last)
+                    _count_start(now, o_ptok, blast, r_disc, r_ps, ps_h, ps_n, s_w0, s_grp, s_vf, g_V,
+                                 g_rate, g_tau, s_rem, s_rate, s_last)
                 if nsteps == target_steps:
                     t1 = now
                     stop = True
