@@ -63,7 +63,8 @@ Design (see DESIGN.md "The engine" and the normative firing semantics of the tea
 - **Phases**: the event loop of :func:`run_replication` is A (re-evaluate the dirty
   transitions: :func:`_degree`, :func:`_requests`, then the candidate queues), B (start the
   first candidate: :func:`_duration`, a slot, :func:`_e_start` or :func:`_ps_hold`) and C
-  (flows, the periodic search's checkpoints, then the batch of completions: :func:`_e_drop`,
+  (flows: :func:`_flows_star`, :func:`_flows_star_move` or the full allocation, then
+  :func:`_flows_heads`; the periodic search's checkpoints; the batch of completions: :func:`_e_drop`,
   releases, :func:`_ps_release`, outputs, :func:`_gate_count`, :func:`_count_start`). The phases and the queue operations of the hot path (:func:`_iq_append`,
   :func:`_q_take`) are helpers that LLVM always inlines into the loop (``_phase``), so the
   loop's machine code is what it was when they were written out there.
@@ -230,7 +231,7 @@ _I0, _I1, _IM1 = (np.int64(k) for k in (0, 1, -1))
 # and a bool argument as a bool value: a variable first set from a literal False is typed
 # Literal[bool](False) until type inference unifies it, and a helper it is passed to is compiled
 # for both types
-_FALSE = np.bool_(False)
+_FALSE, _TRUE = np.bool_(False), np.bool_(True)
 #: The decorator of the helpers only jitted code calls: without the CPython and C wrappers numba
 #: otherwise generates, optimises and emits for every compiled function (Python-side argument
 #: unboxing, never used for these; ~1/3 less LLVM work on a cold compile of the kernel). The
@@ -1530,6 +1531,145 @@ def _count_start(now, o_ptok, blast, r_disc, r_ps, ps_h, ps_n, s_w0, s_grp, s_vf
 
 
 @_phase
+def _flows_star(nfn, nsd, f_new, f_seeds, s_trans, psres_ptr, psres_idx, used, fl_cap, f_pure,
+                f_comp, f_m, f_epoch, f_lmark, r_bw, re_ptr, re_val):
+    """Flows, the fast path's test: the component whose flow set changed is a star into one link
+    L (``f_pure``: every flow crosses L and is bottlenecked there), and stays one: no new flow
+    is capped or touches another component, and L's new fair share ``cap(L) / n`` is below every
+    other changed link's share and below ``f_m[L]`` (a lower bound of the others'). Returns
+    ``(L, that bound, L's share)``, L -1 when the full allocation must run. Always advances
+    ``f_epoch``."""
+    fq = -1
+    if nfn > 0:
+        t = s_trans[f_new[0]]
+        for k in range(psres_ptr[t], psres_ptr[t + 1]):
+            if f_pure[psres_idx[k]]:
+                fq = psres_idx[k]
+                break
+    else:
+        for i in range(nsd):
+            if used[f_seeds[i]] > 0:
+                fq = f_comp[f_seeds[i]]
+                break
+    fu_fast = fq >= 0 and f_pure[fq] and used[fq] > 0
+    f_epoch[0] += 1
+    fu_ep = f_epoch[0]
+    for i in range(nfn if fu_fast else 0):
+        # each new flow crosses L, is not capped, and its other links carry no flow of
+        # another component
+        t = s_trans[f_new[i]]
+        fu_cross = 0
+        if fl_cap[t] < np.inf:
+            fu_fast = False
+        for k in range(psres_ptr[t], psres_ptr[t + 1]):
+            r = psres_idx[k]
+            f_lmark[r] = fu_ep
+            if r == fq:
+                fu_cross += 1
+            elif used[r] > 1 and f_comp[r] != fq:
+                fu_fast = False
+        if fu_cross == 0 or not fu_fast:
+            fu_fast = False
+            break
+    fu_m = np.inf
+    fu_rate = 0.0
+    if fu_fast:
+        fu_m = f_m[fq]
+        for i in range(nsd):
+            r = f_seeds[i]
+            if r == fq or used[r] == 0:
+                continue
+            if f_comp[r] != fq and f_lmark[r] != fu_ep:
+                fu_fast = False
+                break
+            fu_n = used[r]
+            fu_c = _link_cap(r, fu_n, r_bw, re_ptr, re_val)
+            fu_x = fu_c / fu_n
+            if fu_x < fu_m:
+                fu_m = fu_x
+        fu_n = used[fq]
+        fu_c = _link_cap(fq, fu_n, r_bw, re_ptr, re_val)
+        fu_rate = fu_c / fu_n
+        if not fu_rate < fu_m:
+            fu_fast = False
+    if not fu_fast:
+        return -1, fu_m, fu_rate
+    return fq, fu_m, fu_rate
+
+
+@_phase
+def _flows_star_move(now, fq, fu_m, fu_rate, nfn, nsd, f_new, f_seeds, s_trans, psres_ptr,
+                     psres_idx, used, f_comp, f_m, r_ps, g_V, g_rate, g_tau, s_rem, s_vf, s_seq,
+                     s_gpos, s_grp, gh, gn, f_lvl, f_CL):
+    """Flows, the fast path (:func:`_flows_star` said yes): the links that lost their flows stop
+    their clocks, the new flows join L's group (virtual finish: L's clock + their bytes), L's
+    rate becomes ``fu_rate``; ``f_CL[0]`` = L, the one link whose group rate and head change."""
+    f_m[fq] = fu_m
+    # what the full allocation does to the links that left the component
+    for i in range(nsd):
+        r = f_seeds[i]
+        if used[r] == 0:
+            g_V[r] += g_rate[r] * (now - g_tau[r])
+            g_tau[r] = now
+            g_rate[r] = 0.0
+    r = fq
+    rp = r_ps[r]
+    g_V[r] += g_rate[r] * (now - g_tau[r])
+    g_tau[r] = now
+    for i in range(nfn):
+        s = f_new[i]
+        t = s_trans[s]
+        for k in range(psres_ptr[t], psres_ptr[t + 1]):
+            f_comp[psres_idx[k]] = fq
+        fu_rem = s_rem[s]
+        if fu_rem < 0.0:
+            fu_rem = 0.0
+        s_vf[s] = g_V[r] + fu_rem
+        gh[rp, gn[rp]] = s
+        s_gpos[s] = gn[rp]
+        gn[rp] += 1
+        _g_sift(gh, rp, gn[rp], gn[rp] - 1, s_gpos, s_vf, s_seq)
+        s_grp[s] = r
+    f_lvl[r] = fu_rate
+    f_CL[0] = r
+
+
+@_phase
+def _flows_heads(now, nl, f_CL, r_ps, gn, gh, g_rate, f_lvl, s_vf, g_V, g_head, s_ctime, s_seq,
+                 s_inh, eh, ekt, eks, eh_pos, eh_n):
+    """Flows: each of the ``nl`` links of ``f_CL`` whose allocation changed gets its group's new
+    rate (``f_lvl``), and its group's head (the member of the least virtual finish) its
+    completion time in the completion heap, replacing the previous head there. Returns the
+    heap's size."""
+    for i in range(nl):
+        r = f_CL[i]
+        rp = r_ps[r]
+        if gn[rp] == 0:
+            g_rate[r] = 0.0
+            continue
+        fu_rate = f_lvl[r]
+        fu_h = gh[rp, 0]
+        fu_rem = s_vf[fu_h] - g_V[r]
+        if fu_rem < 0.0:
+            fu_rem = 0.0
+        fu_tc = now + fu_rem / fu_rate
+        g_rate[r] = fu_rate
+        fu_old = g_head[r]
+        if fu_old != fu_h:
+            if fu_old >= 0:
+                eh_n = _e_remove(eh, ekt, eks, eh_pos, eh_n, fu_old)
+                s_inh[fu_old] = False
+            s_ctime[fu_h] = fu_tc
+            eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, fu_h, fu_tc, s_seq[fu_h])
+            s_inh[fu_h] = True
+            g_head[r] = fu_h
+        elif fu_tc != s_ctime[fu_h]:
+            s_ctime[fu_h] = fu_tc
+            _e_place(eh, ekt, eks, eh_pos, eh_pos[fu_h], eh_n, fu_h, fu_tc, s_seq[fu_h])
+    return eh_n
+
+
+@_phase
 def _gate_count(t, now, cnt_ptr, cnt_mem, mem_gate, g_kind, g_ptr, g_slow, g_rmax, gg_ptr,
                 gg_trans, mg_ptr, mg_trans, gcnt, gmin, grel, galw, glast, gprev, isd, dl, dn,
                 o_glead, o_ghist, o_glog, nglog):
@@ -1667,7 +1807,7 @@ def run_replication(
     m = m0.copy()
     rq_cap = np.empty(nT, dtype=np.int64)
     rq_off = np.empty(nT, dtype=np.int64)
-    rq_used = 0
+    rq_used = _I0  # an int64, not a literal: helpers it is passed to compile once
     for t in range(nT):
         c = servers[t]
         if c > 4:
@@ -1709,7 +1849,7 @@ def run_replication(
     ekt = np.zeros(scap, dtype=np.float64)
     eks = np.zeros(scap, dtype=np.int64)
     eh_n = _I0
-    hole = False  # eh[0] is a completion already applied, left for the next start to replace
+    hole = _FALSE  # eh[0] is a completion already applied, left for the next start to replace
     seq = _I0
     # processor sharing
     nps = 0
@@ -2049,7 +2189,7 @@ def run_replication(
                     tc = now + dur
                     s_ctime[s] = tc
                     eh_n = _e_start(eh, ekt, eks, eh_pos, eh_n, hole, s, tc, s_seq[s])
-                    hole = False
+                    hole = _FALSE
                 else:
                     if not _ps_hold(t, f, s, now, rt, counting, hist, TS, psres_idx, r_ps, used, r_cap,
                                     o_busy, blast, o_wsum, o_wn, o_hw, hb_f, hb_i, ps_h, ps_n, s_php):
@@ -2077,7 +2217,7 @@ def run_replication(
                                 nsd += 1
                     else:
                         if hole:
-                            hole = False
+                            hole = _FALSE
                             eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
                         rate = _ps_rate(t, psres_ptr, psres_idx, used, r_cap)
                         s_rem[s] = dur
@@ -2101,7 +2241,7 @@ def run_replication(
 
         # -------------------------------------------- C: the next batch of completions
         if hole:
-            hole = False
+            hole = _FALSE
             eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
         if nsd > 0:
             # FLOWS: the max-min fair rates of the flows connected to the links whose flow set
@@ -2115,11 +2255,11 @@ def run_replication(
             # completion heap. A flow whose bottleneck did not change is not touched at all (its
             # group's clock just changes slope); a flow that changes group moves its remaining
             # bytes to the new clock; a capped flow is on its own (s_grp == -1) with remaining
-            # bytes and a rate, as a ps firing. Written inline (a call passes ~50 arrays: ~15 %
-            # of the fine sync-ps net's speed at N = 4 when this whole section was one function,
-            # most likely the references taken on a call of more than 30 arguments: see
-            # _flows_alloc), but for the full allocation (_flows_alloc, _flows_move,
-            # _flows_single), which is long and runs where links tie.
+            # bytes and a rate, as a ps firing. The fast path's test and move and the groups'
+            # heads are inlined phases (_flows_star, _flows_star_move, _flows_heads: each of at
+            # most 30 arguments; this whole section as one plain call of ~50 arrays cost ~15 %
+            # of the fine sync-ps net's speed at N = 4); the full allocation (_flows_alloc,
+            # _flows_move, _flows_single), long and run where links tie, is called.
             # Fast path: a component whose flows all cross one link L and are all bottlenecked
             # there (a star into a parameter server) stays so when L's new fair share
             # cap(L)/n is below every other link's share (and no flow is capped): progressive
@@ -2127,92 +2267,15 @@ def run_replication(
             # and group heap change, in O(flows started + links changed + log n). The
             # other links' shares are bounded from below by f_m[L] (kept at the last full
             # allocation, lowered by each changed link's share since), so the test is exact
-            # or conservative; otherwise the full allocation below runs. (A link's capacity,
-            # bandwidth x efficiency(n), is written out at each use: an inlined helper made
-            # this section ~10 % slower at N = 4.)
-            fq = -1
-            if nfn > 0:
-                t = s_trans[f_new[0]]
-                for k in range(psres_ptr[t], psres_ptr[t + 1]):
-                    if f_pure[psres_idx[k]]:
-                        fq = psres_idx[k]
-                        break
-            else:
-                for i in range(nsd):
-                    if used[f_seeds[i]] > 0:
-                        fq = f_comp[f_seeds[i]]
-                        break
-            fu_fast = fq >= 0 and f_pure[fq] and used[fq] > 0
-            f_epoch[0] += 1
-            fu_ep = f_epoch[0]
-            for i in range(nfn if fu_fast else 0):
-                # each new flow crosses L, is not capped, and its other links carry no flow of
-                # another component
-                t = s_trans[f_new[i]]
-                fu_cross = 0
-                if fl_cap[t] < np.inf:
-                    fu_fast = False
-                for k in range(psres_ptr[t], psres_ptr[t + 1]):
-                    r = psres_idx[k]
-                    f_lmark[r] = fu_ep
-                    if r == fq:
-                        fu_cross += 1
-                    elif used[r] > 1 and f_comp[r] != fq:
-                        fu_fast = False
-                if fu_cross == 0 or not fu_fast:
-                    fu_fast = False
-                    break
-            fu_m = np.inf
-            fu_rate = 0.0
-            if fu_fast:
-                fu_m = f_m[fq]
-                for i in range(nsd):
-                    r = f_seeds[i]
-                    if r == fq or used[r] == 0:
-                        continue
-                    if f_comp[r] != fq and f_lmark[r] != fu_ep:
-                        fu_fast = False
-                        break
-                    fu_n = used[r]
-                    fu_c = _link_cap(r, fu_n, r_bw, re_ptr, re_val)
-                    fu_x = fu_c / fu_n
-                    if fu_x < fu_m:
-                        fu_m = fu_x
-                fu_n = used[fq]
-                fu_c = _link_cap(fq, fu_n, r_bw, re_ptr, re_val)
-                fu_rate = fu_c / fu_n
-                if not fu_rate < fu_m:
-                    fu_fast = False
-            if fu_fast:
-                f_m[fq] = fu_m
-                # what the full allocation does to the links that left the component
-                for i in range(nsd):
-                    r = f_seeds[i]
-                    if used[r] == 0:
-                        g_V[r] += g_rate[r] * (now - g_tau[r])
-                        g_tau[r] = now
-                        g_rate[r] = 0.0
-                r = fq
-                rp = r_ps[r]
-                g_V[r] += g_rate[r] * (now - g_tau[r])
-                g_tau[r] = now
-                for i in range(nfn):
-                    s = f_new[i]
-                    t = s_trans[s]
-                    for k in range(psres_ptr[t], psres_ptr[t + 1]):
-                        f_comp[psres_idx[k]] = fq
-                    fu_rem = s_rem[s]
-                    if fu_rem < 0.0:
-                        fu_rem = 0.0
-                    s_vf[s] = g_V[r] + fu_rem
-                    gh[rp, gn[rp]] = s
-                    s_gpos[s] = gn[rp]
-                    gn[rp] += 1
-                    _g_sift(gh, rp, gn[rp], gn[rp] - 1, s_gpos, s_vf, s_seq)
-                    s_grp[s] = r
-                f_lvl[r] = fu_rate
-                f_CL[0] = r
-                fu_nl = 1
+            # or conservative; otherwise the full allocation below runs.
+            fq, fu_m, fu_rate = _flows_star(nfn, nsd, f_new, f_seeds, s_trans, psres_ptr, psres_idx,
+                                            used, fl_cap, f_pure, f_comp, f_m, f_epoch, f_lmark,
+                                            r_bw, re_ptr, re_val)
+            if fq >= 0:
+                _flows_star_move(now, fq, fu_m, fu_rate, nfn, nsd, f_new, f_seeds, s_trans,
+                                 psres_ptr, psres_idx, used, f_comp, f_m, r_ps, g_V, g_rate, g_tau,
+                                 s_rem, s_vf, s_seq, s_gpos, s_grp, gh, gn, f_lvl, f_CL)
+                fu_nl = _I1
             else:
                 fu_nl, fu_nf, fu_cap = _flows_alloc(
                     now, used, nsd, f_seeds, f_epoch, f_lmark, f_fmark, f_CL, f_CF, f_rc, f_nu,
@@ -2226,31 +2289,8 @@ def run_replication(
                 fu_work = (fu_nf + fu_nl) // WORK_PER_EVENT
                 ev_limit -= fu_work
             # each group's rate, and its head in the completion heap
-            for i in range(fu_nl):
-                r = f_CL[i]
-                rp = r_ps[r]
-                if gn[rp] == 0:
-                    g_rate[r] = 0.0
-                    continue
-                fu_rate = f_lvl[r]
-                fu_h = gh[rp, 0]
-                fu_rem = s_vf[fu_h] - g_V[r]
-                if fu_rem < 0.0:
-                    fu_rem = 0.0
-                fu_tc = now + fu_rem / fu_rate
-                g_rate[r] = fu_rate
-                fu_old = g_head[r]
-                if fu_old != fu_h:
-                    if fu_old >= 0:
-                        eh_n = _e_remove(eh, ekt, eks, eh_pos, eh_n, fu_old)
-                        s_inh[fu_old] = False
-                    s_ctime[fu_h] = fu_tc
-                    eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, fu_h, fu_tc, s_seq[fu_h])
-                    s_inh[fu_h] = True
-                    g_head[r] = fu_h
-                elif fu_tc != s_ctime[fu_h]:
-                    s_ctime[fu_h] = fu_tc
-                    _e_place(eh, ekt, eks, eh_pos, eh_pos[fu_h], eh_n, fu_h, fu_tc, s_seq[fu_h])
+            eh_n = _flows_heads(now, fu_nl, f_CL, r_ps, gn, gh, g_rate, f_lvl, s_vf, g_V, g_head,
+                                s_ctime, s_seq, s_inh, eh, ekt, eks, eh_pos, eh_n)
             for i in range(nsd):
                 f_pend[f_seeds[i]] = False
             nsd = _I0
@@ -2308,14 +2348,14 @@ def run_replication(
         if tn != now:
             same = 0
             now = tn
-        nt_touched = 0
+        nt_touched = _I0
         while not hole and eh_n > 0 and ekt[0] == now:
             s = eh[0]
             if not ((eh_n > 1 and ekt[1] == now) or (eh_n > 2 and ekt[2] == now)):
                 # the last completion of this instant: leave it at the root, where the next start
                 # (usually one of the transitions this completion enables) replaces it, one sift
                 # instead of a pop and a push
-                hole = True
+                hole = _TRUE
             else:
                 eh_n = _e_drop(eh, ekt, eks, eh_pos, eh_n)
             events += 1
@@ -2393,7 +2433,7 @@ def run_replication(
                     if gn[rp] > 0 and s_vf[gh[rp, 0]] == vf:
                         h = gh[rp, 0]
                         if hole:
-                            hole = False
+                            hole = _FALSE
                             eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
                         s_ctime[h] = now
                         eh_n = _e_push(eh, ekt, eks, eh_pos, eh_n, h, now, s_seq[h])
@@ -2450,7 +2490,7 @@ def run_replication(
         if stop:
             break
         if hole and nt_touched > 0:
-            hole = False
+            hole = _FALSE
             eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
         for i in range(nt_touched):
             r = tl[i]
