@@ -62,10 +62,11 @@ Design (see DESIGN.md "The engine" and the normative firing semantics of the tea
   histograms.
 - **Phases**: the event loop of :func:`run_replication` is A (re-evaluate the dirty
   transitions: :func:`_degree`, :func:`_requests`, then the candidate queues), B (start the
-  first candidate: :func:`_duration`, a slot, :func:`_e_start` or :func:`_ps_hold`) and C
+  first candidate: :func:`_consume`, :func:`_q_hold`, :func:`_duration`, a slot,
+  :func:`_e_start` or :func:`_ps_hold`) and C
   (flows: :func:`_flows_star`, :func:`_flows_star_move` or the full allocation, then
   :func:`_flows_heads`; the periodic search's checkpoints; the batch of completions: :func:`_e_drop`,
-  releases, :func:`_ps_release`, outputs, :func:`_gate_count`, :func:`_count_start`). The phases and the queue operations of the hot path (:func:`_iq_append`,
+  releases, :func:`_ps_release`, :func:`_deposit`, :func:`_gate_count`, :func:`_count_start`). The phases and the queue operations of the hot path (:func:`_iq_append`,
   :func:`_q_take`) are helpers that LLVM always inlines into the loop (``_phase``), so the
   loop's machine code is what it was when they were written out there.
 - **Helpers** are compiled with ``_nrt=False``: array arguments then carry no reference-count
@@ -1670,6 +1671,57 @@ def _flows_heads(now, nl, f_CL, r_ps, gn, gh, g_rate, f_lvl, s_vf, g_V, g_head, 
 
 
 @_phase
+def _consume(t, now, t0, selfdirty, TS, in_place, in_w, m, o_ptok, dep_ptr, dep_trans, isd, dl,
+             dn):
+    """Start: ``t`` takes its input tokens (the marking integrals updated: ``o_ptok`` keeps
+    ``sum(delta * (tau - t0))``), and each transition that reads one of those places goes on the
+    dirty list ``dl`` (once; ``t`` itself only when ``selfdirty``). Returns the list's length."""
+    for k in range(TS[t, TS_IN0], TS[t, TS_IN1]):
+        p = in_place[k]
+        o_ptok[p] -= in_w[k] * (now - t0)
+        m[p] -= in_w[k]
+        for q in range(dep_ptr[p], dep_ptr[p + 1]):
+            u = dep_trans[q]
+            if not isd[u] and (u != t or selfdirty):
+                isd[u] = True
+                dl[dn] = u
+                dn += 1
+    return dn
+
+
+@_phase
+def _q_hold(t, now, rt, counting, hist, TS, qres_idx, used, o_wsum, o_wn, o_hw, hb_f, hb_i):
+    """Start: ``t`` (requested at ``rt``) takes a server of each of its queued resources; while
+    counting, each records the wait ``now - rt`` (and its histogram)."""
+    for k in range(TS[t, TS_Q0], TS[t, TS_Q1]):
+        r = qres_idx[k]
+        if counting:
+            o_wsum[r] += now - rt
+            o_wn[r] += 1
+            if hist:
+                _hadd(o_hw, r, now - rt, hb_f, hb_i)
+        used[r] += 1
+
+
+@_phase
+def _deposit(t, now, t0, TS, out_place, out_w, m, o_ptok, dep_ptr, dep_trans, isd, dl, dn):
+    """Complete: ``t``'s output tokens arrive (the marking integrals updated), and each
+    transition that reads one of those places goes on the dirty list ``dl`` (once). Returns the
+    list's length."""
+    for k in range(TS[t, TS_OUT0], TS[t, TS_OUT1]):
+        p = out_place[k]
+        o_ptok[p] += out_w[k] * (now - t0)
+        m[p] += out_w[k]
+        for q in range(dep_ptr[p], dep_ptr[p + 1]):
+            u = dep_trans[q]
+            if not isd[u]:
+                isd[u] = True
+                dl[dn] = u
+                dn += 1
+    return dn
+
+
+@_phase
 def _gate_count(t, now, cnt_ptr, cnt_mem, mem_gate, g_kind, g_ptr, g_slow, g_rmax, gg_ptr,
                 gg_trans, mg_ptr, mg_trans, gcnt, gmin, grel, galw, glast, gprev, isd, dl, dn,
                 o_glead, o_ghist, o_glog, nglog):
@@ -2124,16 +2176,8 @@ def run_replication(
                     TD[t, TD_RQHEAD] = h
                 TD[t, TD_DEG] -= 1
                 selfdirty = (f & F_SELF) != 0
-                for k in range(TS[t, TS_IN0], TS[t, TS_IN1]):
-                    p = in_place[k]
-                    o_ptok[p] -= in_w[k] * (now - t0)
-                    m[p] -= in_w[k]
-                    for q in range(dep_ptr[p], dep_ptr[p + 1]):
-                        u = dep_trans[q]
-                        if not isd[u] and (u != t or selfdirty):
-                            isd[u] = True
-                            dl[dn] = u
-                            dn += 1
+                dn = _consume(t, now, t0, selfdirty, TS, in_place, in_w, m, o_ptok, dep_ptr, dep_trans,
+                              isd, dl, dn)
                 TD[t, TD_ACT] += 1
                 if selfdirty:
                     if not isd[t]:
@@ -2150,14 +2194,8 @@ def run_replication(
                     ih_n = iq_n
                     TD[t, TD_WHERE] = IN_IH
                 if f & F_QRES:
-                    for k in range(TS[t, TS_Q0], TS[t, TS_Q1]):
-                        r = qres_idx[k]
-                        if counting:
-                            o_wsum[r] += now - rt
-                            o_wn[r] += 1
-                            if hist:
-                                _hadd(o_hw, r, now - rt, hb_f, hb_i)
-                        used[r] += 1
+                    _q_hold(t, now, rt, counting, hist, TS, qres_idx, used, o_wsum, o_wn, o_hw, hb_f,
+                            hb_i)
                 if f & F_GUARD:
                     gm = TS[t, TS_GUARD]
                     if grel[gm] != 0:
@@ -2445,16 +2483,7 @@ def run_replication(
                 nt_touched = _ps_release(t, f, s, now, counting, TS, psres_ptr, psres_idx, r_ps, used,
                                          r_cap, o_busy, blast, ps_h, ps_n, s_php, s_trans, touched, tl,
                                          nt_touched)
-            for k in range(TS[t, TS_OUT0], TS[t, TS_OUT1]):
-                p = out_place[k]
-                o_ptok[p] += out_w[k] * (now - t0)
-                m[p] += out_w[k]
-                for q in range(dep_ptr[p], dep_ptr[p + 1]):
-                    u = dep_trans[q]
-                    if not isd[u]:
-                        isd[u] = True
-                        dl[dn] = u
-                        dn += 1
+            dn = _deposit(t, now, t0, TS, out_place, out_w, m, o_ptok, dep_ptr, dep_trans, isd, dl, dn)
             if ntr < trace_limit:
                 o_tr_t[ntr] = t
                 o_tr_s[ntr] = s_start[s]
