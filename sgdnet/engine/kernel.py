@@ -611,18 +611,18 @@ def _e_place(eh, ekt, eks, pos, i, n, s, t, q):
     pos[s] = i
 
 
-@_inner
-def _e_push(eh, ekt, eks, pos, n, s, t, q):
-    i = n
+@_phase
+def _e_up(eh, ekt, eks, pos, i, s, t, q):
+    """Put slot ``s`` with key ``(t, q)`` into the heap's hole ``i``, moving it up past its
+    larger parents. Inlined into :func:`_e_push`, :func:`_e_drop` and :func:`_e_start`."""
     while i > 0:
         p = (i - 1) >> 1
         pt = ekt[p]
-        pq = eks[p]
-        if _ekless(t, q, pt, pq):
+        if t < pt or (t == pt and q < eks[p]):
             y = eh[p]
             eh[i] = y
             ekt[i] = pt
-            eks[i] = pq
+            eks[i] = eks[p]
             pos[y] = i
             i = p
         else:
@@ -631,6 +631,12 @@ def _e_push(eh, ekt, eks, pos, n, s, t, q):
     ekt[i] = t
     eks[i] = q
     pos[s] = i
+
+
+@_inner
+def _e_push(eh, ekt, eks, pos, n, s, t, q):
+    """Push slot ``s`` with key ``(t, q)`` on a heap of ``n`` keys; return the new size."""
+    _e_up(eh, ekt, eks, pos, n, s, t, q)
     return n + 1
 
 
@@ -648,7 +654,7 @@ def _e_drop(eh, ekt, eks, pos, n):
     smaller children (chosen branch-free), then the last element is placed in it and moved up;
     return the new size. Inlined into :func:`_e_pop` and into the kernel's completion batch."""
     n -= 1
-    i = 0
+    i = _I0  # not a literal 0: _e_up compiles once
     while True:
         c = 2 * i + 1
         if c >= n:
@@ -663,25 +669,7 @@ def _e_drop(eh, ekt, eks, pos, n):
         eks[i] = eks[c]
         pos[y] = i
         i = c
-    s = eh[n]
-    t = ekt[n]
-    q = eks[n]
-    while i > 0:
-        p = (i - 1) >> 1
-        pt = ekt[p]
-        if t < pt or (t == pt and q < eks[p]):
-            y = eh[p]
-            eh[i] = y
-            ekt[i] = pt
-            eks[i] = eks[p]
-            pos[y] = i
-            i = p
-        else:
-            break
-    eh[i] = s
-    ekt[i] = t
-    eks[i] = q
-    pos[s] = i
+    _e_up(eh, ekt, eks, pos, i, eh[n], ekt[n], eks[n])
     return n
 
 
@@ -1381,26 +1369,13 @@ def _e_start(eh, ekt, eks, pos, n, hole, s, tc, qs):
                 i = c
             else:
                 break
-    else:
-        i = n
-        n += 1
-        while i > 0:
-            p = (i - 1) >> 1
-            pt = ekt[p]
-            if tc < pt or (tc == pt and qs < eks[p]):
-                y = eh[p]
-                eh[i] = y
-                ekt[i] = pt
-                eks[i] = eks[p]
-                pos[y] = i
-                i = p
-            else:
-                break
-    eh[i] = s
-    ekt[i] = tc
-    eks[i] = qs
-    pos[s] = i
-    return n
+        eh[i] = s
+        ekt[i] = tc
+        eks[i] = qs
+        pos[s] = i
+        return n
+    _e_up(eh, ekt, eks, pos, n, s, tc, qs)
+    return n + 1
 
 
 @_phase
