@@ -1493,7 +1493,8 @@ def _count_start(now, o_ptok, blast, r_disc, r_ps, ps_h, ps_n, s_w0, s_grp, s_vf
                  g_tau, s_rem, s_rate, s_last):
     """Counting starts ``now`` (the warm-up's last step): the marking integrals start from zero,
     the resources' busy clocks from ``now``, and each flow in progress counts only the bytes it
-    has left (``s_w0``) in its links' busy time. Once per replication: a call."""
+    has left (``s_w0``) in its links' busy time. Once per replication: an ``_inner`` helper, not
+    forced inline (LLVM inlines it anyway, at its one call site)."""
     for p in range(o_ptok.size):
         o_ptok[p] = 0.0
     for r in range(blast.size):
