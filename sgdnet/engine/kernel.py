@@ -574,47 +574,18 @@ def _ekless(ta, qa, tb, qb):
 @_inner
 def _e_place(eh, ekt, eks, pos, i, n, s, t, q):
     """Put (s, t, q) into hole i and restore heap order (moving up or down)."""
-    moved = False
-    while i > 0:
-        p = (i - 1) >> 1
-        pt = ekt[p]
-        pq = eks[p]
-        if _ekless(t, q, pt, pq):
-            y = eh[p]
-            eh[i] = y
-            ekt[i] = pt
-            eks[i] = pq
-            pos[y] = i
-            i = p
-            moved = True
-        else:
-            break
-    if not moved:
-        while True:
-            c = 2 * i + 1
-            if c >= n:
-                break
-            if c + 1 < n and _ekless(ekt[c + 1], eks[c + 1], ekt[c], eks[c]):
-                c += 1
-            if _ekless(ekt[c], eks[c], t, q):
-                y = eh[c]
-                eh[i] = y
-                ekt[i] = ekt[c]
-                eks[i] = eks[c]
-                pos[y] = i
-                i = c
-            else:
-                break
-    eh[i] = s
-    ekt[i] = t
-    eks[i] = q
-    pos[s] = i
+    p = (i - 1) >> 1
+    if i > 0 and _ekless(t, q, ekt[p], eks[p]):  # smaller than its parent: up, else down
+        _e_up(eh, ekt, eks, pos, i, s, t, q)
+    else:
+        _e_down(eh, ekt, eks, pos, i, n, s, t, q)
 
 
 @_phase
 def _e_up(eh, ekt, eks, pos, i, s, t, q):
     """Put slot ``s`` with key ``(t, q)`` into the heap's hole ``i``, moving it up past its
-    larger parents. Inlined into :func:`_e_push`, :func:`_e_drop` and :func:`_e_start`."""
+    larger parents. Inlined into :func:`_e_push`, :func:`_e_drop`, :func:`_e_start` and
+    :func:`_e_place`."""
     while i > 0:
         p = (i - 1) >> 1
         pt = ekt[p]
@@ -625,6 +596,35 @@ def _e_up(eh, ekt, eks, pos, i, s, t, q):
             eks[i] = eks[p]
             pos[y] = i
             i = p
+        else:
+            break
+    eh[i] = s
+    ekt[i] = t
+    eks[i] = q
+    pos[s] = i
+
+
+@_phase
+def _e_down(eh, ekt, eks, pos, i, n, s, t, q):
+    """Put slot ``s`` with key ``(t, q)`` into hole ``i`` of a heap of ``n`` keys, moving it down
+    past its smaller children (the smaller of two chosen branch-free). Inlined into
+    :func:`_e_place` and :func:`_e_start`."""
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n:
+            ta = ekt[c + 1]
+            tb = ekt[c]
+            c += np.int64((ta < tb) | ((ta == tb) & (eks[c + 1] < eks[c])))
+        pt = ekt[c]
+        if pt < t or (pt == t and eks[c] < q):
+            y = eh[c]
+            eh[i] = y
+            ekt[i] = pt
+            eks[i] = eks[c]
+            pos[y] = i
+            i = c
         else:
             break
     eh[i] = s
@@ -1350,29 +1350,7 @@ def _e_start(eh, ekt, eks, pos, n, hole, s, tc, qs):
     With a ``hole`` (the batch's last completion, applied, left at the root) the new key replaces
     it and sifts down; else it is pushed and sifts up."""
     if hole:
-        i = 0
-        while True:
-            c = 2 * i + 1
-            if c >= n:
-                break
-            if c + 1 < n:
-                ta = ekt[c + 1]
-                tb = ekt[c]
-                c += np.int64((ta < tb) | ((ta == tb) & (eks[c + 1] < eks[c])))
-            pt = ekt[c]
-            if pt < tc or (pt == tc and eks[c] < qs):
-                y = eh[c]
-                eh[i] = y
-                ekt[i] = pt
-                eks[i] = eks[c]
-                pos[y] = i
-                i = c
-            else:
-                break
-        eh[i] = s
-        ekt[i] = tc
-        eks[i] = qs
-        pos[s] = i
+        _e_down(eh, ekt, eks, pos, _I0, n, s, tc, qs)
         return n
     _e_up(eh, ekt, eks, pos, n, s, tc, qs)
     return n + 1
