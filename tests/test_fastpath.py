@@ -280,3 +280,24 @@ def test_parallel_lanes_give_the_same_results():
     for ra, rb in zip(a._raws, b._raws):
         np.testing.assert_array_equal(ra.step_times, rb.step_times)
         np.testing.assert_array_equal(ra.firings, rb.firings)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_kth_step_completion_is_numpys_partition_without_a_copy(seed):
+    # the window's bounds are found by bisection over the per-transition sorted completions;
+    # numpy's partition of the flattened values is the reference, ties and zeros included
+    from sgdnet.engine.fastpath import _kth_step
+
+    rng = np.random.default_rng(seed)
+    K, T, L = 60, 7, 3
+    inc = rng.choice([0.0, 0.0, 0.25, 0.5, 1.0, rng.random()], size=(K, T, L))
+    C = np.cumsum(inc, axis=0)  # nondecreasing per transition and lane, many ties, zeros first
+    st = np.array([0, 2, 3, 6])
+    for l in range(L):
+        vals = C[:, st, l].ravel()
+        for j in (0, 1, 17, vals.size // 2, vals.size - 1):
+            lo, hi = np.zeros(st.size, dtype=np.int64), np.zeros(st.size, dtype=np.int64)
+            B = _kth_step(C, st, l, j, lo, hi)
+            assert B == np.partition(vals, j)[j]
+            assert lo.tolist() == [int(np.sum(C[:, t, l] < B)) for t in st]
+            assert hi.tolist() == [int(np.sum(C[:, t, l] <= B)) for t in st]

@@ -136,7 +136,7 @@ def test_a_fast_path_round_draws_what_each_stream_draws_one_by_one():
     dr, zz, ok = dfix.copy(), np.empty(lidx.size), np.empty(lidx.size, dtype=np.bool_)
     got, rejected = np.empty((K, T)), 0
     for k in range(K):
-        round_durations(dr, k, code, par, pool, sb, lidx, sb[lidx], oidx, zz, ok,
+        round_durations(dr, k, code, par, pool, sb[None], 0, lidx, sb[lidx][None], oidx, zz, ok,
                         np.zeros(1, dtype=np.uint64))
         got[k] = dr
         rejected += int((~ok).sum())

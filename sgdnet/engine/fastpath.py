@@ -284,35 +284,58 @@ def draw_lists(fixed, code):  # pragma: no cover - compiled
     return lidx, oidx
 
 
-@njit(cache=True, nogil=True, error_model="numpy", _nrt=False)
-def round_durations(dr, k, code, par, pool, sb, lidx, sbl, oidx, zz, ok, scratch):  # pragma: no cover
-    """``dr[t]``: the duration of firing ``k`` of every random transition ``t`` (draw ``k`` of
-    its stream, base ``sb[t]``: the generic engine's), for one round of a fast path; the fixed
-    ones are set once by the caller. Shared by both fast paths.
+@njit(cache=True, nogil=True, error_model="numpy", _nrt=False, forceinline=True)
+def round_durations(dr, k, code, par, pool, SB, l, lidx, SBL, oidx, zz, ok, scratch):  # pragma: no cover
+    """``dr[t]``: the duration of firing ``k`` of every random transition ``t`` in lane ``l``
+    (draw ``k`` of its stream, base ``SB[l, t]``: the generic engine's), for one round of a fast
+    path; the fixed ones are set once by the caller. Shared by both fast paths; inlined, with the
+    lane an index, not a row view: a call and two views per round cost ~3 ns per completion on
+    the eg-ring toy (``bench/README.md``).
 
     Drawn in loops of independent draws, which the core overlaps, before the round's recursion,
     whose completions depend on one another: with the draws inside it, their latency sat on that
     chain (``bench/README.md``, "Draws first"). The log-normal ones (``lidx``) go in two loops:
     the ziggurat's first try for all of them (:func:`.rng.normal_first_try`, which numba
-    vectorises when their bases are side by side: ``sbl = sb[lidx]``), then the exponentials,
+    vectorises when their bases are side by side: ``SBL[l] = SB[l, lidx]``), then the exponentials,
     with the rare rejected tries (1.5 %) drawn again in full. The same numbers as one
     :func:`.rng.lognormal_draw` each (``zz``, ``ok``: scratch of ``lidx``'s size)."""
     nl = lidx.size
     for i in range(nl):
-        zz[i], ok[i] = normal_first_try(sbl[i], k)
+        zz[i], ok[i] = normal_first_try(SBL[l, i], k)
     for i in range(nl):
         t = lidx[i]
         z = zz[i]
         if not ok[i]:
-            z, _ = next_normal(draw_state(sb[t], k))
+            z, _ = next_normal(draw_state(SB[l, t], k))
         dr[t] = math.exp(par[t, 0] + par[t, 1] * z)
     for i in range(oidx.size):
         t = oidx[i]
         c = code[t]
         if c == CODE_EXP:
-            dr[t] = exponential_draw(sb[t], k, par[t, 0])
+            dr[t] = exponential_draw(SB[l, t], k, par[t, 0])
         else:
-            dr[t] = draw(sb[t], k, c, par, t, pool, scratch)
+            dr[t] = draw(SB[l, t], k, c, par, t, pool, scratch)
+
+
+_I0, _I1 = np.int64(0), np.int64(1)  # typed constants: a literal would compile a second version
+
+
+@njit(cache=True, nogil=True, error_model="numpy", _nrt=False, forceinline=True)
+def _round_from_rows(C, row, L, l, order, aptr, aoff, dr):  # pragma: no cover - compiled
+    """One round of the recursion in lane ``l`` once no arc can read an initial token: arc ``a``
+    reads row ``row + aoff[a]`` of the flat history (see :func:`_rounds`). Inlined; called with
+    ``L`` and ``l`` constant when there is one lane, so LLVM drops the stride."""
+    for j in range(order.size):
+        a0, a1 = aptr[j], aptr[j + 1]
+        x = 0.0
+        if a1 > a0:  # max(0, inputs) as selects, not branches (which input is latest is random)
+            x = C[(row + aoff[a0]) * L + l]
+            for a in range(a0 + 1, a1):
+                v = C[(row + aoff[a]) * L + l]
+                x = v if v > x else x
+            x = x if x > 0.0 else 0.0
+        t = order[j]
+        C[(row + t) * L + l] = x + dr[t]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -338,12 +361,25 @@ def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, fixed, dfix, code
             SBL[l, i] = SB[l, lidx[i]]
     zz = np.empty(lidx.size)
     ok = np.empty(lidx.size, dtype=np.bool_)
+    # arc a of a round-k firing reads row k - atok[a] of its producer: ``row + aoff[a]`` once
+    # no initial token can be read (k >= ksafe), so those rounds need no test per arc
+    aoff = aprod - atok * T
+    ksafe = 0
+    for a in range(atok.size):
+        if atok[a] > ksafe:
+            ksafe = atok[a]
     while k < kmax and done_work < work:
         row = k * T
         for l in range(L):
             # the round's durations first, then the recursion, whose completions depend on one
             # another (see round_durations)
-            round_durations(dr, k, code, par, pool, SB[l], lidx, SBL[l], oidx, zz, ok, scratch)
+            round_durations(dr, k, code, par, pool, SB, l, lidx, SBL, oidx, zz, ok, scratch)
+            if k >= ksafe:
+                if L == 1:  # the same loop, its lane stride and lane constants (~1.5 ns less)
+                    _round_from_rows(C, row, _I1, _I0, order, aptr, aoff, dr)
+                else:
+                    _round_from_rows(C, row, L, l, order, aptr, aoff, dr)
+                continue
             for j in range(T):
                 t = order[j]
                 x = 0.0
@@ -356,8 +392,8 @@ def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, fixed, dfix, code
                 C[(row + t) * L + l] = x + dr[t]
         done_work += T * L
         k += 1
-        alldone = _lanes_done(C, k, T, L, ns, steps_idx, ptr, need, phase, lo_a)
-        if alldone:
+        # every lane is in phase 0 until ns * k >= need (see _lanes_done): no call before
+        if ns * k >= need and _lanes_done(C, k, T, L, ns, steps_idx, ptr, need, phase, lo_a):
             break
     return k
 
@@ -373,7 +409,9 @@ def _lanes_done(C, k, T, L, ns, steps_idx, ptr, need, phase, lo_a):  # pragma: n
     """
     alldone = True
     for l in range(L):
-        if phase[l] == 0:
+        # below <= ns * k (each step transition has completed k times at most), so no lane can
+        # pass the test before ns * k >= need; the pointers catch up then (lo never decreases)
+        if phase[l] == 0 and ns * k >= need:
             lo = np.inf
             for i in range(ns):
                 v = C[((k - 1) * T + steps_idx[i]) * L + l]
@@ -424,6 +462,54 @@ def first_not_before(C, t, l, B):  # pragma: no cover - compiled
     while lo < hi:
         mid = (lo + hi) >> 1
         if C[mid, t, l] < B:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, nogil=True)
+def _kth_step(C, st, l, j, lo, hi):  # pragma: no cover - compiled
+    """The ``j``-th smallest (0-based) completion of the transitions ``st`` in lane ``l`` of the
+    history ``C`` (every ``C[:, t, l]`` is nondecreasing); ``lo[i]``, ``hi[i]``: the first round
+    whose completion of ``st[i]`` is at or after it / after it. By bisection over the bit
+    patterns of the times (for doubles >= 0 they order as the values), each step counting the
+    completions at or below a value by binary searches: O(64 ns log K), no copy of the history
+    (``np.partition`` of a copy took ~20 % of a fast run of the eg-ring toy)."""
+    K = C.shape[0]
+    f = np.zeros(1)
+    bits = f.view(np.int64)
+    top = 0.0
+    for i in range(st.size):
+        if C[K - 1, st[i], l] > top:
+            top = C[K - 1, st[i], l]
+    f[0] = top
+    a, b = np.int64(0), bits[0]
+    while a < b:  # the least pattern whose value has more than j completions at or below it
+        bits[0] = a + (b - a) // 2
+        v = f[0]
+        n = 0
+        for i in range(st.size):
+            n += first_after(C, st[i], l, v)
+        if n > j:
+            b = bits[0]
+        else:
+            a = bits[0] + 1
+    bits[0] = a
+    B = f[0]
+    for i in range(st.size):
+        lo[i] = first_not_before(C, st[i], l, B)
+        hi[i] = first_after(C, st[i], l, B)
+    return B
+
+
+@njit(cache=True)
+def first_after(C, t, l, B):  # pragma: no cover - compiled
+    """The first round whose completion of ``t`` in lane ``l`` is after ``B`` (binary search)."""
+    lo, hi = 0, C.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if C[mid, t, l] <= B:
             lo = mid + 1
         else:
             hi = mid
@@ -500,7 +586,6 @@ def _replication(cn, plan, C, l, st, steps, warmup, samples) -> RawReplication:
     T, R, K = cn.n_transitions, cn.n_resources, C.shape[0]
     need = warmup + steps
     rank = cn.rank
-    vals = np.ascontiguousarray(C[:, st, l].T).ravel()  # index i * K + k: firing k of st[i]
 
     batch: dict = {}
 
@@ -534,11 +619,13 @@ def _replication(cn, plan, C, l, st, steps, warmup, samples) -> RawReplication:
         return batch[(t, k)]
 
     def key(idx: int) -> tuple:
-        """:func:`fkey` of step completion ``idx`` (index into ``vals``); only ties need it."""
+        """:func:`fkey` of step completion ``idx`` (``i * K + k``: firing ``k`` of ``st[i]``);
+        only ties need it."""
         return fkey(int(st[idx // K]), idx % K)
 
-    def in_order(idx: np.ndarray) -> np.ndarray:
-        """``idx`` sorted by completion time, ties by :func:`key`."""
+    def in_order(idx: np.ndarray, vals: np.ndarray) -> np.ndarray:
+        """``idx`` sorted by completion time (``vals``: every step completion, by index), ties by
+        :func:`key`."""
         idx = idx[np.argsort(vals[idx], kind="stable")]
         v = vals[idx]
         tied = np.nonzero(v[1:] == v[:-1])[0]
@@ -552,32 +639,36 @@ def _replication(cn, plan, C, l, st, steps, warmup, samples) -> RawReplication:
             idx[j:end + 1] = sorted(idx[j:end + 1].tolist(), key=key)
         return idx
 
-    kth = [warmup - 1, need - 1] if warmup > 0 else [need - 1]
-    part = np.partition(vals, kth)
-    bounds = []  # the step completions (as indices into vals) that open and close the window
-    for j in kth:
-        B = part[j]
-        less = int(np.count_nonzero(vals < B))
-        bounds.append(int(in_order(np.nonzero(vals == B)[0])[j - less]))
+    def bound(j: int) -> tuple[int, float]:
+        """The ``j``-th step completion (0-based) in processing order: (index, time). Its time
+        by bisection over the sorted per-transition sequences (:func:`_kth_step`, no copy of
+        them), then the generic engine's order among the completions tied with it."""
+        lo, hi = np.zeros(st.size, dtype=np.int64), np.zeros(st.size, dtype=np.int64)
+        B = float(_kth_step(C, st, l, j, lo, hi))
+        tied = [i * K + k for i in range(st.size) for k in range(int(lo[i]), int(hi[i]))]
+        return sorted(tied, key=key)[j - int(lo.sum())], B
 
-    def upto(idx: int) -> np.ndarray:
-        """Per transition: completions processed up to and including step completion ``idx``."""
+    def upto(idx: int, B: float) -> np.ndarray:
+        """Per transition: completions processed up to and including step completion ``idx``
+        (time ``B``)."""
         lt, eq = np.zeros(T, dtype=np.int64), np.zeros(T, dtype=np.int64)
-        _upto(C, l, vals[idx], lt, eq)
+        _upto(C, l, B, lt, eq)
         bkey = key(idx)
         for t in np.nonzero(eq)[0].tolist():
             lt[t] += sum(fkey(t, k) <= bkey for k in range(lt[t], lt[t] + eq[t]))
         return lt
 
-    n1 = upto(bounds[-1])
-    t1 = float(vals[bounds[-1]])
+    b1, t1 = bound(need - 1)
+    n1 = upto(b1, t1)
     if warmup > 0:
-        n0, t0 = upto(bounds[0]), float(vals[bounds[0]])
+        b0, t0 = bound(warmup - 1)
+        n0 = upto(b0, t0)
     else:
         n0, t0 = np.zeros(T, dtype=np.int64), 0.0
     if samples:
-        idx = in_order(np.nonzero((vals >= t0) & (vals <= t1))[0])
-        lo = int(np.nonzero(idx == bounds[0])[0][0]) + 1 if warmup > 0 else 0
+        vals = np.ascontiguousarray(C[:, st, l].T).ravel()  # index i * K + k
+        idx = in_order(np.nonzero((vals >= t0) & (vals <= t1))[0], vals)
+        lo = int(np.nonzero(idx == b0)[0][0]) + 1 if warmup > 0 else 0
         idx = idx[lo:lo + steps]
         step_times, step_trans = vals[idx], st[idx // K]
     else:
@@ -630,4 +721,4 @@ def run_fast(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, samp
 
 #: The compiled functions this path calls from Python, loaded up front by ``simulate``
 #: (:func:`sgdnet.engine.jitcache.preload`).
-PRELOAD = (sample, replication_bases, _rounds, _start, _upto)
+PRELOAD = (sample, replication_bases, _rounds, _start, _upto, _kth_step)

@@ -292,7 +292,8 @@ def _rounds(A, X, C, T, k0, kmax, work, useq, ustart, ures, ip, iprod, ioff, ran
     kt = np.empty(big, dtype=np.int64)
     dr = dfix.copy()  # the fixed durations, once
     lidx, oidx = draw_lists(fixed, code)
-    sbl = SB[lidx]  # the log-normal bases side by side (see round_durations)
+    sb2 = SB.reshape((1, SB.size))  # lane 0 of round_durations
+    sbl = SB[lidx].reshape((1, lidx.size))  # the log-normal bases side by side (round_durations)
     zz = np.empty(lidx.size)
     ok = np.empty(lidx.size, dtype=np.bool_)
     k = k0
@@ -301,7 +302,7 @@ def _rounds(A, X, C, T, k0, kmax, work, useq, ustart, ures, ip, iprod, ioff, ran
     while k < kmax and done_work < work:
         row = k * T
         # firing kbase + k of every transition (its draw: the generic engine's duration)
-        round_durations(dr, kbase + k, code, par, pool, SB, lidx, sbl, oidx, zz, ok, scratch)
+        round_durations(dr, kbase + k, code, par, pool, sb2, 0, lidx, sbl, oidx, zz, ok, scratch)
         early = kbase + k < moff  # an arc may still read an initial token
         for j in range(nst):
             r = ures[j]
