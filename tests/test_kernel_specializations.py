@@ -68,3 +68,19 @@ def test_no_call_in_a_jitted_loop_packs_its_arguments_into_a_tuple():
               or "_inner" in p.read_text()]
     assert root / "kernel.py" in jitted and len(jitted) >= 4
     assert {p.name: _long_calls_in_loops(p) for p in jitted} == {p.name: [] for p in jitted}
+
+
+def test_the_fast_paths_share_one_version_of_their_draw_loop():
+    # both fast paths call round_durations (the event-graph one with its lane index, the FIFO one
+    # with lane 0): a literal 0 there compiled it a second time on a cold cache (~1 s); on a
+    # warm one their kernels come from the cache with it inlined and it compiles nothing
+    from test_fastpath import random_eg
+    from test_fastpath_fifo import ps_net as fifo_net
+
+    from sgdnet import simulate
+    from sgdnet.engine import fastpath
+
+    kw = dict(steps=20, warmup=2, replications=1, seed=1, parallel=False)
+    assert simulate(random_eg(1, det=False), engine="fast", **kw).engine == "fast"
+    assert simulate(fifo_net(1, det=False), engine="fast", **kw).engine == "fast-fifo"
+    assert len(fastpath.round_durations.overloads) <= 1

@@ -293,6 +293,7 @@ def _rounds(A, X, C, T, k0, kmax, work, useq, ustart, ures, ip, iprod, ioff, ran
     dr = dfix.copy()  # the fixed durations, once
     lidx, oidx = draw_lists(fixed, code)
     sb2 = SB.reshape((1, SB.size))  # lane 0 of round_durations
+    lane0 = np.int64(0)  # not the literal 0: round_durations would compile a second version
     sbl = SB[lidx].reshape((1, lidx.size))  # the log-normal bases side by side (round_durations)
     zz = np.empty(lidx.size)
     ok = np.empty(lidx.size, dtype=np.bool_)
@@ -302,7 +303,7 @@ def _rounds(A, X, C, T, k0, kmax, work, useq, ustart, ures, ip, iprod, ioff, ran
     while k < kmax and done_work < work:
         row = k * T
         # firing kbase + k of every transition (its draw: the generic engine's duration)
-        round_durations(dr, kbase + k, code, par, pool, sb2, 0, lidx, sbl, oidx, zz, ok, scratch)
+        round_durations(dr, kbase + k, code, par, pool, sb2, lane0, lidx, sbl, oidx, zz, ok, scratch)
         early = kbase + k < moff  # an arc may still read an initial token
         for j in range(nst):
             r = ures[j]
