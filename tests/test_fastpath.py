@@ -286,7 +286,7 @@ def test_parallel_lanes_give_the_same_results():
 def test_kth_step_completion_is_numpys_partition_without_a_copy(seed):
     # the window's bounds are found by bisection over the per-transition sorted completions;
     # numpy's partition of the flattened values is the reference, ties and zeros included
-    from sgdnet.engine.fastpath import _kth_step
+    from sgdnet.engine.eg_record import _kth_step
 
     rng = np.random.default_rng(seed)
     K, T, L = 60, 7, 3

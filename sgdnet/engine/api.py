@@ -304,19 +304,19 @@ def _try_fast(cn: CompiledNet, seeds: list, engine: str, *, steps: int, warmup: 
     kind = "fast"
     played = seeds[:1] if cn.deterministic else seeds
     if not why:
-        from . import fastpath, rng
+        from . import eg_record, fastpath, rng
 
-        _ready(fastpath, (fastpath, rng))
+        _ready(fastpath, (fastpath, eg_record, rng))
         raws = fastpath.run_fast(cn, played, steps=steps, warmup=warmup, samples=samples,
                                  max_events=max_events, parallel=parallel, progress=progress)
         if raws is None:
             why = ["the run needs more history memory or events than the fast path allows"]
     elif not trace and not histograms:  # the sort-then-queue recursion for shared FIFO links
-        from . import fastpath_fifo, fifo_record, rng
+        from . import eg_record, fastpath_fifo, fifo_record, rng
 
         why_fifo = fastpath_fifo.fifo_path_problems(cn)
         if not why_fifo:
-            _ready(fastpath_fifo, (fastpath_fifo, fifo_record, rng))
+            _ready(fastpath_fifo, (fastpath_fifo, fifo_record, eg_record, rng))
             raws = fastpath_fifo.run_fifo(cn, played, steps=steps, warmup=warmup, samples=samples,
                                           max_events=max_events, parallel=parallel,
                                           progress=progress)

@@ -18,10 +18,10 @@ import numpy as np
 from numba import njit
 
 from ..results import RawReplication
-from .fastpath import first_not_before
+from .eg_record import first_not_before
 
 #: files whose code the compiled functions embed (see sgdnet.engine.jitcache)
-JIT_DEPENDS = ("fastpath.py",)
+JIT_DEPENDS = ("eg_record.py",)
 
 __all__ = ["Acc", "replication"]
 
