@@ -104,6 +104,7 @@ class FastPlan:
     aptr: np.ndarray  # (T+1,) CSR over order positions: the arcs the recursion reads
     aprod: np.ndarray  # producer of each such arc (the transition itself for its servers bound)
     atok: np.ndarray  # its tokens (the servers count for the self-arc)
+    aoff: np.ndarray  # aprod - atok * T: in round k >= max_tokens the arc reads row k * T + aoff
     fixed: np.ndarray  # (T,) 1 if the duration is one fixed value
     dfix: np.ndarray  # (T,) that value
     max_tokens: int
@@ -231,6 +232,7 @@ def _analyse(cn: CompiledNet) -> tuple[FastPlan | None, list[str]]:
                     iprod=prod[cn.in_place].astype(np.int64), itok=itok, serv=serv,
                     aptr=np.array(aptr, dtype=np.int64), aprod=np.array(aprod, dtype=np.int64),
                     atok=np.array(atok, dtype=np.int64),
+                    aoff=np.array(aprod, dtype=np.int64) - np.array(atok, dtype=np.int64) * T,
                     fixed=fixed, dfix=dfix, max_tokens=mt)
     return plan, []
 
@@ -340,12 +342,14 @@ def _round_from_rows(C, row, L, l, order, aptr, aoff, dr):  # pragma: no cover -
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, fixed, dfix, code, par, pool,
-            SB, steps_idx, need, ptr, phase, lo_a):  # pragma: no cover - compiled
+def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, aoff, ksafe, fixed, dfix, code, par,
+            pool, SB, steps_idx, need, ptr, phase, lo_a):  # pragma: no cover - compiled
     """Compute rounds ``k0..`` of the recursion into the flat history ``C`` (index
     ``(k * T + t) * L + lane``) until every lane is done (``phase == 2``), ``kmax`` rounds
     exist, or about ``work`` completions were made. Transition ``order[j]`` reads the arcs
-    ``aptr[j]..aptr[j+1]`` (producer, tokens), its servers bound included as a self-arc.
+    ``aptr[j]..aptr[j+1]`` (producer, tokens), its servers bound included as a self-arc; from
+    round ``ksafe`` (the most tokens of any arc) on, no arc reads an initial token and arc ``a``
+    reads row ``k * T + aoff[a]``, with no test per arc.
 
     A lane's phase: 0 = its ``need``-th step completion is not known yet; 1 = it is known to lie
     below ``lo_a`` (every step completion below ``lo_a`` is computed) and the lane waits until
@@ -362,13 +366,6 @@ def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, fixed, dfix, code
             SBL[l, i] = SB[l, lidx[i]]
     zz = np.empty(lidx.size)
     ok = np.empty(lidx.size, dtype=np.bool_)
-    # arc a of a round-k firing reads row k - atok[a] of its producer: ``row + aoff[a]`` once
-    # no initial token can be read (k >= ksafe), so those rounds need no test per arc
-    aoff = aprod - atok * T
-    ksafe = 0
-    for a in range(atok.size):
-        if atok[a] > ksafe:
-            ksafe = atok[a]
     while k < kmax and done_work < work:
         row = k * T
         for l in range(L):
@@ -393,20 +390,20 @@ def _rounds(C, T, L, k0, kmax, work, order, aptr, aprod, atok, fixed, dfix, code
                 C[(row + t) * L + l] = x + dr[t]
         done_work += T * L
         k += 1
-        # every lane is in phase 0 until ns * k >= need (see _lanes_done): no call before
-        if ns * k >= need and _lanes_done(C, k, T, L, ns, steps_idx, ptr, need, phase, lo_a):
+        if _lanes_done(C, k, T, L, ns, steps_idx, ptr, need, phase, lo_a):
             break
     return k
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, forceinline=True)
 def _lanes_done(C, k, T, L, ns, steps_idx, ptr, need, phase, lo_a):  # pragma: no cover - compiled
     """Advance each lane's stopping rule after round ``k - 1`` and say whether every lane is done.
 
     A lane's phase goes 0 -> 1 when at least ``need`` step completions lie below the earliest
     step completion of the last round (``lo_a`` keeps that time), and 1 -> 2 when every
     transition's last completion is at or after it: no later round can complete earlier, so the
-    window is final. Shared by both fast paths (:mod:`.fastpath_fifo` too).
+    window is final. Shared by both fast paths (:mod:`.fastpath_fifo` too), and inlined into
+    their round loops: a call every round cost ~1 ns per completion on the eg-ring toy.
     """
     alldone = True
     for l in range(L):
@@ -469,8 +466,8 @@ def _chunk(cn: CompiledNet, plan: FastPlan, seeds: list[int], steps: int, warmup
         k = 0
         while True:
             k = _rounds(C, T, L, k, K, POLL_WORK, plan.order, plan.aptr, plan.aprod, plan.atok,
-                        plan.fixed, plan.dfix, cn.d_code, cn.d_par, cn.d_pool, SB, st, np.int64(need),
-                        ptr, phase, lo_a)
+                        plan.aoff, np.int64(plan.max_tokens), plan.fixed, plan.dfix, cn.d_code,
+                        cn.d_par, cn.d_pool, SB, st, np.int64(need), ptr, phase, lo_a)
             prog[i] = L * min(need, k * st.size)
             if (phase == 2).all():
                 break
