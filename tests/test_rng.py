@@ -126,6 +126,8 @@ def test_a_fast_path_round_draws_what_each_stream_draws_one_by_one():
     laws = [LogNormal(mean=2.0, cv=0.5), Exponential(0.7), Deterministic(1.25), Uniform(1.0, 3.0),
             LogNormal(mean=0.1, cv=1.5), Gamma(mean=1.5, cv=0.6)] * 7
     code, par, pool = flatten(laws)
+    for a in (code, par, pool):  # read-only, as a compiled net's: the engines' numba types, so
+        a.setflags(write=False)  # this call compiles no second round_durations (or draw)
     T, K = len(laws), 400
     names = [f"t{i}" for i in range(T)]
     sb = stream_bases(7, stream_ids(names))
