@@ -605,18 +605,26 @@ def _e_up(eh, ekt, eks, pos, i, s, t, q):
 
 
 @_phase
+def _e_child(ekt, eks, i, n):
+    """The smaller child of node ``i`` in a heap of ``n`` keys, the smaller of two chosen
+    branch-free; ``>= n`` when ``i`` has none. The descent of :func:`_e_down` and
+    :func:`_e_drop`."""
+    c = 2 * i + 1
+    if c + 1 < n:
+        ta = ekt[c + 1]
+        tb = ekt[c]
+        c += np.int64((ta < tb) | ((ta == tb) & (eks[c + 1] < eks[c])))
+    return c
+
+
+@_phase
 def _e_down(eh, ekt, eks, pos, i, n, s, t, q):
     """Put slot ``s`` with key ``(t, q)`` into hole ``i`` of a heap of ``n`` keys, moving it down
-    past its smaller children (the smaller of two chosen branch-free). Inlined into
-    :func:`_e_place` and :func:`_e_start`."""
+    past its smaller children. Inlined into :func:`_e_place` and :func:`_e_start`."""
     while True:
-        c = 2 * i + 1
+        c = _e_child(ekt, eks, i, n)
         if c >= n:
             break
-        if c + 1 < n:
-            ta = ekt[c + 1]
-            tb = ekt[c]
-            c += np.int64((ta < tb) | ((ta == tb) & (eks[c + 1] < eks[c])))
         pt = ekt[c]
         if pt < t or (pt == t and eks[c] < q):
             y = eh[c]
@@ -651,18 +659,14 @@ def _e_pop(eh, ekt, eks, pos, n):
 @_phase
 def _e_drop(eh, ekt, eks, pos, n):
     """Remove the top of a heap of ``n`` >= 2 keys, bottom-up: the hole descends along the
-    smaller children (chosen branch-free), then the last element is placed in it and moved up;
+    smaller children (:func:`_e_child`), then the last element is placed in it and moved up;
     return the new size. Inlined into :func:`_e_pop` and into the kernel's completion batch."""
     n -= 1
     i = _I0  # not a literal 0: _e_up compiles once
     while True:
-        c = 2 * i + 1
+        c = _e_child(ekt, eks, i, n)
         if c >= n:
             break
-        if c + 1 < n:
-            ta = ekt[c + 1]
-            tb = ekt[c]
-            c += np.int64((ta < tb) | ((ta == tb) & (eks[c + 1] < eks[c])))
         y = eh[c]
         eh[i] = y
         ekt[i] = ekt[c]
