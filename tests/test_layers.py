@@ -25,6 +25,7 @@ RANK = {
     "variants": 7,  # beside the engine, not above it: test_variants_import_no_engine_or_analysis
     "netcache": 7.5,  # compiled nets by their inputs: net.compiled below, prediction and cli above
     "prediction": 8, "metrics": 8,
+    "anchor": 8.5,  # one-GPU anchoring: calls predict()
     "study": 9, "viz": 9, "testbed": 9,
     "cli_args": 9.5,  # the parser; cli binds the commands to it
     "cli": 10,
