@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """Rebuild ``models/*.json``: the CNNs/GNMT from the PipeDream per-layer profiles in
-``../shared/data``, the transformers (bert_large, gpt2_medium, gpt2_xl, vit_l16) from their
-architecture and the compute model (``sgdnet.workload.transformers.BUILTIN`` states each one's
-sequence length, batch, device and precision).
+``../shared/data``, the transformers (bert_large, gpt2_medium, gpt2_xl, vit_l16) and the CNNs
+PipeDream lacks (resnet34, resnet152, vgg19) from their architecture and the compute model
+(``sgdnet.workload.transformers.BUILTIN`` and ``sgdnet.workload.cnns.BUILTIN`` state each
+one's sequence length or image size, batch, device and precision).
 
 Usage::
 
@@ -36,9 +37,25 @@ Derivation (the same for every model; recorded in each profile's ``source`` and 
    encoder activations, 6,291,456 bytes = 32 x 48 tokens x 1024 x 4, give source length 48).
 7. Times are converted from milliseconds to seconds; numbers are rounded to 12 significant
    digits.
+8. **Ops** (extra data for the compute model; the times stay PipeDream's measured ones):
+   every non-input node gets the ops of its module repr (:func:`node_ops`), per sample, and
+   a layer carries the ops of the nodes folded into it, in topological order. A node's
+   output elements per sample are its ``activation_size`` / 4 / batch (fp32); its input
+   elements are its predecessors' outputs. ``Conv2d`` and ``Linear``: matmul FLOPs from the
+   repr's channels, kernel and groups and the output spatial size (output elements /
+   output channels); ``BatchNorm2d``, ``ReLU``, ``Add``, ``Dropout``, ``Concat``, pooling:
+   vector ops (:mod:`sgdnet.workload.ops`); views, ``Size`` and ``__getitem__`` cost
+   nothing. GNMT's recurrent modules: LSTM gate GEMMs (``8 h (in + h)`` FLOPs per token and
+   direction) and cell updates, additive (Bahdanau) attention over the source positions,
+   embedding gathers and the classifier GEMM; sequence lengths from the activation sizes.
+   The forward matmul FLOPs so derived match torchvision's published multiply-accumulate
+   counts (``tests/test_cnns.py``).
+9. **Precision** ``fp32``: PipeDream's profiler (``profiler/image_classification/main.py``)
+   trains in fp32 (no ``.half()``, no AMP); gradients are fp32.
 
 The device is not named in the PipeDream files, so profiles say ``device="unspecified GPU
-(PipeDream profiling run)"``.
+(PipeDream profiling run)"``; :func:`sgdnet.workload.compute.retime` needs ``from_device``
+to re-time them for a device or precision.
 """
 
 from __future__ import annotations
@@ -52,6 +69,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from sgdnet.workload.ops import (  # noqa: E402
+    Op,
+    batchnorm_op,
+    conv2d_op,
+    eltwise_op,
+    linear_op,
+    pool_op,
+)
 from sgdnet.workload.profile import Layer, ModelProfile  # noqa: E402
 
 MODELS = ["alexnet", "vgg16", "resnet18", "resnet50", "resnet101", "resnext50", "inception_v3",
@@ -165,6 +190,96 @@ def batch_size(model: str, nodes: dict) -> tuple[int, str]:
                      f"{acts[0]:.0f} bytes = {int(bs)} x 3x{side}x{side} fp32")
 
 
+def _elems(act: str) -> list[float]:
+    """Elements (fp32) of a node's activation_size: one number or ``[a; b; ...]``."""
+    parts = act.strip("[]").split(";")
+    return [float(x) / 4 for x in parts]
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in re.findall(r"\d+", text)]
+
+
+def _kw(rep: str, key: str, default: str | None = None) -> str | None:
+    m = re.search(key + r"=(\([^)]*\)|[^,)]+)", rep)
+    return m.group(1) if m else default
+
+
+def _lstm_ops(tag: str, n_in: int, h: int, tokens: float, dirs: int = 1) -> list[Op]:
+    """Ops of an LSTM over ``tokens`` steps per sample: per direction the input and
+    recurrent gate GEMMs (4 gates) and the cell's elementwise update."""
+    out = []
+    for d in range(dirs):
+        sfx = f"{tag}{'_rev' if d else ''}"
+        out.append(Op(f"{sfx}_gates", "matmul", 2.0 * tokens * 4 * h * (n_in + h),
+                      tokens * (n_in + h + 4 * h), 4 * h * (n_in + h) + 8 * h))
+        out.append(Op(f"{sfx}_cell", "vector", 10.0 * tokens * h, tokens * (4 * h + 3 * h)))
+    return out
+
+
+def node_ops(rep: str, out: list[float], inp: float, batch: int) -> list[Op]:
+    """Forward ops per sample of one PipeDream node (see step 8 of the module docstring).
+
+    ``out`` are the node's output elements (all samples; several for multi-output nodes),
+    ``inp`` its input elements (all samples).
+    """
+    o, i = out[0] / batch, inp / batch
+    typ = rep.split("(", 1)[0].strip()
+    if typ == "Conv2d":
+        c_in, c_out = _ints(rep.split("(", 1)[1].split("kernel_size", 1)[0])[:2]
+        kh, kw = _ints(_kw(rep, "kernel_size"))[:2]
+        groups = int(_kw(rep, "groups", "1"))
+        hw = o / c_out
+        if not hw.is_integer():
+            raise ValueError(f"{rep}: output {o} elements is not a multiple of {c_out} channels")
+        return [conv2d_op(c_in, c_out, kh, kw, hw, i, groups=groups,
+                          bias="bias=False" not in rep)]
+    if typ == "Linear":
+        n_in, n_out = int(_kw(rep, "in_features")), int(_kw(rep, "out_features"))
+        return [linear_op(n_in, n_out, bias="bias=True" in rep, tokens=o / n_out)]
+    if typ.startswith("BatchNorm"):
+        return [batchnorm_op(o, _ints(rep.split("(", 1)[1])[0])]
+    if typ == "ReLU":
+        return [eltwise_op("relu", i, o)]
+    if typ == "Add":
+        return [eltwise_op("add", i, o)]
+    if typ == "Dropout":
+        return [eltwise_op("dropout", i, o)]
+    if typ == "Concat":
+        return [eltwise_op("concat", i, o, 0.0)]
+    if typ in ("MaxPool2d", "AvgPool2d"):
+        k = _ints(_kw(rep, "kernel_size"))
+        return [pool_op(typ.lower()[:7], i, o, k[0] * (k[1] if len(k) > 1 else k[0]))]
+    if typ.startswith("AdaptiveAvgPool"):
+        return [pool_op("avgpool", i, o, round(i / o))]
+    if typ in ("View", "Size", "__getitem__", "hidden") or typ.startswith("Input"):
+        return []
+    if typ == "Embedding":
+        n, d = _ints(rep.split("(", 1)[1])[:2]
+        return [Op("gather", "vector", 0.0, 2.0 * o, n * d / 2)]
+    if typ == "LSTM":
+        n_in, h = _ints(rep.split("(", 1)[1])[:2]
+        return _lstm_ops("lstm", n_in, h, o / h)
+    if typ == "EmuBidirLSTM":  # parameters and output: the bidirectional LSTM only
+        n_in, h = _ints(rep.split("(bidir): LSTM(", 1)[1])[:2]
+        return _lstm_ops("bidir_lstm", n_in, h, o / (2 * h), dirs=2)
+    if typ == "RecurrentAttention":  # LSTM, then additive attention over the source
+        n_in, h = _ints(rep.split("(rnn): LSTM(", 1)[1])[:2]
+        t = o / h  # target steps per sample
+        src = out[4] / batch / t  # attention scores: target x source per sample
+        return (_lstm_ops("rnn", n_in, h, t)
+                + [linear_op(h, h, bias=False, tokens=t, name="linear_q"),
+                   linear_op(h, h, bias=False, tokens=src, name="linear_k"),
+                   Op("additive_scores", "vector", 3.0 * t * src * h, t * h + src * h + t * src),
+                   Op("softmax", "vector", 5.0 * t * src, 2.0 * t * src),
+                   Op("context", "matmul", 2.0 * t * src * h, t * src + src * h + t * h)])
+    if typ == "Classifier":
+        inner = rep.split("(classifier): ", 1)[1]
+        n_in, n_out = int(_kw(inner, "in_features")), int(_kw(inner, "out_features"))
+        return [linear_op(n_in, n_out, bias="bias=True" in inner, tokens=o / n_out)]
+    raise ValueError(f"no op rule for module {typ!r} ({rep[:60]!r}); add one to node_ops")
+
+
 def build(model: str, data: Path) -> ModelProfile:
     """Derive the ModelProfile of ``model`` from ``data/pipedream_profiles``."""
     path = data / "pipedream_profiles" / f"{model}.graph.txt"
@@ -204,9 +319,16 @@ def build(model: str, data: Path) -> ModelProfile:
     for n, o in owner.items():
         fwd[o] += nodes[n]["fwd_ms"]
         bwd[o] += nodes[n]["bwd_ms"]
-    layers = [Layer(short_name(n, nodes[n]["repr"]), _r(fwd[n] / 1e3), _r(bwd[n] / 1e3),
-                    nodes[n]["params"]) for n in params]
     bs, how = batch_size(model, nodes)
+    ops: dict[str, list[Op]] = {n: [] for n in params}
+    for n in order:  # forward order within a layer
+        if n in owner:
+            inp = sum(sum(_elems(nodes[p]["act"])) for p in preds[n])
+            ops[owner[n]].extend(node_ops(nodes[n]["repr"], _elems(nodes[n]["act"]), inp, bs))
+    layers = [Layer(short_name(n, nodes[n]["repr"]), _r(fwd[n] / 1e3), _r(bwd[n] / 1e3),
+                    nodes[n]["params"], ops=tuple(Op.from_obj(_rounded(o.to_dict()), model)
+                                                  for o in ops[n]))
+              for n in params]
     input_ms = sum(nodes[n]["fwd_ms"] for n in nodes if is_input[n])
     total_params = sum(nodes[n]["params"] for n in params) / 4
     check = ""
@@ -226,7 +348,9 @@ def build(model: str, data: Path) -> ModelProfile:
         "layer into it); Input node(s) = data loading, excluded "
         f"({input_ms:g} ms forward); {how}; parameter_size taken as gradient bytes (fp32 "
         f"weights+biases, BatchNorm gamma/beta without running stats){check}. Times converted "
-        "from ms to s; built by scripts/build_models.py."
+        "from ms to s; per-layer ops (FLOPs and elements per sample) derived from the nodes' "
+        "module reprs and activation sizes for the compute model; precision fp32 (PipeDream's "
+        "profiler trains in fp32); built by scripts/build_models.py."
     )
     meta = {
         "builder": "scripts/build_models.py",
@@ -235,15 +359,19 @@ def build(model: str, data: Path) -> ModelProfile:
         "parameter_nodes": len(params),
         "input_forward_ms_excluded": _r(input_ms),
         "parameters": int(total_params),
+        "forward_matmul_flops_per_sample": _r(sum(o.flops for la in layers for o in la.ops
+                                                  if o.kind == "matmul")),
     }
-    return ModelProfile(model, layers, bs, DEVICE, source, None, meta)
+    return ModelProfile(model, layers, bs, DEVICE, source, None, meta, precision="fp32")
 
 
 def build_transformer(model: str) -> ModelProfile:
-    """A built-in transformer profile from the compute model (sgdnet.workload.transformers)."""
+    """A built-in profile built from its architecture by the compute model
+    (sgdnet.workload.transformers, or sgdnet.workload.cnns for the CNNs in ``ARCH_CNNS``)."""
+    from sgdnet.workload.cnns import BUILTIN as CNN_BUILTIN
     from sgdnet.workload.transformers import BUILTIN
 
-    fn, kw = BUILTIN[model]
+    fn, kw = (CNN_BUILTIN if model in CNN_BUILTIN else BUILTIN)[model]
     prof = fn(**kw)
     d = prof.to_dict()
     d["source"] += (f"; built-in configuration {kw}, built by scripts/build_models.py")
@@ -262,6 +390,8 @@ def _rounded(obj):
 
 
 TRANSFORMERS = ["bert_large", "gpt2_medium", "gpt2_xl", "vit_l16"]
+#: CNNs the PipeDream library lacks, built from their architecture (sgdnet.workload.cnns).
+ARCH_CNNS = ["resnet34", "resnet152", "vgg19"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -272,11 +402,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "models")
     ap.add_argument("--check", action="store_true",
                     help="do not write; fail if the files on disk differ from a rebuild")
-    ap.add_argument("models", nargs="*", default=MODELS + TRANSFORMERS)
+    ap.add_argument("models", nargs="*", default=MODELS + TRANSFORMERS + ARCH_CNNS)
     a = ap.parse_args(argv)
     stale = []
     for model in a.models:
-        prof = build_transformer(model) if model in TRANSFORMERS else build(model, a.data)
+        prof = (build_transformer(model) if model in TRANSFORMERS + ARCH_CNNS
+                else build(model, a.data))
         target = a.out / f"{model}.json"
         text = prof.to_json()
         if a.check:

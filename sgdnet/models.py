@@ -8,10 +8,13 @@ True
 
 The JSON files live in the repository's top-level ``models/`` directory, rebuilt by
 ``scripts/build_models.py``: ten CNN/GNMT profiles from the published PipeDream per-layer
-measurements (an unnamed GPU), and the transformers ``bert_large``, ``gpt2_medium``,
-``gpt2_xl`` and ``vit_l16`` from their architecture and the compute model
-(:mod:`sgdnet.workload.transformers`; each file states its sequence length, batch, device and
-precision, carries per-tensor sizes and ops, and can be re-timed with
+measurements (an unnamed GPU, fp32; each layer carries the ops derived from its modules, so
+:func:`sgdnet.workload.compute.retime` re-times them given ``from_device``), the
+transformers ``bert_large``, ``gpt2_medium``, ``gpt2_xl`` and ``vit_l16``
+(:mod:`sgdnet.workload.transformers`) and the CNNs ``resnet34``, ``resnet152`` and ``vgg19``
+(:mod:`sgdnet.workload.cnns`, V100, fp32, batch 64) from their architecture and the compute
+model (each file states its sequence length or image size, batch, device and precision,
+carries per-tensor sizes and ops, and can be re-timed with
 :func:`sgdnet.workload.compute.retime`). The package reaches them as
 ``sgdnet/_models``, a symlink to ``../models`` that setuptools follows when it builds a wheel,
 so they are package data of ``sgdnet`` in a regular install; in a source checkout without

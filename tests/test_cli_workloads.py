@@ -2,7 +2,7 @@
 
 import pytest
 
-from sgdnet import Cluster, models, variants
+from sgdnet import Cluster, ModelProfile, models, variants
 from sgdnet.cli import _load_model, build_parser, main
 from sgdnet.workload.compute import retime
 
@@ -29,10 +29,16 @@ def test_without_options_the_builtin_cnn_is_untouched():
 
 
 def test_device_on_a_profile_without_ops_is_a_usage_error(capsys, tmp_path):
-    rc = main(["draw", "allreduce", "--model", "resnet50", "--device", "A100",
+    bare = tmp_path / "bare.json"
+    ModelProfile("bare", [("a", 1e-3, 1e-3, 8)], 4).save(bare)
+    rc = main(["draw", "allreduce", "--model", str(bare), "--device", "A100",
                "--out", str(tmp_path / "n.dot")])
     err = capsys.readouterr().err
-    assert rc == 2 and "no per-layer ops" in err and "resnet50" in err
+    assert rc == 2 and "no per-layer ops" in err and "bare" in err
+    # PipeDream's profiles carry ops, but their GPU is unnamed: --from-device is needed
+    rc = main(["draw", "allreduce", "--model", "resnet50", "--device", "A100",
+               "--out", str(tmp_path / "n.dot")])
+    assert rc == 2 and "from-device" in capsys.readouterr().err
     rc = main(["draw", "allreduce", "--model", "gpt2_xl", "--device", "V100",
                "--out", str(tmp_path / "n.dot")])
     assert rc == 2 and "V100 has no 'bf16'" in capsys.readouterr().err

@@ -81,8 +81,11 @@ def test_retime_of_a_measured_profile_keeps_its_detail_and_follows_ratios():
 
 
 def test_retime_needs_ops_for_a_device_but_not_for_a_batch():
-    p = models.load("resnet50")
+    bare = ModelProfile("bare", [Layer("a", 1e-3, 2e-3, 4)], 8)
     with pytest.raises(ProfileError, match="no per-layer ops"):
+        C.retime(bare, device="A100")
+    p = models.load("resnet50")  # ops, but measured on PipeDream's unnamed GPU
+    with pytest.raises(ProfileError, match="from_device"):
         C.retime(p, device="A100")
     assert C.retime(p, batch_size=64) == p.scaled(batch_size=64)
     q = ModelProfile("m", [Layer("a", 1, 1, 4, ops=[Op("x", "vector", 1, 1)])], 1,

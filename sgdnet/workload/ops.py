@@ -23,7 +23,8 @@ from typing import Any
 
 from ..errors import ProfileError
 
-__all__ = ["Op", "OP_KINDS"]
+__all__ = ["Op", "OP_KINDS", "conv2d_op", "linear_op", "batchnorm_op", "eltwise_op",
+           "pool_op", "softmax_xent_op", "matmul_flops"]
 
 #: The two kinds of operation the compute model distinguishes.
 OP_KINDS = ("matmul", "vector")
@@ -101,3 +102,74 @@ class Op:
             object.__setattr__(op, k, obj.get(k, 0.0))
         op._check(where)
         return op
+
+
+# ----------------------------------------------------------------- CNN building blocks
+# One op per kernel of an eager PyTorch / cuDNN training step, per sample. FLOPs count a
+# multiply-add as 2; a convolution's or linear layer's bias add (fused into its epilogue by
+# cuDNN / cuBLAS) is not counted, so ``matmul_flops / 2`` is the multiply-accumulate count
+# that torchvision's model table reports (its ``GFLOPS`` column, ``_ops`` in the weights'
+# metadata, counts multiply-accumulates of convolutions and linear layers).
+
+
+def conv2d_op(c_in: int, c_out: int, kh: int, kw: int, out_hw: float, in_elems: float, *,
+              groups: int = 1, bias: bool = False, name: str = "conv") -> Op:
+    """A 2-D convolution: ``2 * (c_in / groups) * kh * kw`` FLOPs per output element.
+
+    Parameters
+    ----------
+    c_in, c_out, kh, kw : int
+        Channels in and out, kernel height and width.
+    out_hw : float
+        Output spatial positions per sample (``H_out * W_out``).
+    in_elems : float
+        Input activation elements per sample (read once).
+    groups : int
+        Convolution groups (ResNeXt: 32).
+    bias : bool
+        Whether the layer has a bias (read as a parameter).
+    """
+    if groups < 1 or c_in % groups or c_out % groups:
+        raise ProfileError(f"conv {name!r}: groups {groups} does not divide channels "
+                           f"{c_in} -> {c_out}")
+    out = c_out * out_hw
+    w = c_out * (c_in // groups) * kh * kw
+    return Op(name, "matmul", 2.0 * (c_in // groups) * kh * kw * out, in_elems + out,
+              w + (c_out if bias else 0))
+
+
+def linear_op(n_in: int, n_out: int, *, bias: bool = True, tokens: float = 1,
+              name: str = "linear") -> Op:
+    """A fully connected layer on ``tokens`` rows per sample."""
+    return Op(name, "matmul", 2.0 * tokens * n_in * n_out, tokens * (n_in + n_out),
+              n_in * n_out + (n_out if bias else 0))
+
+
+def batchnorm_op(elems: float, channels: int, name: str = "batchnorm") -> Op:
+    """Training-mode batch normalisation of ``elems`` elements per sample: one read and one
+    write per element, 8 FLOPs per element (mean, variance, normalise, scale and shift; the
+    same count as the transformers' LayerNorm), gamma/beta (2 per channel) read."""
+    return Op(name, "vector", 8.0 * elems, 2.0 * elems, 2 * channels)
+
+
+def eltwise_op(name: str, elems_in: float, elems_out: float, flops_per_out: float = 1.0
+               ) -> Op:
+    """An elementwise kernel (ReLU, residual add, dropout, concatenation copy): reads
+    ``elems_in``, writes ``elems_out`` elements per sample."""
+    return Op(name, "vector", flops_per_out * elems_out, elems_in + elems_out)
+
+
+def pool_op(name: str, in_elems: float, out_elems: float, window: int) -> Op:
+    """Max / average pooling: ``window`` (kernel area) FLOPs per output element."""
+    return Op(name, "vector", float(window) * out_elems, in_elems + out_elems)
+
+
+def softmax_xent_op(classes: int, name: str = "cross_entropy") -> Op:
+    """Softmax cross-entropy over ``classes`` logits per sample (5 FLOPs per logit, read and
+    written once; the count the transformer builders use)."""
+    return Op(name, "vector", 5.0 * classes, 2.0 * classes)
+
+
+def matmul_flops(ops: Any) -> float:
+    """Total forward FLOPs per sample of the ``matmul`` ops of an iterable of ops."""
+    return math.fsum(o.flops for o in ops if o.kind == "matmul")
