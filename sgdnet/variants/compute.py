@@ -8,6 +8,11 @@ Compute
     profile times divided by ``cluster.speed(i)``. :func:`compute_phase` is the coarse
     equivalent: one ``w{i}.compute`` transition of the total forward + backward time.
 
+Input pipeline
+    With a topology whose ``input_s_per_sample > 0`` both also take each step's batch from the
+    worker's input pipeline on the node's CPUs and give its credit back at the step's end
+    (:func:`.input_pipeline.feed`); otherwise nothing changes.
+
 Stragglers
     If ``cluster.straggler`` is not ``None``, :func:`apply_straggler` calls
     ``cluster.straggler.modulator(net, worker, step_start_transition_name)``; a returned
@@ -41,6 +46,7 @@ from ..net.elements import new_place, new_transition
 from ..workload import Cluster, ModelProfile
 from .durations import duration
 from .fabric import Fabric
+from .input_pipeline import feed
 from .layers import compute_cv
 
 __all__ = ["Chain", "compute_chain", "compute_phase", "apply_straggler", "LocalLoop",
@@ -134,6 +140,10 @@ def compute_chain(
     i = worker
     fwd_inputs = fwd_inputs or {}
     bwd_outputs = bwd_outputs or {}
+    fd = feed(net, model, cluster, i)
+    if fd is not None:  # the input pipeline: a batch in for the first forward, a credit back
+        fwd_inputs = {**fwd_inputs, 0: [*fwd_inputs.get(0, ()), fd.batch]}
+        bwd_outputs = {**bwd_outputs, 0: [*bwd_outputs.get(0, ()), fd.credit]}
     sp = cluster.speed(i)
     gpu = fabric.gpu(i)
     ch = _chain_at_once(net, model, cluster.compute_cv, i, sp, gpu, fwd_inputs, bwd_outputs)
@@ -253,6 +263,9 @@ def compute_phase(
     have the same compute mean and variance. Tagged ``step=True``.
     """
     i = worker
+    fd = feed(net, model, cluster, i)
+    if fd is not None:  # the input pipeline (see compute_chain)
+        inputs, outputs = [*inputs, fd.batch], [*outputs, fd.credit]
     sp = cluster.speed(i)
     total, cv = _totals(model, cluster.compute_cv)
     t = net.transition(

@@ -29,8 +29,10 @@ Transfers (the network model, option ``discipline``)
     ByteScheduler do); it needs ``discipline="fifo"``.
 
     With a cluster topology (``cluster.topology``, flows only) a transfer's path is the
-    topology's (:meth:`Fabric.path`: GPU -> NVLink/PCIe -> NIC up -> leaf up -> leaf down ->
-    NIC down -> GPU, see :mod:`sgdnet.workload.topology`), its latency the intra-node one
+    topology's (:meth:`Fabric.path`: GPU -> NVLink/PCIe (-> PCIe switch uplink, root complex)
+    -> NIC up -> leaf up -> leaf down -> NIC down -> GPU, see :mod:`sgdnet.workload.topology`;
+    every element a ``(name, bandwidth, kind)`` link, so the PCIe tree needs nothing here),
+    its latency the intra-node one
     inside a node and ``cluster.latency`` between nodes (:meth:`Fabric.latency`); the links
     are created on first use, so a net holds only the links its transfers cross.
 

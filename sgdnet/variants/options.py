@@ -23,6 +23,7 @@ from .rings import LOOP_ROUNDS, RING_FORMS
 
 __all__ = ["Option", "check_choice", "check_bool", "check_int", "check_bytes",
            "check_per_worker_int", "per_worker", "largest", "MAX_LAYERS", "DISCIPLINE", "BALANCE",
+           "ACCUMULATE",
            "COMM_GRANULARITY", "COMPRESSION", "PS_OPTIONS", "SYNC_PS_OPTIONS", "OPTION_HINTS",
            "ALLREDUCE_ALGORITHM", "CHUNKS", "CHANNELS", "RING_FORM", "COLLECTIVE_OPTIONS"]
 
@@ -177,6 +178,14 @@ BALANCE = Option(
     "computes for about T_c*n/sum(speeds); throughput is counted in samples)",
     check_choice("none", "batch"),
 )
+ACCUMULATE = Option(
+    "accumulate", 1,
+    "an integer k >= 1: gradient accumulation over k micro-batches of the profile's batch before "
+    "communicating (DDP no_sync, Horovod backward_passes_per_step, DeepSpeed "
+    "gradient_accumulation_steps): a step is k forward/backward passes and one exchange, k*B "
+    "samples (every variant; ModelProfile.with_accumulation)",
+    check_int(1, limit_name="max_count"),
+)
 COMM_GRANULARITY = Option(
     "comm_granularity", "layer",
     "what one gradient message is in fine nets (ModelProfile.messages): 'layer' (one per layer, "
@@ -272,6 +281,20 @@ PS_OPTIONS: tuple[Option, ...] = (
            "comm_granularity='bucket' (PS keys fused as DDP fuses tensors); unused otherwise",
            check_bytes(positive=True)),
     MAX_LAYERS,
+    # per-node aggregation (issue #36): sgdnet.variants.ps_aggregate
+    Option("aggregation", "none",
+           "'none' (every GPU pushes and pulls its own copy) or 'node' (needs a Cluster "
+           "topology: the node's GPUs reduce each piece inside the node, the node pushes one "
+           "sum per piece and pulls it once, then broadcasts it inside the node, as TensorFlow's "
+           "distributed_replicated, MXNet's dist_device_sync and BytePS do)",
+           check_choice("none", "node")),
+    Option("local_reduce", "device",
+           "with aggregation='node': 'device' (each piece reduced onto one GPU, the pieces "
+           "round-robin over the node's GPUs: TensorFlow's distributed_replicated, MXNet's "
+           "device kvstore), 'root' (every piece onto the node's first GPU, next to its NIC: "
+           "BytePS on NVLink machines) or 'scatter' (a reduce-scatter ring inside the node, "
+           "each GPU pushes its 1/g of every piece: BytePS on PCIe machines)",
+           check_choice("device", "root", "scatter")),
 )
 #: Options of the synchronous PS variant: the PS options and ``balance``.
 SYNC_PS_OPTIONS: tuple[Option, ...] = (*PS_OPTIONS, BALANCE)

@@ -14,7 +14,7 @@ from typing import Any
 from .._gc import paused_gc
 from ..errors import UnknownNameError, VariantError
 from .inputs import resolve_cluster, resolve_model
-from .options import OPTION_HINTS, Option
+from .options import ACCUMULATE, OPTION_HINTS, Option
 
 __all__ = ["GRANULARITIES", "VariantSpec", "register", "names", "get", "build"]
 
@@ -111,6 +111,16 @@ class VariantSpec:
         loss, optimizer step) are folded into its layers here
         (:meth:`ModelProfile.with_step_costs_folded`, a no-op for profiles without them): the
         one place :func:`sgdnet.predict`, the CLI and direct builds share.
+
+        The generic option ``accumulate=k`` (every variant: :data:`.options.ACCUMULATE`) is
+        handled here too, before the folding and never seen by a builder: the profile becomes
+        :meth:`ModelProfile.with_accumulation` ``(k, cluster.compute_cv)``, so a step of any
+        variant is ``k`` micro-batches and one exchange (for ``sync-ps``, ``allreduce``,
+        ``backup``, ``pipe-sgd`` one synchronisation per ``k`` micro-batches; for ``async-ps``,
+        ``ssp``, ``dssp`` one push and pull; for ``local-sgd`` and ``cocod`` each local step
+        accumulates), and ``net.meta["batch_sizes"]`` counts ``k`` times the samples.
+        ``granularity="coarse+"`` refuses ``k > 1`` (its heuristics are derived for one
+        micro-batch per step).
         """
         if granularity not in (*GRANULARITIES, "coarse+"):
             raise VariantError(
@@ -121,6 +131,13 @@ class VariantSpec:
         clu = resolve_cluster(cluster)
         heur = options.pop("heuristics", None) if granularity == "coarse+" else None
         opts = self.resolve(options)
+        acc = opts.pop(ACCUMULATE.name, 1)
+        if acc > 1:
+            if granularity == "coarse+":
+                raise VariantError(f"granularity='coarse+' does not model accumulate={acc} (its "
+                                   "heuristics are derived for one micro-batch per step); use "
+                                   "granularity='fine' (or 'coarse')")
+            prof = prof.with_accumulation(acc, clu.compute_cv)
         fn = self.build_fine if granularity == "fine" else self.build_coarse
         if granularity == "coarse+":  # the coarse model with heuristics (docs/coarse.md)
             from . import coarse
@@ -147,6 +164,8 @@ class VariantSpec:
             announce(fallback, len(net.places) + len(net.transitions),
                      f"{self.name} on {clu.workers} workers")
             net.meta["layer_fallback"] = fallback
+        if acc > 1 and "batch_sizes" not in net.meta:  # what sgdnet.predict counts samples by
+            net.meta["batch_sizes"] = [prof.batch_size] * clu.workers
         net.meta.update(
             variant=self.name,
             granularity=granularity,
@@ -154,7 +173,7 @@ class VariantSpec:
             workers=clu.workers,
             batch_size=prof.batch_size,
             lockstep=self.lockstep,
-            options=opts,
+            options={**opts, ACCUMULATE.name: acc},
         )
         with paused_gc():
             net.validate()
@@ -180,6 +199,27 @@ def _compact(model, cluster, opts: Mapping[str, Any]):
     got = shard_merge(model, opts.get("shards") or cluster.ps_shards, cluster.shard_min_bytes,
                       cluster.compute_cv)
     return None if got is model else got
+
+
+def _accumulating(fn: BuildFn) -> BuildFn:
+    """``fn`` taking the generic ``accumulate`` option too, for callers of
+    ``VariantSpec.build_fine`` / ``build_coarse`` with :meth:`VariantSpec.resolve`'s options
+    (:meth:`VariantSpec.build` handles it before calling, so ``fn`` never sees it there): 1 is
+    dropped, ``k > 1`` builds on :meth:`ModelProfile.with_accumulation` and records the
+    samples per step in ``net.meta["batch_sizes"]``."""
+
+    @functools.wraps(fn)
+    def build(model, cluster, **opts):
+        acc = opts.pop(ACCUMULATE.name, 1)
+        if acc == 1:
+            return fn(model, cluster, **opts)
+        acc = ACCUMULATE.check(acc)
+        model = resolve_model(model).with_accumulation(acc, cluster.compute_cv)
+        net = fn(model, cluster, **opts)
+        net.meta.setdefault("batch_sizes", [model.batch_size] * cluster.workers)
+        return net
+
+    return build
 
 
 def register(
@@ -219,12 +259,15 @@ def register(
         names_ = [o.name for o in options]
         if len(set(names_)) != len(names_):
             raise VariantError(f"variant {name!r} declares an option twice: {names_}")
+        if ACCUMULATE.name in names_:
+            raise VariantError(f"variant {name!r} declares {ACCUMULATE.name!r}, which the "
+                               "registry gives every variant (VariantSpec.build); drop it")
         _REGISTRY[name] = VariantSpec(
             name=name,
             summary=summary,
-            options=tuple(options),
-            build_fine=fine,
-            build_coarse=coarse,
+            options=(*options, ACCUMULATE),
+            build_fine=_accumulating(fine),
+            build_coarse=_accumulating(coarse),
             lockstep=lockstep,
             warmup=warmup,
             module=mod,

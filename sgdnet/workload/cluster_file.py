@@ -41,6 +41,16 @@ from the same calibration once it exists::
       fabric: leaf-spine               # or switch (one non-blocking switch)
       rack_nodes: 4                    # leaf-spine: nodes per rack
       oversubscription: 2.0            # leaf-spine: 2:1 between racks
+      pcie_switch_gpus: 2              # optional PCIe tree: GPUs per PCIe switch (DGX-1, p3)
+      pcie_uplink_bandwidth: pcie3     # a switch's uplink to the CPU (or a rate, e.g. 12GB/s)
+      gpudirect: true                  # false: GPU <-> NIC staged through host memory
+      host_cores: 80                   # CPU cores serving the node's input pipelines
+      input_s_per_sample: 0.0          # CPU-seconds per sample (0: synthetic data; the
+      prefetch: 2                      #   one-node calibration, sgdnet.workload.node)
+
+``measurements.node_calibration`` holds the raw numbers of the one-node calibration of the
+input pipeline (:func:`sgdnet.workload.node.write_node_calibration`: the single-GPU job alone
+and on every GPU of one node at once).
 
 With a ``topology`` the link ``latency`` and ``incast`` are those of the inter-node network
 (NIC to NIC), its ``bandwidth`` is unused (the NICs' rate is ``nic_bandwidth``), and

@@ -360,6 +360,46 @@ class ModelProfile:
                           source=self.source + ("; " if self.source else "")
                           + "step costs folded into layers")
 
+    def with_accumulation(self, k: int, default_cv: float = 0.0) -> ModelProfile:
+        """A copy whose step is ``k`` micro-batches of gradient accumulation, one update.
+
+        What DDP's ``no_sync()``, Horovod's ``backward_passes_per_step`` and DeepSpeed's
+        ``gradient_accumulation_steps`` do: micro-batches ``1..k-1`` run forward and backward
+        without communicating, the last one's backward communicates. For builders that read
+        layer times: micro-batch 1's forward keeps its per-layer times (it waits for the
+        parameters layer by layer), the other micro-batches' ``(k - 1) (F + B + loss_s)`` is
+        added once to the last layer's forward, and the last micro-batch's backward (which
+        overlaps the communication) keeps its per-layer times. The step's samples are ``k *
+        batch_size`` (the copy's batch size); ``zero_grad_s`` and the optimizer step stay once
+        per step. The added work's variance is ``k - 1`` times a micro-batch's (layers with
+        their effective CVs, ``default_cv`` where the profile has none), carried by the last
+        layer's CV, which keeps that layer's forward plus backward variance as
+        :func:`sgdnet.variants.layers.group_layers` does (so the step's total is exact, its
+        split between that layer's forward and backward approximate).
+
+        Raises
+        ------
+        ProfileError
+            ``k`` not an integer >= 1.
+        """
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ProfileError(f"with_accumulation(): k={k!r} must be an integer >= 1 "
+                               "(micro-batches per step; 1 = no accumulation)")
+        if k == 1:
+            return self
+        last = self.layers[-1]
+        extra = (k - 1) * (self.forward_s + self.backward_s + self.loss_s)
+        var = math.fsum(self.layer_cv(i, default_cv) ** 2 * (la.forward_s**2 + la.backward_s**2)
+                        for i, la in enumerate(self.layers))
+        c = self.layer_cv(self.n_layers - 1, default_cv)
+        f = last.forward_s + extra
+        total = c * c * (last.forward_s**2 + last.backward_s**2) + (k - 1) * var
+        cv = math.sqrt(total / (f * f + last.backward_s**2)) if total > 0 else last.cv
+        lays = [*self.layers[:-1], dataclasses.replace(last, forward_s=f, cv=cv)]
+        return self._copy(layers=lays, batch_size=k * self.batch_size,
+                          source=self.source + ("; " if self.source else "")
+                          + f"{k} micro-batches accumulated per step")
+
     def _copy(self, **kw: Any) -> ModelProfile:
         """A new profile with some constructor arguments replaced."""
         args = {k: getattr(self, k) for k in ("name", "layers", "batch_size", "device", "source",

@@ -26,6 +26,49 @@ Links (each direction its own link, bytes/s)
       links taken as ideal, so the spine is one link per leaf and direction). A message between
       racks crosses the sender's leaf up and the receiver's leaf down.
 
+PCIe tree and GPU-to-NIC paths (``pcie_switch_gpus`` set; ``None``, the default, keeps the
+paths above)
+    GPU ``l`` of node ``k`` sits behind PCIe switch ``l // pcie_switch_gpus`` whose uplink to a
+    CPU root port is ``n{k}.sw{j}.up`` (towards the CPU) / ``.down`` (from it) of
+    ``pcie_uplink_bandwidth`` (a rate or a PCIe generation: ``"pcie3"``, ``"pcie4"``,
+    ``"pcie5"``, the x16 rates of :data:`PCIE_X16`; default: ``intra_bandwidth`` on PCIe nodes,
+    where the uplink is an x16 link as the GPU's own). A NIC sits on the switch of the GPUs that
+    use it when they all share one switch (``nics_per_node >= switches``: DGX-1, DGX A100,
+    p4d), else on a root port of its own.
+
+    * PCIe nodes, GPU to GPU: behind one switch, peer to peer (``g.pcie.up`` ->
+      ``g'.pcie.down``); across switches ``g.pcie.up`` -> ``sw{j}.up`` (-> ``bridge``) ->
+      ``sw{j'}.down`` -> ``g'.pcie.down``.
+    * GPU to NIC, ``gpudirect=True`` (GPUDirect RDMA): peer to peer through the shared switch
+      (no uplink); a NIC on a root port is reached over the GPU's switch uplink (and the
+      bridge). ``gpudirect=False`` (staged through host memory, as sockets / NCCL without
+      GPUDirect do): the GPU writes into host memory over its switch uplink (``sw{j}.up``,
+      ``bridge``) and the NIC reads it back down its own switch's uplink (``sw{j'}.down``);
+      receiving mirrors it (NIC -> ``sw{j'}.up`` -> ``bridge`` -> ``sw{j}.down`` -> GPU). So
+      two GPUs of one switch sending through their NIC share that switch's uplink (each gets
+      half of it in a max-min allocation), the contention NVIDIA's and AWS's GPU-pair boards
+      show without GPUDirect.
+
+    Vendor facts: PCIe x16 per direction is 15.75 GB/s raw for PCIe 3.0 (8 GT/s, 128b/130b;
+    ~12-13 GB/s achievable), 31.5 GB/s for 4.0, 63 GB/s for 5.0 (PCI-SIG, "PCI Express Base
+    Specification" revisions 3.0 / 4.0 / 5.0; https://pcisig.com/specifications). NVIDIA DGX-1
+    ("NVIDIA DGX-1 System Architecture", white paper WP-08437-001, section 3): eight GPUs in pairs
+    behind four PCIe switches, one 100 Gb/s InfiniBand NIC on each switch: ``gpus_per_node=8,
+    pcie_switch_gpus=2, nics_per_node=4``. AWS p3.16xlarge (8 V100, 64 vCPUs, 25 Gb/s,
+    https://aws.amazon.com/ec2/instance-types/p3/): GPU pairs behind PLX PCIe switches
+    (``nvidia-smi topo -m`` shows ``PIX`` within a pair), the one ENA NIC on a root port:
+    ``pcie_switch_gpus=2, nics_per_node=1``.
+
+Host CPUs and the input pipeline (``input_s_per_sample > 0``; 0, the default, is synthetic
+data: nothing is added)
+    The node's ``host_cores`` CPU cores load, decode and augment every batch of its GPUs: per
+    node one processor-shared CPU pool, per GPU a "prepare batch" of ``batch *
+    input_s_per_sample / host_cores`` pool-seconds with ``prefetch`` batches prepared ahead of
+    the one in use (tf.data ``prefetch(2)`` / DataLoader ``prefetch_factor=2``); see
+    :mod:`sgdnet.variants.input_pipeline`. When the pipeline is the bottleneck a node delivers
+    ``host_cores / input_s_per_sample`` samples/s whatever its number of GPUs.
+    :mod:`sgdnet.workload.node` calibrates ``input_s_per_sample`` from one node.
+
 Latency: ``intra_latency`` for a message inside a node, ``Cluster.latency`` between nodes.
 
 Parameter servers: a dedicated PS host hangs off the spine (switch) with its own NIC
@@ -46,12 +89,17 @@ from .._check import int_arg
 from ..errors import ClusterError, UnitError
 from . import _quantity as _q
 
-__all__ = ["Topology", "INTERCONNECTS", "FABRICS"]
+__all__ = ["Topology", "INTERCONNECTS", "FABRICS", "PCIE_X16"]
 
 #: Intra-node interconnects.
 INTERCONNECTS = ("nvlink", "pcie")
 #: Inter-node fabrics.
 FABRICS = ("switch", "leaf-spine")
+#: Raw rate of a PCIe x16 link, each direction, bytes/s, by generation (PCI-SIG base
+#: specifications 3.0 / 4.0 / 5.0: 8 / 16 / 32 GT/s per lane, 128b/130b encoding, 16 lanes);
+#: ``pcie_uplink_bandwidth`` accepts the keys. Achievable DMA rates are ~80% of these
+#: (~12-13 GB/s on PCIe 3.0 x16, e.g. CUDA's bandwidthTest on V100 systems).
+PCIE_X16 = {"pcie3": 15.75e9, "pcie4": 31.5e9, "pcie5": 63.0e9}
 
 
 def _rate(value: Any, field: str) -> float:
@@ -97,6 +145,25 @@ class Topology:
         Heterogeneous clusters: the NIC rate of each node (one entry per node, checked against
         ``Cluster.workers``), overriding ``nic_bandwidth`` for that node's NICs; leaf uplinks
         keep ``nic_bandwidth``. ``None``: every node has ``nic_bandwidth``.
+    pcie_switch_gpus : int or None
+        GPUs behind each PCIe switch (a divisor of ``gpus_per_node``; 2 on DGX-1 and
+        p3.16xlarge); ``None``: no PCIe tree (the paths of the module docstring's first part).
+    pcie_uplink_bandwidth : float or str or None
+        A switch's uplink to its CPU root port, each direction (a rate, or ``"pcie3"`` /
+        ``"pcie4"`` / ``"pcie5"``: :data:`PCIE_X16`); ``None``: ``intra_bandwidth`` on
+        ``intra="pcie"`` nodes (required on NVLink nodes with switches).
+    gpudirect : bool
+        With switches: True (GPUDirect RDMA, a GPU reaches its NIC peer to peer) or False
+        (staged through host memory over the switch uplinks and the bridge).
+    host_cores : int or None
+        CPU cores of a node serving its input pipeline (required when ``input_s_per_sample >
+        0``; e.g. 64 vCPUs on p3.16xlarge, 80 threads on DGX-1).
+    input_s_per_sample : float or str
+        CPU-seconds to load, decode and augment one sample (0: synthetic data, no pipeline).
+    prefetch : int
+        Batches a GPU's pipeline prepares ahead of the one in use, >= 0 (2: tf.data
+        ``prefetch(2)``, PyTorch ``DataLoader(prefetch_factor=2)``; 0: preparation and compute
+        alternate).
 
     Examples
     --------
@@ -117,6 +184,12 @@ class Topology:
     rack_nodes: int = 1
     oversubscription: float = 1.0
     node_nic_bandwidth: tuple | None = None
+    pcie_switch_gpus: int | None = None
+    pcie_uplink_bandwidth: float | str | None = None
+    gpudirect: bool = True
+    host_cores: int | None = None
+    input_s_per_sample: float | str = 0.0
+    prefetch: int = 2
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -162,6 +235,55 @@ class Topology:
         if self.fabric == "switch" and (self.rack_nodes != 1 or o != 1):
             raise ClusterError("Topology: rack_nodes and oversubscription describe a leaf-spine "
                                "fabric; pass fabric='leaf-spine' with them (or drop them)")
+        self._check_pcie_tree()
+        self._check_host()
+
+    def _check_pcie_tree(self) -> None:
+        s, g = object.__setattr__, self.gpus_per_node
+        sw = self.pcie_switch_gpus
+        if not isinstance(self.gpudirect, bool):
+            raise ClusterError(f"Topology.gpudirect={self.gpudirect!r}: must be True (GPUDirect "
+                               "RDMA) or False (staged through host memory)")
+        if sw is None:
+            if self.pcie_uplink_bandwidth is not None or not self.gpudirect:
+                raise ClusterError("Topology: pcie_uplink_bandwidth and gpudirect=False describe "
+                                   "the PCIe tree; give pcie_switch_gpus (GPUs per PCIe switch, "
+                                   "e.g. 2) with them (or drop them)")
+            return
+        sw = _count(sw, "pcie_switch_gpus", "GPUs per PCIe switch")
+        if g % sw:
+            raise ClusterError(f"Topology.pcie_switch_gpus={sw} does not divide gpus_per_node={g}"
+                               f"; give a divisor (e.g. {2 if g % 2 == 0 else 1})")
+        s(self, "pcie_switch_gpus", sw)
+        up = self.pcie_uplink_bandwidth
+        if up is None:
+            if self.intra != "pcie":
+                raise ClusterError("Topology.pcie_switch_gpus on an NVLink node needs "
+                                   "pcie_uplink_bandwidth (the switch's uplink to the CPU, e.g. "
+                                   "'pcie3' = 15.75 GB/s per direction)")
+            up = self.intra_bandwidth
+        elif isinstance(up, str) and up.strip().lower() in PCIE_X16:
+            up = PCIE_X16[up.strip().lower()]
+        s(self, "pcie_uplink_bandwidth", _rate(up, "pcie_uplink_bandwidth"))
+
+    def _check_host(self) -> None:
+        s = object.__setattr__
+        try:
+            x = _q.seconds(self.input_s_per_sample, what="Topology.input_s_per_sample")
+        except UnitError as e:
+            raise ClusterError(f"{e} (CPU-seconds per sample, e.g. input_s_per_sample='2ms'; "
+                               "0 for synthetic data)") from None
+        s(self, "input_s_per_sample", x)
+        p = self.prefetch
+        if isinstance(p, float) and p.is_integer():
+            p = int(p)
+        s(self, "prefetch", int_arg("Topology.prefetch", p, 0,
+                                    " (batches prepared ahead, e.g. 2)", error=ClusterError))
+        if self.host_cores is not None:
+            s(self, "host_cores", _count(self.host_cores, "host_cores", "CPU cores"))
+        elif x > 0:
+            raise ClusterError(f"Topology.input_s_per_sample={x!r} needs host_cores (the node's "
+                               "CPU cores serving the input pipeline, e.g. host_cores=64)")
 
     # ------------------------------------------------------------------ shape
     def nodes(self, workers: int) -> int:
@@ -216,18 +338,65 @@ class Topology:
     def _leaf(self, node: int, d: str) -> tuple[str, float, str]:
         return (f"leaf{self.rack_of(node)}.{d}", self.leaf_bandwidth(), f"leaf_{d}")
 
+    def switch_of(self, worker: int) -> int | None:
+        """PCIe switch (within its node) of worker ``worker``; None without a PCIe tree."""
+        sw = self.pcie_switch_gpus
+        return None if sw is None else self.local_rank(worker) // sw
+
+    def nic_switch(self, nic: int) -> int | None:
+        """The PCIe switch NIC ``nic`` (within a node) sits on: the switch of the GPUs that use
+        it when they share one, else None (on a CPU root port; also without a PCIe tree)."""
+        sw, g, k = self.pcie_switch_gpus, self.gpus_per_node, self.nics_per_node
+        if sw is None:
+            return None
+        got = {l // sw for l in range(g) if l * k // g == nic}
+        return got.pop() if len(got) == 1 else None
+
+    def _sw(self, node: int, j: int, d: str) -> tuple[str, float, str]:
+        return (f"n{node}.sw{j}.{d}", float(self.pcie_uplink_bandwidth), f"pcie_sw_{d}")
+
+    def _bridge(self, node: int) -> list[tuple[str, float, str]]:
+        bw = self.bridge_bandwidth
+        return [] if bw is None else [(f"n{node}.bridge", float(bw), "bridge")]
+
+    def _to_nic(self, w: int) -> list[tuple[str, float, str]]:
+        """The PCIe-tree links from GPU ``w`` (after its own PCIe link) to its NIC."""
+        if self.pcie_switch_gpus is None:
+            return []
+        k, j = self.node_of(w), self.switch_of(w)
+        if self.nic_switch(self.nic_of(w)) is None:  # the NIC on a root port
+            return [self._sw(k, j, "up"), *self._bridge(k)]
+        if self.gpudirect:  # peer to peer through the switch both share
+            return []
+        return [self._sw(k, j, "up"), *self._bridge(k), self._sw(k, j, "down")]
+
+    def _from_nic(self, w: int) -> list[tuple[str, float, str]]:
+        """The PCIe-tree links from GPU ``w``'s NIC to the GPU (before its own PCIe link)."""
+        if self.pcie_switch_gpus is None:
+            return []
+        k, j = self.node_of(w), self.switch_of(w)
+        if self.nic_switch(self.nic_of(w)) is None:
+            return [*self._bridge(k), self._sw(k, j, "down")]
+        if self.gpudirect:
+            return []
+        return [self._sw(k, j, "up"), *self._bridge(k), self._sw(k, j, "down")]
+
     def out_path(self, w: int) -> list[tuple[str, float, str]]:
-        """Links from GPU ``w`` to the spine (switch): (PCIe up,) NIC up (, leaf up)."""
+        """Links from GPU ``w`` to the spine (switch): (PCIe up,) (PCIe tree,) NIC up
+        (, leaf up)."""
         p = [self._gpu_link(w, "up")] if self.intra == "pcie" else []
+        p += self._to_nic(w)
         p.append(self._nic_link(w, "up"))
         if self.fabric == "leaf-spine":
             p.append(self._leaf(self.node_of(w), "up"))
         return p
 
     def in_path(self, w: int) -> list[tuple[str, float, str]]:
-        """Links from the spine (switch) to GPU ``w``: (leaf down,) NIC down (, PCIe down)."""
+        """Links from the spine (switch) to GPU ``w``: (leaf down,) NIC down (, PCIe tree)
+        (, PCIe down)."""
         p = [self._leaf(self.node_of(w), "down")] if self.fabric == "leaf-spine" else []
         p.append(self._nic_link(w, "down"))
+        p += self._from_nic(w)
         if self.intra == "pcie":
             p.append(self._gpu_link(w, "down"))
         return p
@@ -240,8 +409,12 @@ class Topology:
         ns, nd = self.node_of(src), self.node_of(dst)
         if ns == nd:
             p = [self._gpu_link(src, "up")]
-            if self.bridge_bandwidth is not None:
-                p.append((f"n{ns}.bridge", float(self.bridge_bandwidth), "bridge"))
+            js, jd = self.switch_of(src), self.switch_of(dst)
+            if self.intra == "pcie" and js is not None:
+                if js != jd:  # across switches: up one uplink, through the root complex, down
+                    p += [self._sw(ns, js, "up"), *self._bridge(ns), self._sw(ns, jd, "down")]
+            else:
+                p += self._bridge(ns)
             return [*p, self._gpu_link(dst, "down")]
         out, inn = self.out_path(src), self.in_path(dst)
         if self.fabric == "leaf-spine" and self.rack_of(ns) == self.rack_of(nd):
