@@ -5,6 +5,11 @@ applies each worker's gradient piece as soon as it arrives (one update per worke
 serialised on the shard's CPU) and returns the updated parameters to that worker only. Workers
 therefore never wait for each other; they contend only for the PS NICs and CPUs, so total
 throughput grows with the number of workers until a PS NIC (or CPU) saturates.
+
+With ``aggregation="node"`` (:mod:`.ps_aggregate`) the node acts as one worker, as in MXNet's
+``dist_device_async``: its GPUs' gradients are summed inside the node every step, the shard
+applies each node's sum on arrival and returns it to that node, which broadcasts it to its GPUs;
+nodes run at their own pace, the GPUs of a node in step with each other.
 """
 
 from __future__ import annotations

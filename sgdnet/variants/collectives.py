@@ -137,10 +137,13 @@ def allreduce(
         Collective-stream place (created if missing); ``None``: no ordering between collectives.
     tags : dict, optional
         Extra tags of every transition (e.g. ``layer``).
-    algorithm : {"ring", "tree", "dbtree", "hierarchical"}
+    algorithm : {"ring", "tree", "dbtree", "hierarchical", "nccl"}
         Ring all-reduce (reduce-scatter then all-gather), binary-tree reduce + broadcast,
         NCCL's double binary tree, or
-        the hierarchical all-reduce of a cluster topology (:func:`_hierarchical`).
+        the hierarchical all-reduce of a cluster topology (:func:`_hierarchical`); ``"nccl"``:
+        ring or dbtree as NCCL's tuning model picks it for ``nbytes`` on the cluster, with the
+        protocol's wire bytes and base latency (the begin barrier's duration;
+        :func:`sgdnet.workload.nccl.nccl_plan`).
     chunks : int
         ``"hierarchical"`` only: pieces the message is pipelined in through its three phases
         (1: no pipelining).
@@ -151,6 +154,7 @@ def allreduce(
         enters and leaves every node through NIC ``k mod nics`` (:func:`channel_order`), and
         the chains of double tree ``k`` start at that NIC's first GPU, so
         ``channels = nics_per_node`` uses every NIC.
+        ``"auto"`` (or ``algorithm="nccl"``): see :func:`sgdnet.workload.nccl.nccl_plan`.
     ring_form : {"auto", "unrolled", "looped", "pipelined"}
         How the rings of ``"ring"`` (fine), ``"hierarchical"`` and ``"allgather"`` all-reduces
         are built: one transfer per member and round (``m * rounds`` transfers; the net stays
@@ -169,8 +173,13 @@ def allreduce(
     (str, str)
         Names of the begin and end barriers.
     """
+    lat0 = 0.0  # algorithm="nccl": NCCL's choice for this size (sgdnet.workload.nccl.nccl_plan)
+    if algorithm == "nccl" or channels == "auto":
+        from ..workload.nccl import nccl_plan
+
+        algorithm, nbytes, channels, lat0 = nccl_plan(cluster, nbytes, algorithm, channels, coarse)
     if algorithm not in ALGORITHMS:
-        raise VariantError(f"algorithm={algorithm!r}: use one of {list(ALGORITHMS)}")
+        raise VariantError(f"algorithm={algorithm!r}: use one of {list(ALGORITHMS)} or 'nccl'")
     if algorithm == "hierarchical" and cluster.topology is None:
         raise VariantError(
             "algorithm='hierarchical' reduces inside each node first, so it needs nodes: give "
@@ -217,7 +226,7 @@ def allreduce(
         net.transition(f"{name}.begin", 0.0, inputs=begin_in, outputs=end_out, tags=sync)
         return f"{name}.begin", f"{name}.begin"
     ready = {i: net.place(f"{name}.w{i}.ready", worker=i).name for i in range(n)}
-    net.transition(f"{name}.begin", 0.0, inputs=begin_in, outputs={p: 1 for p in ready.values()},
+    net.transition(f"{name}.begin", lat0, inputs=begin_in, outputs={p: 1 for p in ready.values()},
                    tags=sync)
     done = {i: net.place(f"{name}.w{i}.done", worker=i).name for i in range(n)}
     ctag = {"collective": name, "step": False, **extra}
@@ -395,12 +404,17 @@ class PSExchange:
     When two or more workers exchange with a shard over the network, its pushes and pulls
     are concurrent connections into / out of one host (``share="in"`` / ``"out"`` of
     :meth:`Fabric.transfer`: the cluster's ``share_cv_in`` / ``share_cv_out``).
+
+    ``members``: how many senders exchange with every shard (default ``cluster.workers``; a
+    net with per-node aggregation, :mod:`.ps_aggregate`, passes its nodes times the parts a
+    node sends of each piece).
     """
 
-    def __init__(self, fabric: Fabric):
+    def __init__(self, fabric: Fabric, members: int | None = None):
         self.fabric = fabric
         self.net = fabric.net
         self.cluster = fabric.cluster
+        self.members = fabric.cluster.workers if members is None else int(members)
         self._to: Fabric | TransferBatch = fabric  # where transfers go
         self._add: Net | TransferBatch = fabric.net  # where updates go
 
@@ -424,7 +438,7 @@ class PSExchange:
 
     def shared(self, shard: int) -> bool:
         """True when two or more workers exchange with shard ``shard`` over the network."""
-        n = self.cluster.workers
+        n = self.members
         return n - (1 if self.fabric.ps_host(shard)[0] == "worker" else 0) >= 2
 
     def push(self, worker: int, shard: int, nbytes: float, suffix: str, *, chunk: int,

@@ -22,6 +22,9 @@ Modelling choices
   ahead of the slowest. Without it nothing bounds the lead: the fastest worker beyond
   ``s_lower`` consults the controller at every push whose allowance is spent, and the
   controller always releases it (``r* + 1 >= 1`` releases).
+* With ``aggregation="node"`` (:mod:`.ps_aggregate`) the server counts pushes per node: the
+  gate's members are the nodes (``dssp.n{m}.push`` waits for the receipts of every part the
+  node pushes, ``dssp.n{m}.ok`` releases its pulls), as the node acts as one worker.
 * ``Result.gate_stats("dssp")`` holds every ``r*`` and the lead of every push
   (:class:`sgdnet.results.GateStats`; ``metrics.r_star`` the decisions alone).
 
@@ -70,9 +73,34 @@ OPTIONS = (
 )
 
 
+def _members(net: Net, n: int):
+    """Per member of the gate: its name prefix, tags and pieces ``(label, mailbox, read,
+    local)``: the shard mailbox a piece of its push arrives in, the place the worker's reader
+    of the new parameters takes (its pull, or with the shard on its host its forward op), and
+    whether it is that forward's parameter place. The members are the workers, or with
+    per-node aggregation the nodes (``net.meta["ps_members"]``, :mod:`.ps_aggregate`)."""
+    nodes = net.meta.get("ps_members")
+    if nodes is not None:
+        for m, pieces in enumerate(nodes):
+            yield f"dssp.n{m}", {"node": m}, [(lab, r, b, False) for lab, r, b in pieces]
+        return
+    plan = net.meta["ps_plan"]
+    for i in range(n):
+        pieces = []
+        for l, row in enumerate(plan):
+            for c, (k, _b) in enumerate(row):
+                # the place names of build_ps_net: the shard's mailbox, then what the worker reads
+                recv = f"ps{k}.l{l}.c{c}.from{i}"
+                back = f"ps{k}.l{l}.c{c}.to{i}"
+                local = back not in net.places
+                if local:
+                    back = f"w{i}.l{l}.c{c}.param"
+                pieces.append((f"l{l}.c{c}", recv, back, local))
+        yield f"dssp.w{i}", {"worker": i}, pieces
+
+
 def _control(net: Net, n: int) -> list[str]:
     """Receipts, push-arrival joins and OK transitions; returns the joins (the counters)."""
-    plan = net.meta["ps_plan"]
     producers: dict[str, list] = {}
     readers: dict[str, list] = {}
     for t in net.transitions.values():
@@ -81,31 +109,24 @@ def _control(net: Net, n: int) -> list[str]:
         for p in t.inputs:
             readers.setdefault(p, []).append(t)
     joins = []
-    for i in range(n):
+    for i, (pre, tag, pieces) in enumerate(_members(net, n)):
         arrived, oks = [], []
-        for l, pieces in enumerate(plan):
-            for c, (k, _b) in enumerate(pieces):
-                # the place names of build_ps_net: the shard's mailbox, then what the worker reads
-                recv = f"ps{k}.l{l}.c{c}.from{i}"
-                back = f"ps{k}.l{l}.c{c}.to{i}"
-                local = back not in net.places
-                if local:
-                    back = f"w{i}.l{l}.c{c}.param"
-                made, read = producers.get(recv, []), readers.get(back, [])
-                if len(made) != 1 or len(read) != 1:
-                    raise VariantError(f"dssp: the parameter-server net {net.name!r} has no single "
-                                       f"arrival / reader of piece l{l}.c{c} of worker {i}")
-                a = net.place(f"dssp.w{i}.l{l}.c{c}.arrived", worker=i).name
-                made[0].outputs[a] = 1
-                ok = net.place(f"dssp.w{i}.l{l}.c{c}.ok", 1 if local else 0, worker=i).name
-                read[0].inputs[ok] = 1
-                arrived.append(a)
-                oks.append(ok)
-        pushed = net.place(f"dssp.w{i}.pushed", worker=i).name
-        joins.append(net.transition(f"dssp.w{i}.push", Deterministic(0.0), inputs=arrived,
-                                    outputs=[pushed], tags={"worker": i, "kind": "sync"}).name)
-        net.transition(f"dssp.w{i}.ok", Deterministic(0.0), inputs=[pushed], outputs=oks,
-                       gate=(GATE, i), tags={"worker": i, "kind": "sync"})
+        for lab, recv, back, local in pieces:
+            made, read = producers.get(recv, []), readers.get(back, [])
+            if len(made) != 1 or len(read) != 1:
+                raise VariantError(f"dssp: the parameter-server net {net.name!r} has no single "
+                                   f"arrival / reader of piece {lab} of {next(iter(tag))} {i}")
+            a = net.place(f"{pre}.{lab}.arrived", **tag).name
+            made[0].outputs[a] = 1
+            ok = net.place(f"{pre}.{lab}.ok", 1 if local else 0, **tag).name
+            read[0].inputs[ok] = 1
+            arrived.append(a)
+            oks.append(ok)
+        pushed = net.place(f"{pre}.pushed", **tag).name
+        joins.append(net.transition(f"{pre}.push", Deterministic(0.0), inputs=arrived,
+                                    outputs=[pushed], tags={**tag, "kind": "sync"}).name)
+        net.transition(f"{pre}.ok", Deterministic(0.0), inputs=[pushed], outputs=oks,
+                       gate=(GATE, i), tags={**tag, "kind": "sync"})
     return joins
 
 

@@ -9,10 +9,11 @@ from ..dists import Deterministic
 from ..net import Net
 from ..workload import Cluster, ModelProfile
 from .collectives import PSExchange, ps_cluster
-from .compute import compute_chain, compute_phase, worker_profiles
+from .compute import compute_chain, worker_profiles
 from .durations import duration
 from .fabric import Fabric
 from .layers import comm_profile, group_layers, shard_merge
+from .ps_aggregate import build_node_net, check_aggregation, worker_compute
 from .ps_coarse import fine_groups, merged_shards, worker_links
 
 __all__ = ["build_ps_net"]
@@ -49,6 +50,8 @@ def build_ps_net(
     balance: str = "none",
     flow_groups: bool = True,
     merge_small_layers: bool = False,
+    aggregation: str = "none",
+    local_reduce: str = "device",
 ) -> Net:
     """The parameter-server net shared by ``sync-ps``, ``async-ps`` and ``ssp``.
 
@@ -87,8 +90,14 @@ def build_ps_net(
     * Flow groups (``flow_groups=True``, fine BSP nets): when every layer is cut into one
       piece per shard and the shards are dedicated and alike (:func:`.ps_coarse.fine_groups`),
       a worker's pieces of a layer travel as one flow per direction (:func:`_grouped`).
+    * ``aggregation="node"`` (a cluster with a topology): the GPUs of a node reduce each piece
+      inside the node (``local_reduce``: onto one GPU, ``"device"`` / ``"root"``, or a
+      reduce-scatter ring, ``"scatter"``), the node pushes its sum once and pulls it once, then
+      broadcasts it inside the node; a synchronous shard waits for one copy per node, an
+      asynchronous one applies each node's sum on arrival (:mod:`.ps_aggregate`).
     """
     cl = ps_cluster(cluster, shards, placement)
+    check_aggregation(cl, aggregation, local_reduce)
     n = cl.workers
     net = Net(name)
     fab = Fabric(net, cl, discipline, priority)
@@ -104,6 +113,10 @@ def build_ps_net(
         plan = [_chunks(p, partition_bytes)
                 for p in cl.shard_plan([la.grad_bytes for la in prof.layers], shard_policy)]
     L = len(plan)
+    if aggregation == "node":
+        return build_node_net(net, fab, cl, prof, plan, coarse=coarse, synchronous=synchronous,
+                              staleness=staleness, staleness_impl=staleness_impl,
+                              balance=balance, local_reduce=local_reduce)
     if (flow_groups and synchronous and not coarse and staleness is None
             and partition_bytes is None and fine_groups(cl, plan, discipline, priority)):
         return _grouped(net, fab, ex, prof, cl, plan, balance)
@@ -135,38 +148,14 @@ def build_ps_net(
             grad[i, l, c] = f"w{i}.l{l}.c{c}.grad"
             specs.append((grad[i, l, c], 0, {"worker": i, "layer": l}))
     net.add_places(specs)
-    credit: dict[tuple[int, int], str] = {}
-    if staleness is not None and staleness_impl == "places":
-        for i in range(n):
-            for j in range(n):
-                if i != j:
-                    credit[i, j] = net.place(f"ssp.credit.w{i}.w{j}", staleness + 1,
-                                             worker=i).name
 
-    # compute
-    profs, bs = worker_profiles(prof, cl, balance)
-    starts, steps = [], []
-    for i in range(n):
-        cin = [credit[i, j] for j in range(n) if j != i] if credit else []
-        cout = [credit[j, i] for j in range(n) if j != i] if credit else []
-        if coarse:
-            ins = [param[i, 0, c] for c in range(len(plan[0]))] + cin
-            outs = [grad[i, 0, c] for c in range(len(plan[0]))] + cout
-            t = compute_phase(net, fab, profs[i], cl, i, inputs=ins, outputs=outs)
-            starts.append(t)
-            steps.append(t)
-        else:
-            fin = {l: [param[i, l, c] for c in range(len(plan[l]))] for l in range(L)}
-            fin[0] = fin[0] + cin
-            bout = {l: [grad[i, l, c] for c in range(len(plan[l]))] for l in range(L)}
-            bout[0] = bout[0] + cout
-            ch = compute_chain(net, fab, profs[i], cl, i, fwd_inputs=fin, bwd_outputs=bout)
-            starts.append(ch.fwd[0])
-            steps.append(ch.step)
-    if staleness is not None and staleness_impl == "gate":
-        net.gate("ssp", "lag", steps, s=staleness)
-        for i, t in enumerate(starts):
-            net.transitions[t].gate = ("ssp", i)
+    # compute (and SSP's credits or gate)
+    param_in = {i: {l: [param[i, l, c] for c in range(len(plan[l]))] for l in range(L)}
+                for i in range(n)}
+    grad_out = {i: {l: [grad[i, l, c] for c in range(len(plan[l]))] for l in range(L)}
+                for i in range(n)}
+    bs = worker_compute(net, fab, prof, cl, coarse, param_in, grad_out, staleness,
+                        staleness_impl, balance)
 
     # pushes, in the order gradients become ready (last layer first), updates and pulls,
     # added at once (PSExchange.bulk)

@@ -69,7 +69,7 @@ def applies(cluster: Cluster, discipline: str, priority: bool) -> bool:
 
 def build(name: str, model: ModelProfile, cluster: Cluster, *, shards: int | None = None,
           placement: str | None = None, discipline: str = "flows", priority: bool = False,
-          balance: str = "none", **_ignored) -> Net | None:
+          balance: str = "none", aggregation: str = "none", **_ignored) -> Net | None:
     """The coarse BSP parameter-server net with one flow per worker and direction (see the
     module docstring), or ``None`` when the cluster does not allow it.
 
@@ -84,11 +84,16 @@ def build(name: str, model: ModelProfile, cluster: Cluster, *, shards: int | Non
     shards, placement, discipline, priority, balance
         The ``sync-ps`` options; the others (``partition_bytes``, ``max_layers``, ...) do not
         apply to a coarse net.
+    aggregation : str
+        ``"node"``: ``None`` (the per-node aggregation net is built by
+        :func:`.parameter_server.build_ps_net`, :mod:`.ps_aggregate`).
 
     Returns
     -------
     Net or None
     """
+    if aggregation != "none":
+        return None
     cl = ps_cluster(cluster, shards, placement)
     if not applies(cl, discipline, priority):
         return None

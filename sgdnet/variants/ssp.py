@@ -14,6 +14,9 @@ Two implementations, which must give the same results (tests check it):
     plain Petri-net credits: a place ``ssp.credit.w{i}.w{j}`` per ordered pair with ``s + 1``
     tokens, taken by ``i``'s step start and given back by ``j``'s step completion
     (``n (n - 1)`` places, so prefer the gate for large clusters).
+
+With ``aggregation="node"`` the server side is ``async-ps``'s per-node one (:mod:`.ps_aggregate`:
+a node's GPUs sum each piece and step together); the bound still counts every GPU's steps.
 """
 
 from __future__ import annotations

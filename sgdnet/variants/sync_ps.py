@@ -19,6 +19,13 @@ Coarse-grained net
 barrier waits for nobody; throughput is counted in samples. ``comm_granularity``: a pushed
 piece is a layer's, a tensor's or a bucket's gradient (fine nets).
 
+Per-node aggregation (``aggregation="node"``, a cluster with a topology, :mod:`.ps_aggregate`):
+the GPUs of a node reduce each piece inside the node (``local_reduce``), the node pushes and
+pulls it once and broadcasts it inside the node; the shard's update waits for one copy per
+node. TensorFlow's ``distributed_replicated`` and MXNet's ``dist_device_sync`` are
+``local_reduce="device"``; BytePS is ``local_reduce="scatter"`` (PCIe machines) or ``"root"``
+(NVLink machines) with ``placement="dedicated"``: its CPU summation servers.
+
 Options: ``shards``, ``placement`` (dedicated PS hosts or colocated with workers),
 ``discipline`` (``flows``: max-min fair flows, the default; ``fifo`` or ``ps`` NICs), ``priority`` (P3 / ByteScheduler
 style: lower layers first on the NICs), ``partition_bytes``, ``shard_policy``, ``max_layers``.
@@ -40,7 +47,8 @@ OPTIONS = SYNC_PS_OPTIONS
 
 def build_coarse(model: ModelProfile, cluster: Cluster, **opts) -> Net:
     """Coarse-grained BSP: compute phase, then push / aggregate update / pull (on flows with
-    alike dedicated shards one flow per worker and direction, :mod:`.ps_coarse`)."""
+    alike dedicated shards one flow per worker and direction, :mod:`.ps_coarse`; with
+    ``aggregation="node"`` the per-node net of :mod:`.ps_aggregate`)."""
     net = ps_coarse.build("sync-ps-coarse", model, cluster, **opts)
     if net is not None:
         return net
