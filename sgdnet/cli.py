@@ -171,7 +171,8 @@ def _load_model(args: argparse.Namespace) -> Any:
     _check_readable(getattr(args, "cluster", None))
     model = models.load(args.model)
     model = retime(model, device=args.device, batch_size=args.batch_size,
-                   precision=args.precision)
+                   precision=args.precision, from_device=getattr(args, "from_device", None),
+                   grad_dtype=getattr(args, "grad_dtype", None))
     return model
 
 
@@ -193,6 +194,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     model = _load_model(args)
     clusters = [_cluster(args, n) for n in args.workers]  # validate all before simulating
     options = dict(args.option)
+    clusters, options = _apply_framework(args, clusters, options)
     show_progress = not args.no_progress and sys.stderr.isatty()
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
@@ -295,6 +297,30 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _apply_framework(args: argparse.Namespace, clusters: list, options: dict[str, Any]
+                     ) -> tuple[list, dict[str, Any]]:
+    """``--framework`` / ``--transport``: the framework's variant and options under the -o
+    ones (:func:`sgdnet.prediction.apply_framework`), set on ``args`` (``variant``, ``option``)
+    so every net is built with them."""
+    from .prediction import apply_framework
+
+    framework = getattr(args, "framework", None)
+    transport = getattr(args, "transport", "auto")
+    transport = None if transport == "none" else transport
+    if framework is None and transport in ("auto", None):
+        if not args.variant:
+            raise _UsageError("give --variant NAME (e.g. allreduce) or --framework NAME "
+                              "(e.g. ddp)")
+        return clusters, options
+    out = []
+    for c in clusters:
+        variant, c2, opts = apply_framework(args.variant, c, options, framework, transport)
+        out.append(c2)
+    args.variant = variant
+    args.option = list(opts.items())
+    return out, opts
+
+
 def _channels_hint(variant: str, options: dict[str, Any], cluster: Any) -> str | None:
     """A note when a scheme's all-reduce rings (or trees) use fewer NICs per node than the
     nodes have: NCCL runs a channel per NIC or more, sgdnet one channel unless told."""
@@ -308,7 +334,7 @@ def _channels_hint(variant: str, options: dict[str, Any], cluster: Any) -> str |
     if not all_reduces or not multi_gpu_nodes(cluster) or t.nics_per_node < 2:
         return None
     algorithm, channels = options.get("algorithm", "ring"), options.get("channels", 1)
-    if algorithm not in ("ring", "dbtree") or channels >= t.nics_per_node:
+    if channels == "auto" or algorithm not in ("ring", "dbtree") or channels >= t.nics_per_node:
         return None
     what = "ring" if algorithm == "ring" else "pair of trees"
     return (f"channels={channels}: each {what} crosses a node through one of its "

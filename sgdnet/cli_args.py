@@ -180,8 +180,18 @@ def _add_workload(p: argparse.ArgumentParser, *, variant: bool, workers_many: bo
                    help="built-in model (see 'sgdnet models') or a profile .json path "
                         "(default: resnet50)")
     g.add_argument("--device", default=None, metavar="GPU",
-                   help="re-time the model for this GPU with the compute model (V100, A100, "
-                        "A100-40GB, H100; needs a profile with ops, e.g. the transformers)")
+                   help="re-time the model for this GPU with the compute model: a built-in "
+                        "(K80, P100-SXM2, P100-PCIe, V100, V100-PCIe, T4, A10, L4, A100, "
+                        "A100-40GB, A100-PCIe, H100, RTX3090) or a device file (.yaml/.json "
+                        "of datasheet figures: name, fp32_tflops, mem_bw_gbs, "
+                        "fp16_tensor_tflops, ...); needs a profile with ops")
+    g.add_argument("--from-device", default=None, metavar="GPU",
+                   help="the GPU the model's times were measured on, when the profile does "
+                        "not name a built-in one (the PipeDream CNN profiles)")
+    g.add_argument("--grad-dtype", choices=("fp32", "fp16", "bf16"), default=None,
+                   help="dtype of the gradients as communicated (default: the profile's, "
+                        "fp32; PyTorch AMP keeps fp32; fp16 for TF --use_fp16, Horovod "
+                        "Compression.fp16, DDP fp16_compress_hook)")
     g.add_argument("--batch-size", type=_positive_int, default=None, metavar="B",
                    help="samples per worker per step (default: the profile's); re-timed by the "
                         "compute model when the profile has ops, else linearly")
@@ -228,6 +238,27 @@ def _add_workload(p: argparse.ArgumentParser, *, variant: bool, workers_many: bo
                    metavar="KEY=VALUE", help="a variant option, repeatable (e.g. staleness=3)")
 
 
+def _add_framework(p: argparse.ArgumentParser) -> None:
+    """``--framework`` and ``--transport`` (``sgdnet predict``); with ``--framework`` the
+    variant is the framework's, so ``--variant`` becomes optional."""
+    from .workload.frameworks import FRAMEWORKS
+    from .workload.transports import TRANSPORTS
+
+    for a in p._actions:
+        if "--variant" in a.option_strings:
+            a.required = False
+            a.help = (a.help or "") + "; optional with --framework"
+    g = p.add_argument_group("framework")
+    g.add_argument("--framework", choices=sorted(FRAMEWORKS), default=None,
+                   help="run the framework's variant with its documented defaults (buckets, "
+                        "fusion, NCCL's algorithm choice, aggregation, transport); -o options "
+                        "win over them")
+    g.add_argument("--transport", choices=("auto", "none", *sorted(TRANSPORTS)), default="auto",
+                   help="NIC goodput and latency of the transport: 'auto' (the framework's "
+                        "own, e.g. tcp for gRPC/ps-lite; none without --framework), 'none', "
+                        f"or one of {', '.join(sorted(TRANSPORTS))}")
+
+
 def _add_sim(p: argparse.ArgumentParser, steps: int, warmup: int, replications: int | None) -> None:
     g = p.add_argument_group("simulation")
     g.add_argument("--steps", type=_positive_int, default=steps,
@@ -265,6 +296,7 @@ def build_parser(commands: Mapping[str, Callable[[argparse.Namespace], int]] | N
                                    "worker count and print throughput with 95% confidence "
                                    "intervals, speed-up and utilisations.")
     _add_workload(p, variant=True, workers_many=True, granularity="fine")
+    _add_framework(p)
     _add_sim(p, PREDICT_STEPS, PREDICT_WARMUP, PREDICT_REPLICATIONS)
     g = p.add_argument_group("output")
     g.add_argument("--plot", type=Path, metavar="FILE",

@@ -46,7 +46,8 @@ from .variants import get
 from .variants.inputs import resolve_cluster, resolve_model
 from .workload import Cluster, ModelProfile
 
-__all__ = ["Prediction", "WorkerFigures", "ScalingPoint", "predict", "scaling", "summarize"]
+__all__ = ["Prediction", "WorkerFigures", "ScalingPoint", "predict", "scaling", "summarize",
+           "apply_framework"]
 
 
 @dataclass(frozen=True)
@@ -198,11 +199,56 @@ def _count(v: Any, name: str, lo: int) -> int:
     return int_arg(name, v, lo, error=VariantError)
 
 
-def predict(variant: str, model: str | ModelProfile, cluster: Cluster | Mapping[str, Any], *,
+def apply_framework(variant: str | None, cluster: Cluster | Mapping[str, Any],
+                    options: Mapping[str, Any], framework: str | None = None,
+                    transport: str | None = "auto") -> tuple[str, Cluster, dict[str, Any]]:
+    """``(variant, cluster, options)`` with a framework's defaults and a transport applied.
+
+    ``framework`` (:data:`sgdnet.workload.frameworks.FRAMEWORKS`) gives the variant (``variant``
+    may be None, else it must be the framework's) and options; ``options`` win over them. Its
+    cluster fields (e.g. ``shard_min_bytes``) are set on the cluster. ``transport``: ``"auto"``
+    applies the framework's own transport (``"tcp"`` for gRPC / ps-lite frameworks; none for
+    NCCL ones, nor without a framework), ``None`` none, a name of
+    :data:`sgdnet.workload.transports.TRANSPORTS` that one
+    (:func:`~sgdnet.workload.transports.apply_transport`).
+
+    Raises
+    ------
+    UnknownNameError
+        Unknown framework.
+    VariantError
+        No variant and no framework, or a variant that is not the framework's.
+    ClusterError
+        Unknown transport or bad cluster.
+    """
+    from .workload.frameworks import framework_options, get_framework
+    from .workload.transports import apply_transport
+
+    clu = resolve_cluster(cluster)
+    opts = dict(options)
+    fw = None
+    if framework is not None:
+        fw = get_framework(framework)
+        variant, fopts = framework_options(fw, variant, clu)
+        opts = {**fopts, **opts}
+        if fw.cluster:
+            clu = clu.replace(**fw.cluster)
+    if variant is None:
+        raise VariantError("no variant: give a variant name (e.g. 'allreduce') or "
+                           "framework= (e.g. framework='ddp')")
+    tr = (fw.transport if fw is not None else None) if transport == "auto" else transport
+    if tr is not None:
+        clu = apply_transport(clu, tr)
+    return variant, clu, opts
+
+
+def predict(variant: str | None, model: str | ModelProfile,
+            cluster: Cluster | Mapping[str, Any], *,
             granularity: str = "fine", steps: int = 200, warmup: int | None = None,
             replications: int = 8, seed: int | np.random.Generator | None = None,
             parallel: bool = True, trace: bool = False, samples: bool = True,
-            progress: bool = False, **options: Any) -> Prediction:
+            progress: bool = False, framework: str | None = None,
+            transport: str | None = "auto", **options: Any) -> Prediction:
     """Predict the training throughput of ``variant`` for ``model`` on ``cluster``.
 
     Parameters
@@ -231,6 +277,13 @@ def predict(variant: str, model: str | ModelProfile, cluster: Cluster | Mapping[
         Keep step completion times (needed for step-time percentiles).
     progress : bool
         Show a progress bar of the simulation (see :func:`sgdnet.simulate`).
+    framework : str, optional
+        ``"ddp"``, ``"horovod"``, ``"tf-ps"``, ``"tf-replicated"``, ``"byteps"`` or
+        ``"mxnet-kvstore"``: the framework's variant (``variant`` may then be None) and
+        documented defaults (:mod:`sgdnet.workload.frameworks`); explicit ``options`` win.
+    transport : str or None
+        ``"auto"`` (the framework's own transport, if it has one), None, ``"tcp"``, ``"rdma"``
+        or ``"roce"``: NIC goodput and latency applied to the cluster (:func:`apply_framework`).
     **options
         The variant's options (``sgdnet.variants.get(variant).options``).
 
@@ -255,6 +308,12 @@ def predict(variant: str, model: str | ModelProfile, cluster: Cluster | Mapping[
     >>> p.samples_per_s.mean > 0
     True
     """
+    if framework is not None or transport not in ("auto", None):
+        variant, cluster, options = apply_framework(variant, cluster, options, framework,
+                                                    transport)
+    elif variant is None:
+        raise VariantError("no variant: give a variant name (e.g. 'allreduce') or "
+                           "framework= (e.g. framework='ddp')")
     return predict_net(variant, model, cluster, None, granularity=granularity, steps=steps,
                        warmup=warmup, replications=replications, seed=seed, parallel=parallel,
                        trace=trace, samples=samples, progress=progress, **options)

@@ -20,6 +20,15 @@ Fine-grained net
     ``cluster.update_time`` of a bucket is positive, each worker then applies the averaged
     bucket on its GPU (``kind="update"``). The next forward of layer ``l`` waits for its bucket.
 
+Framework engines (issue #36)
+    ``fusion="horovod"`` buckets by Horovod's rule; ``first_bucket_bytes`` gives PyTorch DDP's
+    smaller first bucket (:func:`fusion_buckets`); ``cycle_time`` fuses the gradients that
+    become ready within one of Horovod's cycles and delays each fused all-reduce to its cycle
+    tick (:func:`cycle_buckets`, on the profile's mean times). ``algorithm="nccl"`` and
+    ``channels="auto"`` give each bucket's all-reduce the algorithm, protocol and channels
+    NCCL's tuning model picks for its size (:func:`sgdnet.workload.nccl.nccl_plan`).
+    Framework defaults: :mod:`sgdnet.workload.frameworks`.
+
 Coarse-grained net
     Compute phase (profile totals), then one all-reduce of the whole model with the closed-form
     time (:func:`sgdnet.workload.ring_allreduce_time` or ``tree_allreduce_time``) holding each
@@ -47,9 +56,11 @@ from __future__ import annotations
 
 import math
 
+from .. import units
 from ..errors import VariantError
 from ..net import Net
 from ..workload import Cluster, ModelProfile
+from ..workload.layer import _bucket
 from .compression import compressed_allreduce, tensor_sizes
 from .compute import compute_chain, compute_phase, worker_profiles
 from .durations import duration
@@ -68,21 +79,56 @@ from .options import (
     Option,
     check_bool,
     check_bytes,
+    check_choice,
 )
 from .registry import register
 
-__all__ = ["build_fine", "build_coarse", "without_resources", "fuse_buckets", "OPTIONS"]
+__all__ = ["build_fine", "build_coarse", "without_resources", "fuse_buckets", "fusion_buckets",
+           "cycle_buckets", "OPTIONS"]
+
+
+def _check_channels(v):
+    """``channels``: an integer >= 1 or ``"auto"``."""
+    return v if v == "auto" else CHANNELS.check(v)
+
+
+def _check_seconds(v):
+    """A duration >= 0 (``"1ms"`` or seconds)."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if not (math.isfinite(v) and v >= 0):
+            raise ValueError("must be a finite number of seconds >= 0")
+        return float(v)
+    return units.seconds(v, what="cycle_time")
+
 
 OPTIONS = (
-    ALLREDUCE_ALGORITHM,
+    Option("algorithm", ALLREDUCE_ALGORITHM.default, ALLREDUCE_ALGORITHM.doc + "; 'nccl': each "
+           "all-reduce gets ring or dbtree as NCCL's tuning model picks it for its size and the "
+           "cluster, with its protocol's wire bytes (LL 2x, LL128 128/120) and base latency "
+           "(sgdnet.workload.nccl)",
+           check_choice("ring", "tree", "dbtree", "hierarchical", "nccl")),
     Option("bucket_bytes", 25e6, "a size (e.g. '25MB'; PyTorch DDP's bucket_cap_mb=25 is 25 MiB = "
-           "26214400, and its smaller first bucket is not modelled), 0 (one bucket per layer) "
+           "26214400, its smaller first bucket is first_bucket_bytes), 0 (one bucket per layer) "
            "or float('inf') (one bucket): gradient fusion threshold of fine nets",
            check_bytes(allow_inf=True)),
+    Option("fusion", "ddp", "'ddp' (a bucket closes once it holds bucket_bytes, PyTorch DDP's "
+           "rule) or 'horovod' (a tensor that would push the bucket above bucket_bytes opens a "
+           "new one, Horovod's tensor fusion): ModelProfile.buckets' policy",
+           check_choice("ddp", "horovod")),
+    Option("first_bucket_bytes", 0.0, "a size: PyTorch DDP's first bucket (the last layers' "
+           "gradients) closes at this size instead of bucket_bytes "
+           "(torch.distributed._DEFAULT_FIRST_BUCKET_BYTES = 1 MiB); 0: no smaller first bucket",
+           check_bytes()),
+    Option("cycle_time", 0.0, "seconds (e.g. '1ms'), Horovod's HOROVOD_CYCLE_TIME: every cycle "
+           "the tensors that became ready since the last one are fused (up to bucket_bytes, "
+           "fusion='horovod') and all-reduced, so a bucket waits for the next cycle tick "
+           "(cycle_buckets, on the profile's mean times); 0: fused statically by bucket_bytes, "
+           "started at once", _check_seconds),
     Option("overlap", True, "True/False: start a bucket's all-reduce as soon as its gradients "
            "are ready (True) or after the whole backward pass (False)", check_bool),
     CHUNKS,
-    CHANNELS,
+    Option("channels", CHANNELS.default, CHANNELS.doc + "; 'auto': NCCL's channels for each "
+           "message, up to the NICs of a node (sgdnet.workload.nccl.nccl_plan)", _check_channels),
     BALANCE,
     COMPRESSION,
     COMM_GRANULARITY,
@@ -114,6 +160,68 @@ def fuse_buckets(prof: ModelProfile, buckets: list[list[int]], default_cv: float
     return merged, [[first[min(b)]] for b in buckets]
 
 
+def fusion_buckets(prof: ModelProfile, threshold: float, fusion: str = "ddp",
+                   first_bytes: float = 0.0) -> list[list[int]]:
+    """The gradient buckets of ``prof`` (:meth:`ModelProfile.buckets` with ``fusion`` as the
+    policy), the first of them closed at ``first_bytes`` when that is > 0 (PyTorch DDP: its
+    bucket size limits are ``[first_bucket_bytes, bucket_cap]``, the first limit for the first
+    bucket filled, in reverse parameter order; ``fusion="ddp"`` only)."""
+    if first_bytes <= 0 or threshold == 0 or prof.n_layers == 1:
+        return prof.buckets(threshold, fusion)
+    if fusion != "ddp":
+        raise VariantError(f"first_bucket_bytes={first_bytes:g} is PyTorch DDP's first bucket; "
+                           f"with fusion={fusion!r} pass first_bucket_bytes=0")
+    order = prof.backward_order()
+    sizes = [prof.layers[i].grad_bytes for i in order]
+    head = _bucket(first_bytes, "ddp", sizes)[0]
+    k = len(head)
+    rest = _bucket(threshold, "ddp", sizes[k:]) if k < len(sizes) else []
+    return [[order[j] for j in head]] + [[order[k + j] for j in g] for g in rest]
+
+
+def cycle_buckets(prof: ModelProfile, cycle: float, threshold: float, overlap: bool = True
+                  ) -> tuple[list[list[int]], list[float]]:
+    """Horovod's tensor fusion on its background cycle, on the profile's mean times.
+
+    Horovod's background thread wakes every ``cycle`` seconds (``HOROVOD_CYCLE_TIME``), takes
+    the tensors that became ready since its last cycle and all-reduces them fused, cut where a
+    tensor would push a buffer above ``threshold`` (``HOROVOD_FUSION_THRESHOLD``,
+    :meth:`ModelProfile.buckets` ``policy="horovod"``) (horovod ``docs/tensor-fusion.rst``,
+    ``RunLoopOnce`` in ``horovod/common/operations.cc``). With the cycle started with the step,
+    layer ``l``'s gradient is ready at ``T_fwd + sum of the backward times of layers L-1..l``
+    (all at the end of the backward pass with ``overlap=False``) and is reduced at the next
+    multiple of ``cycle``.
+
+    Returns
+    -------
+    (buckets, delays)
+        The buckets in ready order (layer indices in backward order) and, for each, the seconds
+        from its last gradient being ready to its cycle tick.
+    """
+    order = prof.backward_order()
+    t = prof.forward_s
+    ready = []
+    for i in order:
+        t += prof.layers[i].backward_s
+        ready.append(t)
+    if not overlap:
+        ready = [t] * len(order)
+    ticks = [math.ceil(r / cycle - 1e-9) for r in ready]
+    buckets: list[list[int]] = []
+    delays: list[float] = []
+    k = 0
+    while k < len(order):
+        j = k
+        while j < len(order) and ticks[j] == ticks[k]:
+            j += 1
+        for g in _bucket(threshold, "horovod", [prof.layers[order[m]].grad_bytes
+                                                for m in range(k, j)]):
+            buckets.append([order[k + m] for m in g])
+            delays.append(max(0.0, ticks[k] * cycle - ready[k + g[-1]]))
+        k = j
+    return buckets, delays
+
+
 def _update(net: Net, fab: Fabric, cluster: Cluster, i: int, name: str, nbytes: float,
             src: str, outs: list[str], modulator: str | None) -> None:
     """Worker ``i`` applies an averaged tensor of ``nbytes`` on its GPU: ``src`` -> ``outs``."""
@@ -127,8 +235,10 @@ def build_coarse(model: ModelProfile, cluster: Cluster, *, algorithm: str, disci
                  chunks: int = 1, channels: int = 1, bucket_bytes=None, overlap=None,
                  max_layers=None, balance: str = "none", compression=None,
                  comm_granularity: str = "layer", ring_form: str = "auto",
-                 fuse_layers: bool = False) -> Net:
-    """Coarse-grained all-reduce SGD: compute phase, all-reduce of the model, update."""
+                 fuse_layers: bool = False, fusion: str = "ddp", first_bucket_bytes: float = 0.0,
+                 cycle_time: float = 0.0) -> Net:
+    """Coarse-grained all-reduce SGD: compute phase, all-reduce of the model, update (the
+    fusion options of fine nets do not apply: one all-reduce of the whole model)."""
     n = cluster.workers
     net = Net(f"allreduce-{algorithm}-coarse")
     fab = Fabric(net, cluster, discipline)
@@ -164,14 +274,26 @@ def build_fine(model: ModelProfile, cluster: Cluster, *, algorithm: str, bucket_
                overlap: bool, discipline: str, max_layers, chunks: int = 1,
                channels: int = 1, balance: str = "none", compression=None,
                comm_granularity: str = "layer", ring_form: str = "auto",
-               fuse_layers: bool = False) -> Net:
-    """Fine-grained all-reduce SGD: per-layer compute, bucketed all-reduces, per-bucket update."""
+               fuse_layers: bool = False, fusion: str = "ddp", first_bucket_bytes: float = 0.0,
+               cycle_time: float = 0.0) -> Net:
+    """Fine-grained all-reduce SGD: per-layer compute, bucketed all-reduces, per-bucket update.
+
+    Buckets: :func:`fusion_buckets` (``fusion``, ``first_bucket_bytes``) or, with
+    ``cycle_time > 0``, :func:`cycle_buckets`, each bucket's all-reduce then waiting for its
+    cycle tick (a deterministic delay per worker after its gradients are ready)."""
     n = cluster.workers
     net = Net(f"allreduce-{algorithm}-fine")
     fab = Fabric(net, cluster, discipline)
     prof, thr = message_profile(model, comm_granularity, bucket_bytes)
     prof = group_layers(prof, max_layers, cluster.compute_cv)
-    buckets = prof.buckets(thr)
+    delays: list[float] = []
+    if cycle_time > 0:
+        if fuse_layers:
+            raise VariantError("cycle_time > 0 groups tensors by the cycle they become ready in, "
+                               "which fuse_layers=True cannot merge; pass fuse_layers=False")
+        buckets, delays = cycle_buckets(prof, cycle_time, thr, overlap)
+    else:
+        buckets = fusion_buckets(prof, thr, fusion, first_bucket_bytes)
     if fuse_layers:
         prof, buckets = fuse_buckets(prof, buckets, cluster.compute_cv)
     profs, bs = worker_profiles(prof, cluster, balance)
@@ -207,6 +329,13 @@ def build_fine(model: ModelProfile, cluster: Cluster, *, algorithm: str, bucket_
             else:
                 outs[i] = dst
         ins = {i: [grad[i, b]] for i in range(n)}
+        if delays and delays[b] > 0:  # Horovod: wait for the next cycle tick
+            for i in range(n):
+                tick = net.place(f"w{i}.b{b}.tick", worker=i, bucket=b).name
+                net.transition(f"w{i}.b{b}.cycle", delays[b], inputs={grad[i, b]: 1},
+                               outputs={tick: 1}, servers=math.inf,
+                               tags={"worker": i, "kind": "sync", "step": False, "bucket": b})
+                ins[i] = [tick]
         ins[0] = [*ins[0], seq[b]]
         outs[0] = [*outs[0], seq[(b + 1) % B]]
         compressed_allreduce(net, fab, cluster, prof, f"ar.b{b}", sizes[b],
