@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from . import analysis, limits, metrics, models, units, variants
 from ._version import __version__  # noqa: E402
+from .anchor import Anchor, anchor_profile
 from .dists import (
     Deterministic,
     Empirical,
@@ -38,7 +39,14 @@ from .errors import (
 )
 from .net import Net
 from .net.compiled import compile_net
-from .prediction import Prediction, ScalingPoint, WorkerFigures, predict, scaling
+from .prediction import (
+    Prediction,
+    ScalingPoint,
+    WorkerFigures,
+    apply_framework,
+    predict,
+    scaling,
+)
 from .results import Estimate, GateStats, Result
 from .study import Study
 from .variants.coarse import Heuristics as CoarseHeuristics
@@ -92,6 +100,9 @@ __all__ = [
     "CoarseHeuristics",
     "predict",
     "scaling",
+    "apply_framework",
+    "anchor_profile",
+    "Anchor",
     "Prediction",
     "ScalingPoint",
     "WorkerFigures",

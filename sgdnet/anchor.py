@@ -69,9 +69,12 @@ def one_gpu_cluster(cluster: Cluster) -> Cluster:
     topo = cluster.topology
     changes: dict[str, Any] = {"workers": 1, "speeds": None}
     if topo is not None:
-        t = topo.replace(gpus_per_node=1, nics_per_node=1,
-                         node_nic_bandwidth=None if topo.node_nic_bandwidth is None
-                         else topo.node_nic_bandwidth[:1])
+        one: dict[str, Any] = {"gpus_per_node": 1, "nics_per_node": 1}
+        if topo.node_nic_bandwidth is not None:
+            one["node_nic_bandwidth"] = topo.node_nic_bandwidth[:1]
+        if getattr(topo, "pcie_switch_gpus", None):
+            one["pcie_switch_gpus"] = 1  # the GPU alone behind its switch
+        t = topo.replace(**one)
         changes["topology"] = t
     if cluster.ps_placement == "colocated":
         changes["ps_shards"] = 1

@@ -233,3 +233,26 @@ def test_calibration_needs_a_matching_topology():
     with pytest.raises(ClusterError, match="gpus_per_node=4"):
         write_node_calibration(ClusterFile(link=Link(bandwidth=GB),
                                            topology=Topology(gpus_per_node=4)), cal)
+
+
+def test_without_peer_to_peer_gpus_of_one_switch_go_through_its_uplink():
+    # consumer GPUs / NCCL_P2P_DISABLE: a copy between the two GPUs of switch 0 goes up the
+    # switch's uplink to host memory and back down it, so in a ring both directions of the
+    # uplink carry two flows (the pair's own edge and the edge leaving or entering the pair)
+    from sgdnet import Topology
+
+    p2p = Topology(gpus_per_node=4, intra="pcie", intra_bandwidth="12GB/s", pcie_switch_gpus=2)
+    none = p2p.replace(peer_to_peer=False)
+    assert [n for n, _, _ in p2p.path(0, 1)] == ["n0.g0.pcie.up", "n0.g1.pcie.down"]
+    assert [n for n, _, _ in none.path(0, 1)] == ["n0.g0.pcie.up", "n0.sw0.up", "n0.sw0.down",
+                                                  "n0.g1.pcie.down"]
+    assert none.path(0, 2) == p2p.path(0, 2)  # across switches: the same either way
+
+
+def test_peer_to_peer_false_needs_a_pcie_tree():
+    from sgdnet import ClusterError, Topology
+
+    with pytest.raises(ClusterError, match="peer_to_peer=False.*pcie_switch_gpus"):
+        Topology(gpus_per_node=4, intra="pcie", peer_to_peer=False)
+    with pytest.raises(ClusterError, match="peer_to_peer"):
+        Topology(gpus_per_node=4, intra="pcie", pcie_switch_gpus=2, peer_to_peer="no")

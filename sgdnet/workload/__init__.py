@@ -1,11 +1,13 @@
-"""Workloads: model profiles, the compute model, transformer builders, clusters and
-closed-form network costs."""
+"""Workloads: model profiles, the compute model, transformer and CNN builders, clusters, the
+node model, frameworks, NCCL's tuning model, transports and closed-form network costs."""
 
 from __future__ import annotations
 
 from .cluster import PLACEMENTS, Cluster
 from .cluster_file import ClusterFile, Link, load_cluster_file
-from .compute import DEVICES, Device, get_device, retime
+from .compute import DEVICE_ALIASES, DEVICES, GRAD_DTYPES, Device, get_device, load_device, retime
+from .frameworks import FRAMEWORKS, Framework, framework_options, get_framework
+from .nccl import NcclChoice, nccl_allreduce_choice, nccl_default_channels
 from .network import (
     allgather_time,
     allreduce_time,
@@ -17,9 +19,11 @@ from .network import (
     transfer_time,
     tree_allreduce_time,
 )
+from .node import NodeCalibration, calibrate_input_pipeline, write_node_calibration
 from .ops import Op
 from .profile import GRANULARITIES, SCHEMA_VERSION, Layer, Message, ModelProfile, Tensor
-from .topology import FABRICS, INTERCONNECTS, Topology
+from .topology import FABRICS, INTERCONNECTS, PCIE_X16, Topology
+from .transports import TRANSPORTS, Transport, apply_transport, get_transport
 
 __all__ = [
     "Layer",
@@ -32,7 +36,25 @@ __all__ = [
     "Device",
     "DEVICES",
     "get_device",
+    "load_device",
+    "DEVICE_ALIASES",
+    "GRAD_DTYPES",
     "retime",
+    "Framework",
+    "FRAMEWORKS",
+    "get_framework",
+    "framework_options",
+    "Transport",
+    "TRANSPORTS",
+    "get_transport",
+    "apply_transport",
+    "NcclChoice",
+    "nccl_allreduce_choice",
+    "nccl_default_channels",
+    "NodeCalibration",
+    "calibrate_input_pipeline",
+    "write_node_calibration",
+    "PCIE_X16",
     "Cluster",
     "PLACEMENTS",
     "Topology",

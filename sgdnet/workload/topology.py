@@ -155,6 +155,11 @@ class Topology:
     gpudirect : bool
         With switches: True (GPUDirect RDMA, a GPU reaches its NIC peer to peer) or False
         (staged through host memory over the switch uplinks and the bridge).
+    peer_to_peer : bool
+        PCIe nodes with switches: True (two GPUs behind one switch copy peer to peer) or False
+        (no GPU peer-to-peer, as on consumer GPUs or with ``NCCL_P2P_DISABLE``: every GPU-to-GPU
+        copy of the node is staged through host memory, up its switch's uplink, through the
+        bridge and down, so the GPUs of a switch share its uplink in both directions).
     host_cores : int or None
         CPU cores of a node serving its input pipeline (required when ``input_s_per_sample >
         0``; e.g. 64 vCPUs on p3.16xlarge, 80 threads on DGX-1).
@@ -187,6 +192,7 @@ class Topology:
     pcie_switch_gpus: int | None = None
     pcie_uplink_bandwidth: float | str | None = None
     gpudirect: bool = True
+    peer_to_peer: bool = True
     host_cores: int | None = None
     input_s_per_sample: float | str = 0.0
     prefetch: int = 2
@@ -244,6 +250,12 @@ class Topology:
         if not isinstance(self.gpudirect, bool):
             raise ClusterError(f"Topology.gpudirect={self.gpudirect!r}: must be True (GPUDirect "
                                "RDMA) or False (staged through host memory)")
+        if not isinstance(self.peer_to_peer, bool):
+            raise ClusterError(f"Topology.peer_to_peer={self.peer_to_peer!r}: must be True (GPU "
+                               "peer-to-peer copies) or False (staged through host memory)")
+        if not self.peer_to_peer and (sw is None or self.intra != "pcie"):
+            raise ClusterError("Topology.peer_to_peer=False stages PCIe copies through host "
+                               "memory; it needs intra='pcie' and pcie_switch_gpus (e.g. 2)")
         if sw is None:
             if self.pcie_uplink_bandwidth is not None or not self.gpudirect:
                 raise ClusterError("Topology: pcie_uplink_bandwidth and gpudirect=False describe "
@@ -411,7 +423,9 @@ class Topology:
             p = [self._gpu_link(src, "up")]
             js, jd = self.switch_of(src), self.switch_of(dst)
             if self.intra == "pcie" and js is not None:
-                if js != jd:  # across switches: up one uplink, through the root complex, down
+                if js != jd or not self.peer_to_peer:
+                    # across switches (or without peer-to-peer): up one uplink, through the
+                    # root complex, down
                     p += [self._sw(ns, js, "up"), *self._bridge(ns), self._sw(ns, jd, "down")]
             else:
                 p += self._bridge(ns)
