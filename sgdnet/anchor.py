@@ -19,7 +19,9 @@ a PS update, latencies) as long as the critical path does not change, so ``1 / r
 in ``1 / speed``; the first step is ``speed <- speed * target / predicted`` (exact when only
 compute is on the path), the next ones the secant through the last two predictions (exact when
 the path is fixed). ``tol`` is relative; at most ``max_iter`` predictions, each a deterministic
-one-GPU run.
+one-GPU run; a step that leaves the bracket of speeds known to be too slow and too fast
+(the critical path changed: a Horovod cycle tick moved, another link became the bottleneck)
+bisects the bracket instead, so the solve also ends where the rate is only piecewise affine.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ def one_gpu_cluster(cluster: Cluster) -> Cluster:
 
 def anchor_profile(variant: str, model: str | ModelProfile, cluster: Cluster | Mapping[str, Any],
                    samples_per_s: float, *, batch_size: int | None = None,
-                   granularity: str = "fine", tol: float = 1e-4, max_iter: int = 8,
+                   granularity: str = "fine", tol: float = 1e-4, max_iter: int = 40,
                    **options: Any) -> Anchor:
     """Rescale ``model`` so that ``variant`` on one GPU of ``cluster`` runs at ``samples_per_s``.
 
@@ -133,6 +135,8 @@ def anchor_profile(variant: str, model: str | ModelProfile, cluster: Cluster | M
     speed = target * prof.step_s / prof.batch_size if prof.step_s > 0 else 1.0
     rate = math.nan
     prev: tuple[float, float] | None = None  # (1/speed, 1/rate) of the previous prediction
+    lo, hi = 0.0, math.inf  # speeds known to give a rate below / above the target
+    best: tuple[float, float] | None = None  # (speed, rate) closest to the target so far
     for it in range(1, max_iter + 1):
         p = predict(variant, prof.scaled(speed=speed), one, granularity=granularity, steps=20,
                     warmup=5, replications=1, seed=0, parallel=False, samples=False,
@@ -140,6 +144,16 @@ def anchor_profile(variant: str, model: str | ModelProfile, cluster: Cluster | M
         rate = float(p.samples_per_s.mean)
         if abs(rate / target - 1) <= tol:
             return Anchor(prof.scaled(speed=speed), speed, rate, target, it)
+        if rate < target:
+            lo = max(lo, speed)
+        else:
+            hi = min(hi, speed)
+        if best is None or abs(rate / target - 1) < abs(best[1] / target - 1):
+            best = (speed, rate)
+        if lo > 0 and hi < math.inf and hi / lo - 1 < 1e-9:
+            # the rate jumps over the target (a step of the critical path, e.g. a Horovod
+            # cycle tick): no speed gives it exactly; the closest side is the answer
+            return Anchor(prof.scaled(speed=best[0]), best[0], best[1], target, it)
         # the step time is affine in 1/speed (compute / speed + what does not scale): the
         # secant through the last two predictions solves it exactly in that case
         x, y = 1.0 / speed, 1.0 / rate
@@ -151,6 +165,10 @@ def anchor_profile(variant: str, model: str | ModelProfile, cluster: Cluster | M
                 if cand > 0:
                     nxt = 1.0 / cand
         prev = (x, y)
+        if not lo < nxt < hi and hi < math.inf:
+            # a step that leaves the bracket (the critical path changed, e.g. a cycle tick
+            # of Horovod's fusion moved): bisect the bracket instead
+            nxt = 0.5 * (lo + hi) if lo > 0 else 0.5 * hi
         speed = nxt
     raise VariantError(f"anchor_profile: after {max_iter} predictions the one-GPU job runs at "
                        f"{rate:.4g} samples/s, not the measured {target:.4g}; its step is "

@@ -195,6 +195,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     clusters = [_cluster(args, n) for n in args.workers]  # validate all before simulating
     options = dict(args.option)
     clusters, options = _apply_framework(args, clusters, options)
+    model = _anchor(args, model, clusters[-1], options)
     show_progress = not args.no_progress and sys.stderr.isatty()
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
@@ -295,6 +296,21 @@ def cmd_predict(args: argparse.Namespace) -> int:
         notes.append(trace_note)
     print("; ".join(notes))
     return 0
+
+
+def _anchor(args: argparse.Namespace, model: Any, cluster: Any, options: dict[str, Any]) -> Any:
+    """``--one-gpu RATE``: the profile rescaled so that the variant's one-GPU prediction runs at
+    the measured RATE samples/s (:func:`sgdnet.anchor.anchor_profile`); a note on stderr."""
+    rate = getattr(args, "one_gpu", None)
+    if rate is None:
+        return model
+    from .anchor import anchor_profile
+
+    a = anchor_profile(args.variant, model, cluster, rate, granularity=args.granularity,
+                       **options)
+    print(f"sgdnet predict: anchored on {rate:g} samples/s on one GPU: compute times divided "
+          f"by {a.speed:.4g}", file=sys.stderr)
+    return a.profile
 
 
 def _apply_framework(args: argparse.Namespace, clusters: list, options: dict[str, Any]

@@ -140,6 +140,18 @@ def _cv(text: str) -> float:
     return x
 
 
+def _positive_float(text: str) -> float:
+    """A positive finite number (``--one-gpu 219``)."""
+    try:
+        x = float(text)
+    except ValueError:
+        x = math.nan
+    if not (math.isfinite(x) and x > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number; write e.g. 219 "
+                                         "(samples per second)")
+    return x
+
+
 def _speeds(text: str) -> tuple[float, ...]:
     try:
         vals = tuple(float(x) for x in text.split(",") if x.strip())
@@ -257,6 +269,10 @@ def _add_framework(p: argparse.ArgumentParser) -> None:
                    help="NIC goodput and latency of the transport: 'auto' (the framework's "
                         "own, e.g. tcp for gRPC/ps-lite; none without --framework), 'none', "
                         f"or one of {', '.join(sorted(TRANSPORTS))}")
+    g.add_argument("--one-gpu", type=_positive_float, default=None, metavar="RATE",
+                   help="the measured one-GPU throughput (samples/s at the profile's batch, or "
+                        "--batch-size): the profile's compute is rescaled so that the one-GPU "
+                        "prediction of the same variant, options and node equals it")
 
 
 def _add_sim(p: argparse.ArgumentParser, steps: int, warmup: int, replications: int | None) -> None:
