@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Rebuild ``models/*.json``: the CNNs/GNMT from the PipeDream per-layer profiles in
 ``../shared/data``, the transformers (bert_large, gpt2_medium, gpt2_xl, vit_l16) and the CNNs
-PipeDream lacks (resnet34, resnet152, vgg19) from their architecture and the compute model
-(``sgdnet.workload.transformers.BUILTIN`` and ``sgdnet.workload.cnns.BUILTIN`` state each
-one's sequence length or image size, batch, device and precision).
+PipeDream lacks (resnet34, resnet152, vgg19, inception_v4) from their architecture and the
+compute model (``sgdnet.workload.transformers.BUILTIN`` and ``sgdnet.workload.cnns.BUILTIN``
+state each one's sequence length or image size, batch, device and precision).
 
 Usage::
 
@@ -391,7 +391,7 @@ def _rounded(obj):
 
 TRANSFORMERS = ["bert_large", "gpt2_medium", "gpt2_xl", "vit_l16"]
 #: CNNs the PipeDream library lacks, built from their architecture (sgdnet.workload.cnns).
-ARCH_CNNS = ["resnet34", "resnet152", "vgg19"]
+ARCH_CNNS = ["resnet34", "resnet152", "vgg19", "inception_v4"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,6 +20,7 @@ source against perfect scaling (``gpus x one-GPU rate``), or a markdown table
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 import sys
@@ -260,20 +261,22 @@ def run(data: dict, only: str | None = None, jobs: int = 1) -> list[dict]:
     return out
 
 
-def summary(rows: list[dict]) -> list[tuple[str, int, int, float, float, float, float]]:
-    """Per source and overall: (name, rows, comm-bound rows, mean |err|, max |err|, and
-    perfect scaling's mean and max |err|)."""
+def summary(rows: list[dict]) -> list[tuple[str, int, int, int, float, float, float, float]]:
+    """Per source and overall, over the rows that were predicted: (name, rows predicted,
+    rows not predicted, comm-bound rows, mean |err|, max |err|, and perfect scaling's mean and
+    max |err| on the same rows)."""
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(r["source"], []).append(r)
     groups["all"] = rows
     out = []
     for name, rs in groups.items():
-        e = [abs(r["error"]) for r in rs if not math.isnan(r["error"])]
-        p = [abs(r["perfect_error"]) for r in rs]
-        out.append((name, len(rs), sum(comm_bound(r) for r in rs),
+        ok = [r for r in rs if not math.isnan(r["error"])]
+        e = [abs(r["error"]) for r in ok]
+        p = [abs(r["perfect_error"]) for r in ok]
+        out.append((name, len(ok), len(rs) - len(ok), sum(comm_bound(r) for r in ok),
                     sum(e) / max(len(e), 1), max(e, default=math.nan),
-                    sum(p) / len(p), max(p)))
+                    sum(p) / max(len(p), 1), max(p, default=math.nan)))
     return out
 
 
@@ -282,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--only", default=None, help="one setup id")
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--save", default=None, help="also write the rows as JSON to this file")
     a = ap.parse_args(argv)
     data = load()
     rows = run(data, a.only, a.jobs)
@@ -301,12 +305,14 @@ def main(argv: list[str] | None = None) -> int:
                   f"perfect={100 * r['perfect_error']:+6.1f}% ({r['seconds']:.1f} s) "
                   f"{r['failure']}", flush=True)
     print()
-    print("| source | rows | comm-bound | mean abs error | max abs error | perfect scaling mean | "
-          "perfect scaling max |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for name, n, cb, me, mx, pm, px in summary(rows):
-        print(f"| {name} | {n} | {cb} | {100 * me:.1f}% | {100 * mx:.1f}% | {100 * pm:.1f}% | "
-              f"{100 * px:.1f}% |")
+    print("| source | rows predicted | not predicted | comm-bound | mean abs error | "
+          "max abs error | perfect scaling mean | perfect scaling max |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, n, nf, cb, me, mx, pm, px in summary(rows):
+        print(f"| {name} | {n} | {nf} | {cb} | {100 * me:.1f}% | {100 * mx:.1f}% | "
+              f"{100 * pm:.1f}% | {100 * px:.1f}% |")
+    if a.save is not None:
+        Path(a.save).write_text(json.dumps(rows, indent=1, default=str), encoding="utf-8")
     return 0
 
 

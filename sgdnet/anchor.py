@@ -21,7 +21,9 @@ compute is on the path), the next ones the secant through the last two predictio
 the path is fixed). ``tol`` is relative; at most ``max_iter`` predictions, each a deterministic
 one-GPU run; a step that leaves the bracket of speeds known to be too slow and too fast
 (the critical path changed: a Horovod cycle tick moved, another link became the bottleneck)
-bisects the bracket instead, so the solve also ends where the rate is only piecewise affine.
+bisects the bracket instead (and from the fourth prediction on, bisection only), so the solve
+also ends where the rate is only piecewise affine; where the rate jumps over the target, the
+closer side of the jump is returned.
 """
 
 from __future__ import annotations
@@ -165,7 +167,9 @@ def anchor_profile(variant: str, model: str | ModelProfile, cluster: Cluster | M
                 if cand > 0:
                     nxt = 1.0 / cand
         prev = (x, y)
-        if not lo < nxt < hi and hi < math.inf:
+        if hi < math.inf and lo > 0 and it >= 4:
+            nxt = 0.5 * (lo + hi)  # the secant has had its chance: bisect the bracket
+        elif not lo < nxt < hi and hi < math.inf:
             # a step that leaves the bracket (the critical path changed, e.g. a cycle tick
             # of Horovod's fusion moved): bisect the bracket instead
             nxt = 0.5 * (lo + hi) if lo > 0 else 0.5 * hi

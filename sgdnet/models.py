@@ -11,8 +11,9 @@ The JSON files live in the repository's top-level ``models/`` directory, rebuilt
 measurements (an unnamed GPU, fp32; each layer carries the ops derived from its modules, so
 :func:`sgdnet.workload.compute.retime` re-times them given ``from_device``), the
 transformers ``bert_large``, ``gpt2_medium``, ``gpt2_xl`` and ``vit_l16``
-(:mod:`sgdnet.workload.transformers`) and the CNNs ``resnet34``, ``resnet152`` and ``vgg19``
-(:mod:`sgdnet.workload.cnns`, V100, fp32, batch 64) from their architecture and the compute
+(:mod:`sgdnet.workload.transformers`) and the CNNs ``resnet34``, ``resnet152``, ``vgg19`` and
+``inception_v4`` (:mod:`sgdnet.workload.cnns`, V100, fp32, batch 64; Inception-v4 at 299x299
+as tf_cnn_benchmarks builds it) from their architecture and the compute
 model (each file states its sequence length or image size, batch, device and precision,
 carries per-tensor sizes and ops, and can be re-timed with
 :func:`sgdnet.workload.compute.retime`). The package reaches them as

@@ -51,3 +51,26 @@ def test_an_unreachable_rate_is_refused_with_the_rate_reached():
 def test_bad_rates_are_refused(bad):
     with pytest.raises(VariantError, match="samples_per_s"):
         anchor_profile("allreduce", M50, Cluster(workers=2), bad)
+
+
+def test_cli_one_gpu_anchors_the_one_worker_row(capsys):
+    # allreduce on one GPU is pure compute: the 1-worker row's samples/s is the given rate
+    import json
+
+    from sgdnet.cli import main
+
+    rc = main(["predict", "--model", "resnet50", "--variant", "allreduce", "--workers", "1,2",
+               "--batch-size", "64", "--one-gpu", "219", "--granularity", "coarse",
+               "--steps", "20", "--replications", "1", "--json", "--no-progress"])
+    out = capsys.readouterr()
+    assert rc == 0 and "anchored on 219 samples/s" in out.err
+    rows = json.loads(out.out)["rows"]
+    assert rows[0]["samples_per_s_mean"] == pytest.approx(219.0, rel=1e-6)
+
+
+@pytest.mark.parametrize("bad", ["0", "-5", "fast", "nan"])
+def test_cli_one_gpu_refuses_a_rate_that_is_not_positive(bad, capsys):
+    from sgdnet.cli import main
+
+    rc = main(["predict", "--variant", "allreduce", "--one-gpu", bad])
+    assert rc == 2 and "--one-gpu" in capsys.readouterr().err

@@ -8,6 +8,14 @@ References, none of them produced by this code:
   ``torchvision/models/resnet.py``, ``vgg.py``, ``alexnet.py``, ``inception.py``,
   ``densenet.py``, ``squeezenet.py``);
 * ``tests/data/reference/layer_params.txt`` (per-layer parameter counts, read directly);
+* Inception-v4 (no torchvision model): osmr/imgclsmob ``pytorch/README.md`` (ImageNet-1K table,
+  InceptionV4 row, ported from Cadene/pretrained-models.pytorch: 42,679,816 parameters, 1000
+  classes, BatchNorm2d with gamma and beta; 12,304.93M FLOPs), the same 42,679,816 in keras-hub's
+  ``inception_v4_imagenet`` preset metadata, and Open Model Zoo
+  ``models/public/googlenet-v4-tf/googlenet-v4-tf.md`` (TF-slim's checkpoint, 1001 outputs:
+  24.584 GFLOPs, 42.648 MParams); tf_cnn_benchmarks' builder defaults (``datasets.py``
+  ``ImageDataset(num_classes=1001)``, ``convnet_builder.py`` ``batch_norm(scale=False)``) and
+  the paper's filter widths (Szegedy et al. 2017, figures 3-9) for the by-hand differences;
 * convolution arithmetic written out by hand.
 """
 
@@ -70,6 +78,78 @@ def test_inception_v3_parameters_with_and_without_the_auxiliary_classifier():
     assert cnns.inception_v3().meta["parameters"] == 27_161_264
     assert cnns.inception_v3(aux_logits=False).meta["parameters"] == 27_161_264 - aux \
         == 23_834_568
+
+
+#: Inception-v4 as the PyTorch/Keras ports count it (1000 classes, BatchNorm gamma and beta):
+#: osmr/imgclsmob pytorch/README.md and keras-hub's inception_v4_imagenet preset.
+V4_PORTS = 42_679_816
+#: BatchNorm channels = every convolution's filters, from the paper's figures 3-9: stem
+#: 32+32+64+96+(64+96)+(64+64+64+96)+192; Inception-A 96+64+96+64+96+96+96 (x4);
+#: Reduction-A (k, l, m, n) = (192, 224, 256, 384); Inception-B
+#: 384+192+224+256+192+192+224+224+256+128 (x7); Reduction-B 192+192+256+256+320+320;
+#: Inception-C 256+384+256+256+384+448+512+256+256+256 (x3)
+V4_BN_CHANNELS = (32 + 32 + 64 + 96 + 160 + 288 + 192 + 4 * 608 + (192 + 224 + 256 + 384)
+                  + 7 * 2272 + 1536 + 3 * 3264)
+#: tf_cnn_benchmarks drops gamma (scale=False) and has one more class (1001: 1536 + 1 more)
+V4_TF_CNN_BENCHMARKS = V4_PORTS - V4_BN_CHANNELS + 1537
+
+
+def test_inception_v4_parameters_are_the_published_ports():
+    assert 4 * 608 == 4 * (96 + 64 + 96 + 64 + 96 + 96 + 96)
+    assert 2272 == 384 + 192 + 224 + 256 + 192 + 192 + 224 + 224 + 256 + 128
+    assert 3264 == 256 + 384 + 256 + 256 + 384 + 448 + 512 + 256 + 256 + 256
+    p = cnns.inception_v4(n_classes=1000, bn_scale=True)
+    assert p.meta["parameters"] == V4_PORTS
+    assert p.grad_bytes == 4 * V4_PORTS
+
+
+def test_inception_v4_parameters_as_tf_cnn_benchmarks_builds_it():
+    p = cnns.inception_v4()  # 1001 classes, BatchNorm beta only, no auxiliary head
+    assert p.meta["parameters"] == V4_TF_CNN_BENCHMARKS == 42_649_769
+    # Open Model Zoo's count of TF-slim's 1001-class checkpoint: 42.648 M
+    assert p.meta["parameters"] == pytest.approx(42.648e6, rel=1e-4)
+    assert all(la.grad_bytes == sum(t.nbytes for t in la.tensors) for la in p.layers)
+    bns = [la for la in p.layers if la.name.endswith(".bn")]
+    assert 2 * len(bns) == len(p.layers) - 1 and all(len(la.tensors) == 1 for la in bns)
+    assert sum(la.grad_bytes for la in bns) == 4 * V4_BN_CHANNELS
+    last = p.layers[-1]
+    assert last.name == "Logits" and last.grad_bytes == 4 * (1536 * 1001 + 1001)
+    # TF-slim's auxiliary head after Mixed_6h (17x17x1024): 5x5/3 pool -> 5x5, 1x1 conv to
+    # 128 + beta, 5x5 conv to 768 + beta, linear to 1001
+    aux = 1024 * 128 + 128 + 128 * 768 * 25 + 768 + 768 * 1001 + 1001
+    assert cnns.inception_v4(aux_logits=True).meta["parameters"] == V4_TF_CNN_BENCHMARKS + aux
+
+
+def test_inception_v4_macs_are_the_published_ones():
+    # Open Model Zoo googlenet-v4-tf: 24.584 GFLOPs = 12.292 GMACs; imgclsmob 12,304.93 M
+    # (both also count some non-matmul work); the convolutions and the classifier, within 2 %
+    m = macs(cnns.inception_v4())
+    assert m / 1e9 == pytest.approx(24.584 / 2, rel=0.02)
+    assert m / 1e9 == pytest.approx(12.30493, rel=0.02)
+    assert m - macs(cnns.inception_v4(n_classes=1000)) == 1536
+    # the auxiliary head: 1x1 conv at 5x5, 5x5 conv to 1x1, linear
+    aux = 1024 * 128 * 25 + 128 * 768 * 25 + 768 * 1001
+    assert macs(cnns.inception_v4(aux_logits=True)) - m == aux
+    # the stem's first convolution by hand: 3x3/2 VALID on 3x299x299 -> 32x149x149
+    op = cnns.inception_v4().layers[0].ops[0]
+    assert op.flops == 2 * 3 * 9 * 32 * 149 * 149
+
+
+def test_inception_v4_builtin_is_tf_cnn_benchmarks_on_a_v100():
+    p = models.load("inception_v4")
+    assert p.grad_bytes == 4 * V4_TF_CNN_BENCHMARKS
+    assert (p.batch_size, p.device, p.precision) == (64, "V100", "fp32")
+    assert p.meta["image"] == 299 and p.meta["aux_logits"] is False
+    assert p.meta["bn_scale"] is False
+
+
+def test_inception_v4_refuses_bad_input():
+    with pytest.raises(ProfileError, match="does not fit"):
+        cnns.inception_v4(image=64)
+    with pytest.raises(ProfileError, match="aux_logits must be True or False"):
+        cnns.inception_v4(aux_logits=1)
+    with pytest.raises(ProfileError, match="n_classes"):
+        cnns.inception_v4(n_classes=0)
 
 
 @pytest.mark.parametrize("model, section", [("resnet18", "resnet18_imagenet"),
@@ -136,14 +216,15 @@ def test_parameterless_ops_join_the_module_executed_before_them():
 
 
 def test_builtin_architecture_cnns_are_in_the_library():
+    expected = NUM_PARAMS | {"inception_v4": V4_TF_CNN_BENCHMARKS}
     for name, (fn, kw) in cnns.BUILTIN.items():
         p = models.load(name)
         assert p.device == kw["device"] and p.precision == "fp32" and p.has_ops
-        assert p.grad_bytes == 4 * NUM_PARAMS[name]
+        assert p.grad_bytes == 4 * expected[name]
         assert p.meta["builder"] == "sgdnet.workload.cnns"
         ref = fn(**kw)
         assert p.compute_s == pytest.approx(ref.compute_s, rel=1e-9)
-    assert "resnet152" in models.names()
+    assert "resnet152" in models.names() and "inception_v4" in models.names()
 
 
 def test_retime_a_pipedream_cnn_needs_its_device_and_follows_the_ops():

@@ -290,21 +290,25 @@ def build_node_net(net: Net, fab: Fabric, cl: Cluster, prof: ModelProfile,
                                 inputs=[bc[i]], outputs=[param[i, l, c, x]], priority=l,
                                 tags={"worker": i, **ltag(l), "node": m,
                                       "direction": "broadcast", "chunk": c})
+        def each_part():
+            """(key, leader, suffix, tags, shard, layer, chunk, bytes) of every part a node
+            sends, last layer first: the order of the pushes and of the pulls."""
+            for l in range(L - 1, -1, -1):
+                for c in range(len(plan[l])):
+                    k = plan[l][c][0]
+                    for m in range(N):
+                        for x, (j, b) in enumerate(parts[l][c]):
+                            yield ((m, l, c, x), m * g + j, nsfx(l, c, x),
+                                   {**ltag(l), "node": m}, k, l, c, b)
+
         # pushes (last layer first), updates, pulls
-        for l in range(L - 1, -1, -1):
-            for c in range(len(plan[l])):
-                k = plan[l][c][0]
-                for m in range(N):
-                    for x, (j, b) in enumerate(parts[l][c]):
-                        key, lead, s = (m, l, c, x), m * g + j, nsfx(l, c, x)
-                        tg = {**ltag(l), "node": m}
-                        if ex.local(lead, k):
-                            add.transition(f"n{m}.sum.{s}", _ZERO,
-                                           inputs={p: 1 for p in src[key]},
-                                           outputs={recv[key]: 1}, tags={**sync, **tg})
-                        else:
-                            ex.push(lead, k, b, s, chunk=c, inputs=src[key], outputs=[recv[key]],
-                                    tags=tg, priority=l)
+        for key, lead, s, tg, k, l, c, b in each_part():
+            if ex.local(lead, k):
+                add.transition(f"n{key[0]}.sum.{s}", _ZERO, inputs={p: 1 for p in src[key]},
+                               outputs={recv[key]: 1}, tags={**sync, **tg})
+            else:
+                ex.push(lead, k, b, s, chunk=c, inputs=src[key], outputs=[recv[key]],
+                        tags=tg, priority=l)
         for l in range(L - 1, -1, -1):
             for c, (k, b) in enumerate(plan[l]):
                 xs = range(len(parts[l][c]))
@@ -319,20 +323,13 @@ def build_node_net(net: Net, fab: Fabric, cl: Cluster, prof: ModelProfile,
                                   inputs=[recv[m, l, c, x] for x in xs],
                                   outputs=[back[m, l, c, x] for x in xs],
                                   tags={"node": m, **ltag(l)})
-        for l in range(L - 1, -1, -1):
-            for c in range(len(plan[l])):
-                k = plan[l][c][0]
-                for m in range(N):
-                    for x, (j, b) in enumerate(parts[l][c]):
-                        key, lead, s = (m, l, c, x), m * g + j, nsfx(l, c, x)
-                        tg = {**ltag(l), "node": m}
-                        if ex.local(lead, k):
-                            add.transition(f"n{m}.got.{s}", _ZERO, inputs={back[key]: 1},
-                                           outputs={p: 1 for p in dst[key]},
-                                           tags={**sync, **tg})
-                        else:
-                            ex.pull(lead, k, b, s, chunk=c, inputs=[back[key]],
-                                    outputs=dst[key], tags=tg, priority=l)
+        for key, lead, s, tg, k, l, c, b in each_part():
+            if ex.local(lead, k):
+                add.transition(f"n{key[0]}.got.{s}", _ZERO, inputs={back[key]: 1},
+                               outputs={p: 1 for p in dst[key]}, tags={**sync, **tg})
+            else:
+                ex.pull(lead, k, b, s, chunk=c, inputs=[back[key]], outputs=dst[key], tags=tg,
+                        priority=l)
     net.meta["ps_plan"] = [[(int(k), float(b)) for k, b in p] for p in plan]
     net.meta["cluster"] = cl
     net.meta["ps_form"] = "node-aggregation"

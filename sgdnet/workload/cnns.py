@@ -1,4 +1,5 @@
-"""Convolutional network profiles from their architecture: ResNet, VGG, AlexNet, Inception-v3.
+"""Convolutional network profiles from their architecture: ResNet, VGG, AlexNet, Inception-v3
+and Inception-v4.
 
 Like :mod:`sgdnet.workload.transformers`, a builder turns an architecture into a
 :class:`~sgdnet.workload.profile.ModelProfile` whose
@@ -30,6 +31,12 @@ ResNet-34 21,797,672, ResNet-50 25,557,032, ResNet-101 44,549,160, ResNet-152 60
 VGG-16 138,357,544, VGG-19 143,667,240, AlexNet 61,100,840, Inception-v3 27,161,264 with
 the auxiliary classifier, 23,834,568 without) and the forward multiply-accumulates its
 ``_ops`` metadata (GFLOPS column of the model table); ``tests/test_cnns.py`` checks both.
+Inception-v4, which torchvision lacks, is TF-slim's and tf_cnn_benchmarks' (see
+:func:`inception_v4`): 42,649,769 parameters as tf_cnn_benchmarks trains it (1001 classes,
+BatchNorm beta only), 42,679,816 as the PyTorch/Keras ports count it (1000 classes,
+BatchNorm gamma and beta; osmr/imgclsmob ``pytorch/README.md``, keras-hub's
+``inception_v4_imagenet`` preset), 12.25 forward GMACs at 299x299 (Open Model Zoo
+``googlenet-v4-tf``: 24.584 GFLOPs, i.e. 12.29 GMACs).
 """
 
 from __future__ import annotations
@@ -50,9 +57,9 @@ from .ops import (
 from .profile import Layer, ModelProfile, Tensor
 from .transformers import ArchLayer
 
-__all__ = ["resnet", "vgg", "alexnet", "inception_v3", "resnet18", "resnet34", "resnet50",
-           "resnet101", "resnet152", "vgg16", "vgg19", "RESNET_BLOCKS", "VGG_CONFIGS",
-           "BUILTIN"]
+__all__ = ["resnet", "vgg", "alexnet", "inception_v3", "inception_v4", "resnet18", "resnet34",
+           "resnet50", "resnet101", "resnet152", "vgg16", "vgg19", "RESNET_BLOCKS",
+           "VGG_CONFIGS", "BUILTIN"]
 
 _GRAD_BYTES = 4  # fp32 gradients
 Shape = tuple[int, int, int]  # channels, height, width of one sample
@@ -81,8 +88,11 @@ def _n(x: Shape) -> int:
 class _Net:
     """Parameter modules with their ops, and the shape each op produces."""
 
-    def __init__(self) -> None:
+    def __init__(self, bn_scale: bool = True) -> None:
         self.layers: list[ArchLayer] = []
+        #: BatchNorm learns gamma (``weight``) and beta (``bias``); False: beta only
+        #: (TF's ``scale=False``, the default of tf_cnn_benchmarks and TF-slim's Inceptions).
+        self.bn_scale = bn_scale
 
     def _op(self, op: Op) -> None:
         self.layers[-1].ops.append(op)
@@ -101,8 +111,8 @@ class _Net:
         return (c_out, h, w)
 
     def bn(self, name: str, x: Shape) -> Shape:
-        self.layers.append(ArchLayer(name, [("weight", x[0]), ("bias", x[0])],
-                                     [batchnorm_op(_n(x), x[0])]))
+        params = ([("weight", x[0])] if self.bn_scale else []) + [("bias", x[0])]
+        self.layers.append(ArchLayer(name, params, [batchnorm_op(_n(x), x[0])]))
         return x
 
     def linear(self, name: str, n_in: int, n_out: int) -> None:
@@ -410,6 +420,133 @@ def inception_v3(name: str = "inception_v3", *, aux_logits: bool = True, image: 
                           "aux_logits": aux_logits})
 
 
+def _col(net: _Net, p: str, x: Shape, *convs: tuple) -> Shape:
+    """Convolution + BatchNorm + ReLU modules in a row, each ``(name, c_out, kernel)`` with
+    TF's stride-1 'SAME' padding or ``(name, c_out, kernel, stride)`` with 'VALID' padding."""
+    for name, c, k, *s in convs:
+        if s:
+            x = net.conv_bn_relu(p + name, x, c, k, s[0])
+        else:
+            kh, kw = _pair(k)
+            x = net.conv_bn_relu(p + name, x, c, k, 1, (kh // 2, kw // 2))
+    return x
+
+
+def _v4_a(net: _Net, p: str, x: Shape) -> Shape:
+    b0 = _col(net, p, x, ("Branch_0.Conv2d_0a_1x1", 96, 1))
+    b1 = _col(net, p, x, ("Branch_1.Conv2d_0a_1x1", 64, 1), ("Branch_1.Conv2d_0b_3x3", 96, 3))
+    b2 = _col(net, p, x, ("Branch_2.Conv2d_0a_1x1", 64, 1), ("Branch_2.Conv2d_0b_3x3", 96, 3),
+              ("Branch_2.Conv2d_0c_3x3", 96, 3))
+    b3 = _col(net, p, net.pool("avgpool", x, 3, 1, 1), ("Branch_3.Conv2d_0b_1x1", 96, 1))
+    return net.concat([b0, b1, b2, b3])
+
+
+def _v4_b(net: _Net, p: str, x: Shape) -> Shape:
+    b0 = _col(net, p, x, ("Branch_0.Conv2d_0a_1x1", 384, 1))
+    b1 = _col(net, p, x, ("Branch_1.Conv2d_0a_1x1", 192, 1),
+              ("Branch_1.Conv2d_0b_1x7", 224, (1, 7)), ("Branch_1.Conv2d_0c_7x1", 256, (7, 1)))
+    b2 = _col(net, p, x, ("Branch_2.Conv2d_0a_1x1", 192, 1),
+              ("Branch_2.Conv2d_0b_7x1", 192, (7, 1)), ("Branch_2.Conv2d_0c_1x7", 224, (1, 7)),
+              ("Branch_2.Conv2d_0d_7x1", 224, (7, 1)), ("Branch_2.Conv2d_0e_1x7", 256, (1, 7)))
+    b3 = _col(net, p, net.pool("avgpool", x, 3, 1, 1), ("Branch_3.Conv2d_0b_1x1", 128, 1))
+    return net.concat([b0, b1, b2, b3])
+
+
+def _v4_c(net: _Net, p: str, x: Shape) -> Shape:
+    b0 = _col(net, p, x, ("Branch_0.Conv2d_0a_1x1", 256, 1))
+    b1 = _col(net, p, x, ("Branch_1.Conv2d_0a_1x1", 384, 1))
+    b1a = _col(net, p, b1, ("Branch_1.Conv2d_0b_1x3", 256, (1, 3)))
+    b1b = _col(net, p, b1, ("Branch_1.Conv2d_0c_3x1", 256, (3, 1)))
+    b2 = _col(net, p, x, ("Branch_2.Conv2d_0a_1x1", 384, 1),
+              ("Branch_2.Conv2d_0b_3x1", 448, (3, 1)), ("Branch_2.Conv2d_0c_1x3", 512, (1, 3)))
+    b2a = _col(net, p, b2, ("Branch_2.Conv2d_0d_1x3", 256, (1, 3)))
+    b2b = _col(net, p, b2, ("Branch_2.Conv2d_0e_3x1", 256, (3, 1)))
+    b3 = _col(net, p, net.pool("avgpool", x, 3, 1, 1), ("Branch_3.Conv2d_0b_1x1", 256, 1))
+    return net.concat([b0, b1a, b1b, b2a, b2b, b3])
+
+
+def inception_v4(name: str = "inception_v4", *, n_classes: int = 1001, bn_scale: bool = False,
+                 aux_logits: bool = False, image: int = 299, batch_size: int = 64,
+                 device: str | Device = "V100", precision: str = "fp32",
+                 optimizer: str = "momentum") -> ModelProfile:
+    """Inception-v4 (Szegedy et al., AAAI 2017, arXiv:1602.07261, figures 3-9) as TF-slim
+    (``research/slim/nets/inception_v4.py``) and tf_cnn_benchmarks
+    (``scripts/tf_cnn_benchmarks/models/inception_model.py``, ``Inceptionv4Model``) build it.
+
+    Every convolution is bias-free, followed by BatchNorm and ReLU; layers are named by
+    TF-slim's scopes (``Mixed_6b.Branch_2.Conv2d_0c_1x7.conv``). The defaults are
+    tf_cnn_benchmarks': 1001 classes (``ImageDataset(num_classes=1001)`` in ``datasets.py``,
+    ImageNet's 1000 plus background), BatchNorm with beta only (``ConvNetBuilder.batch_norm``'s
+    ``scale=False``; TF-slim's ``inception_arg_scope`` has ``batch_norm_scale=False`` too) and
+    no auxiliary head. tf_cnn_benchmarks factorises three 7x7/3x3 pairs in the other order
+    (1x7 before 7x1 where TF-slim has 7x1 first): the same parameters and FLOPs.
+
+    Parameters
+    ----------
+    n_classes : int
+        Logits (1001: TensorFlow's ImageNet label set; 1000: timm's and Cadene's ports).
+    bn_scale : bool
+        BatchNorm also learns gamma (PyTorch ports' ``BatchNorm2d(affine=True)``).
+    aux_logits : bool
+        TF-slim's auxiliary classifier after ``Mixed_6h`` (its ``create_aux_logits``):
+        5x5/3 average pool, 1x1 convolution to 128, 5x5 to 768, linear; adds its loss.
+
+    Raises
+    ------
+    ProfileError
+        A bad size or flag, an image too small for the stem, or a precision the device lacks.
+    """
+    _check(image=image, n_classes=n_classes)
+    for flag, v in (("bn_scale", bn_scale), ("aux_logits", aux_logits)):
+        if not isinstance(v, bool):
+            raise ProfileError(f"{flag} must be True or False, got {v!r}")
+    net = _Net(bn_scale=bn_scale)
+    x = _col(net, "", (3, image, image), ("Conv2d_1a_3x3", 32, 3, 2), ("Conv2d_2a_3x3", 32, 3, 1),
+             ("Conv2d_2b_3x3", 64, 3))
+    b1 = _col(net, "Mixed_3a.", x, ("Branch_1.Conv2d_0a_3x3", 96, 3, 2))
+    x = net.concat([net.pool("maxpool", x, 3, 2), b1])
+    b0 = _col(net, "Mixed_4a.", x, ("Branch_0.Conv2d_0a_1x1", 64, 1),
+              ("Branch_0.Conv2d_1a_3x3", 96, 3, 1))
+    b1 = _col(net, "Mixed_4a.", x, ("Branch_1.Conv2d_0a_1x1", 64, 1),
+              ("Branch_1.Conv2d_0b_1x7", 64, (1, 7)), ("Branch_1.Conv2d_0c_7x1", 64, (7, 1)),
+              ("Branch_1.Conv2d_1a_3x3", 96, 3, 1))
+    x = net.concat([b0, b1])
+    b0 = _col(net, "Mixed_5a.", x, ("Branch_0.Conv2d_1a_3x3", 192, 3, 2))
+    x = net.concat([b0, net.pool("maxpool", x, 3, 2)])
+    for blk in "bcde":
+        x = _v4_a(net, f"Mixed_5{blk}.", x)
+    b0 = _col(net, "Mixed_6a.", x, ("Branch_0.Conv2d_1a_3x3", 384, 3, 2))
+    b1 = _col(net, "Mixed_6a.", x, ("Branch_1.Conv2d_0a_1x1", 192, 1),
+              ("Branch_1.Conv2d_0b_3x3", 224, 3), ("Branch_1.Conv2d_1a_3x3", 256, 3, 2))
+    x = net.concat([b0, b1, net.pool("maxpool", x, 3, 2)])
+    for blk in "bcdefgh":
+        x = _v4_b(net, f"Mixed_6{blk}.", x)
+    loss = [softmax_xent_op(n_classes)]
+    if aux_logits:
+        a = _col(net, "AuxLogits.", net.pool("avgpool", x, 5, 3), ("Conv2d_1b_1x1", 128, 1))
+        a = _col(net, "AuxLogits.", a, ("Conv2d_2a", 768, (a[1], a[2]), 1))
+        net.linear("AuxLogits.Aux_logits", _n(a), n_classes)
+        loss.append(softmax_xent_op(n_classes, "aux_cross_entropy"))
+    b0 = _col(net, "Mixed_7a.", x, ("Branch_0.Conv2d_0a_1x1", 192, 1),
+              ("Branch_0.Conv2d_1a_3x3", 192, 3, 2))
+    b1 = _col(net, "Mixed_7a.", x, ("Branch_1.Conv2d_0a_1x1", 256, 1),
+              ("Branch_1.Conv2d_0b_1x7", 256, (1, 7)), ("Branch_1.Conv2d_0c_7x1", 320, (7, 1)),
+              ("Branch_1.Conv2d_1a_3x3", 320, 3, 2))
+    x = net.concat([b0, b1, net.pool("maxpool", x, 3, 2)])
+    for blk in "bcd":
+        x = _v4_c(net, f"Mixed_7{blk}.", x)
+    x = net.global_pool(x)
+    net.dropout(_n(x))
+    net.linear("Logits", _n(x), n_classes)
+    return _profile(name, net, loss, batch_size=batch_size, device=device, precision=precision,
+                    optimizer=optimizer,
+                    source=f"Inception-v4 ({image}x{image} images, {n_classes} classes, "
+                           f"BatchNorm {'gamma and beta' if bn_scale else 'beta only'}, "
+                           f"auxiliary classifier {'on' if aux_logits else 'off'})",
+                    meta={"architecture": "inception_v4", "image": image,
+                          "aux_logits": aux_logits, "bn_scale": bn_scale})
+
+
 def resnet18(**kw) -> ModelProfile:
     """ResNet-18 (He et al. 2016; torchvision)."""
     return resnet(**{"name": "resnet18", "depth": 18} | kw)
@@ -446,11 +583,14 @@ def vgg19(**kw) -> ModelProfile:
 
 
 #: The built-in CNN profiles built from their architecture and shipped in ``models/`` (the
-#: PipeDream-measured library has no ResNet-34, ResNet-152 or VGG-19): name -> builder
-#: keyword arguments. V100 (SXM2), fp32, batch 64: the batch of TensorFlow's published
+#: PipeDream-measured library has no ResNet-34, ResNet-152, VGG-19 or Inception-v4): name ->
+#: builder keyword arguments. V100 (SXM2), fp32, batch 64: the batch of TensorFlow's published
 #: ResNet-152 and VGG-16 single-GPU benchmarks (tensorflow/docs, r1 performance benchmarks).
+#: Inception-v4 as tf_cnn_benchmarks builds it (its builder's defaults: 1001 classes,
+#: BatchNorm beta only, no auxiliary head).
 BUILTIN = {
     "resnet34": (resnet34, {"batch_size": 64, "device": "V100", "precision": "fp32"}),
     "resnet152": (resnet152, {"batch_size": 64, "device": "V100", "precision": "fp32"}),
     "vgg19": (vgg19, {"batch_size": 64, "device": "V100", "precision": "fp32"}),
+    "inception_v4": (inception_v4, {"batch_size": 64, "device": "V100", "precision": "fp32"}),
 }

@@ -99,15 +99,19 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
                      "(64MiB / 5ms before, CHANGELOG #2468), NCCL"),
     Framework("tf-ps", "sync-ps",
               {"comm_granularity": "tensor", "aggregation": "none",
-               "shard_policy": "round_robin"},
+               "shard_policy": "least_loaded"},
               cluster={"shard_min_bytes": math.inf}, transport="tcp",
               source="tf_cnn_benchmarks --variable_update=parameter_server (default), "
-                     "replica_device_setter round-robin, gRPC"),
+                     "variables placed whole on the least-loaded PS task by bytes "
+                     "(tf_cnn_benchmarks variable_mgr.py: replica_device_setter with "
+                     "GreedyLoadBalancingStrategy(num_ps, byte_size_load_fn)), gRPC"),
     Framework("tf-replicated", "sync-ps",
               {"comm_granularity": "tensor", "aggregation": "node", "local_reduce": "device",
                "shard_policy": "round_robin"},
               cluster={"shard_min_bytes": math.inf}, transport="tcp",
-              source="tf_cnn_benchmarks --variable_update=distributed_replicated, gRPC"),
+              source="tf_cnn_benchmarks --variable_update=distributed_replicated: the PS "
+                     "shadow variables placed by replica_device_setter's default round-robin "
+                     "(benchmark_cnn.py param_server_device), gRPC"),
     Framework("byteps", "sync-ps",
               {"comm_granularity": "tensor", "aggregation": "node", "local_reduce": "root",
                "partition_bytes": 4096000.0, "placement": "colocated"},
