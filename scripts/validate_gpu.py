@@ -121,6 +121,9 @@ DGX1V = node(8, "nvlink", "150GB/s", "100Gbps", nics=4)
 GH416 = node(8, "pcie", PCIE3, "40Gbps", pcie_switch_gpus=4, pcie_uplink_bandwidth=PCIE3)
 # AWS p3.16xlarge: 8 V100 SXM2, NVLink 2 (300 GB/s aggregate per GPU in AWS's post, i.e.
 # 150 GB/s per direction), GPU pairs behind PCIe switches, one 25 Gb/s ENA NIC (sockets).
+# DGX-1 (P100): NVLink 1 hybrid cube-mesh, 4 links x 20 GB/s per GPU per direction (DGX-1
+# datasheet), GPU pairs behind PCIe switches with 4 EDR NICs.
+DGX1P = node(8, "nvlink", "80GB/s", "100Gbps", nics=4)
 P316 = node(8, "nvlink", "150GB/s", "25Gbps", pcie_switch_gpus=2, pcie_uplink_bandwidth=PCIE3,
             gpudirect=False)
 
@@ -174,6 +177,9 @@ SYSTEMS: dict[str, Plan] = {
     "dle-bert-squad-dgxa100-amp": Plan(DGXA100, "ddp"),
     "dle-bert-squad-dgx1-32g-fp32": Plan(DGX1V, "ddp"),
     "dle-bert-squad-dgx1-32g-amp": Plan(DGX1V, "ddp"),
+    # held out (tests/data/published_gpu_heldout.yaml): TF 1.x replicated + NCCL without XLA
+    "tf-dgx1-p100-replicated-nccl": Plan(DGX1P, variant="allreduce",
+                                         options={**TF_NCCL, "overlap": True}),
     "gh416-v100-roce40-gdr": Plan(GH416, "horovod", options=HVD_OLD, transport="roce"),
     "awsdlm-p3-16xl-hvd": Plan(P316, "horovod", options=HVD_OLD, transport="tcp"),
 }
@@ -286,8 +292,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default=None, help="one setup id")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--save", default=None, help="also write the rows as JSON to this file")
+    ap.add_argument("--data", default=str(DATA), help="the collection to predict (default: "
+                    "tests/data/published_gpu.yaml; the held-out set: "
+                    "tests/data/published_gpu_heldout.yaml)")
     a = ap.parse_args(argv)
-    data = load()
+    data = load(Path(a.data))
     rows = run(data, a.only, a.jobs)
     if a.markdown:
         print("| source | setup | model | batch/GPU | GPUs | nodes | one GPU | published | "

@@ -19,10 +19,10 @@ References, none of them produced by this code:
 * convolution arithmetic written out by hand.
 """
 
-import re
 from pathlib import Path
 
 import pytest
+from test_models import published_layers
 
 from sgdnet import models
 from sgdnet.errors import ProfileError
@@ -48,19 +48,6 @@ BUILDERS = {"resnet18": cnns.resnet18, "resnet34": cnns.resnet34, "resnet50": cn
 
 def macs(profile):
     return sum(o.flops for la in profile.layers for o in la.ops if o.kind == "matmul") / 2
-
-
-def layer_params(section):
-    counts, on = [], False
-    for line in (DATA / "layer_params.txt").read_text().splitlines():
-        if line.startswith("## "):
-            on = line.startswith(f"## {section} ")
-            continue
-        if on:
-            m = re.search(r"\s([\d,]+)\s+\(", line)
-            if m:
-                counts.append(int(m.group(1).replace(",", "")))
-    return counts
 
 
 @pytest.mark.parametrize("model", sorted(NUM_PARAMS))
@@ -157,7 +144,7 @@ def test_inception_v4_refuses_bad_input():
                                             ("vgg16", "vgg16_imagenet"),
                                             ("vgg19", "vgg19_imagenet"), ("alexnet", "alexnet")])
 def test_per_layer_parameters_match_layer_params(model, section):
-    expected = layer_params(section)
+    expected = published_layers(section)
     assert [la.grad_bytes / 4 for la in BUILDERS[model]().layers] == expected
 
 
