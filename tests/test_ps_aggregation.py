@@ -272,3 +272,17 @@ def test_bad_values_name_the_value_and_the_fix():
         variants.build("sync-ps", TOY, cl, local_reduce="scatter")
     with pytest.raises(VariantError, match=r"aggregation='nodes'"):
         build_ps_net("x", TOY, cl, synchronous=True, coarse=True, aggregation="nodes")
+
+
+@pytest.mark.parametrize("variant, opts", [
+    ("sync-ps", {"aggregation": "node"}),
+    ("allreduce", {"algorithm": "nccl"}),
+])
+def test_coarse_plus_refuses_what_it_would_ignore(variant, opts):
+    from sgdnet import Cluster, Topology, VariantError, variants
+
+    cl = Cluster(workers=8, topology=Topology(gpus_per_node=4, intra="pcie",
+                                              intra_bandwidth="12GB/s"),
+                 ps_placement="colocated", ps_shards=2)
+    with pytest.raises(VariantError, match="coarse\\+' does not model"):
+        variants.build(variant, "resnet50", cl, "coarse+", **opts)

@@ -139,6 +139,8 @@ class VariantSpec:
                                    "granularity='fine' (or 'coarse')")
             prof = prof.with_accumulation(acc, clu.compute_cv)
         fn = self.build_fine if granularity == "fine" else self.build_coarse
+        if granularity == "coarse+":
+            _refuse_in_coarse_plus(opts)
         if granularity == "coarse+":  # the coarse model with heuristics (docs/coarse.md)
             from . import coarse
 
@@ -220,6 +222,22 @@ def _accumulating(fn: BuildFn) -> BuildFn:
         return net
 
     return build
+
+
+#: Options whose nets the coarse model with heuristics does not build (it would ignore them):
+#: option -> the values it can take there.
+_COARSE_PLUS_ONLY = {"aggregation": ("none",), "algorithm": ("ring", "tree", "dbtree",
+                                                             "hierarchical", "allgather")}
+
+
+def _refuse_in_coarse_plus(opts: dict) -> None:
+    """``granularity="coarse+"`` refuses per-node aggregation and NCCL's per-message choice,
+    which its closed forms do not model, instead of ignoring them."""
+    for name, ok in _COARSE_PLUS_ONLY.items():
+        if name in opts and opts[name] not in ok:
+            raise VariantError(f"granularity='coarse+' does not model {name}={opts[name]!r} "
+                               "(its heuristics are closed forms of the plain nets); use "
+                               "granularity='fine' or 'coarse'")
 
 
 def register(
