@@ -76,7 +76,7 @@ def one_gpu_cluster(cluster: Cluster) -> Cluster:
         one: dict[str, Any] = {"gpus_per_node": 1, "nics_per_node": 1}
         if topo.node_nic_bandwidth is not None:
             one["node_nic_bandwidth"] = topo.node_nic_bandwidth[:1]
-        if getattr(topo, "pcie_switch_gpus", None):
+        if topo.pcie_switch_gpus:
             one["pcie_switch_gpus"] = 1  # the GPU alone behind its switch
         t = topo.replace(**one)
         changes["topology"] = t
@@ -140,12 +140,12 @@ def anchor_profile(variant: str, model: str | ModelProfile, cluster: Cluster | M
     lo, hi = 0.0, math.inf  # speeds known to give a rate below / above the target
     best: tuple[float, float] | None = None  # (speed, rate) closest to the target so far
     for it in range(1, max_iter + 1):
-        p = predict(variant, prof.scaled(speed=speed), one, granularity=granularity, steps=20,
-                    warmup=5, replications=1, seed=0, parallel=False, samples=False,
-                    **options)
+        scaled = prof.scaled(speed=speed)
+        p = predict(variant, scaled, one, granularity=granularity, steps=20, warmup=5,
+                    replications=1, seed=0, parallel=False, samples=False, **options)
         rate = float(p.samples_per_s.mean)
         if abs(rate / target - 1) <= tol:
-            return Anchor(prof.scaled(speed=speed), speed, rate, target, it)
+            return Anchor(scaled, speed, rate, target, it)
         if rate < target:
             lo = max(lo, speed)
         else:

@@ -308,12 +308,8 @@ def predict(variant: str | None, model: str | ModelProfile,
     >>> p.samples_per_s.mean > 0
     True
     """
-    if framework is not None or transport not in ("auto", None):
-        variant, cluster, options = apply_framework(variant, cluster, options, framework,
-                                                    transport)
-    elif variant is None:
-        raise VariantError("no variant: give a variant name (e.g. 'allreduce') or "
-                           "framework= (e.g. framework='ddp')")
+    # without a framework or transport: the variant checked, cluster and options as given
+    variant, cluster, options = apply_framework(variant, cluster, options, framework, transport)
     return predict_net(variant, model, cluster, None, granularity=granularity, steps=steps,
                        warmup=warmup, replications=replications, seed=seed, parallel=parallel,
                        trace=trace, samples=samples, progress=progress, **options)

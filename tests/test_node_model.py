@@ -17,8 +17,9 @@ Closed forms (deterministic nets):
 from __future__ import annotations
 
 import pytest
+from test_topology import _ends
 
-from sgdnet import Cluster, Layer, ModelProfile, Net, Topology, predict, simulate, variants
+from sgdnet import Cluster, Layer, ModelProfile, Net, Topology, predict, variants
 from sgdnet.errors import ClusterError
 from sgdnet.variants.fabric import Fabric
 from sgdnet.workload import ClusterFile, Link, load_cluster_file
@@ -137,13 +138,6 @@ def test_pcie_node_paths_between_switches_and_to_a_root_port_nic():
                     bridge_bandwidth=20 * GB)
     assert [n for n, _, _ in flat.path(1, 2)] == ["n0.g1.pcie.up", "n0.bridge",
                                                   "n0.g2.pcie.down"]  # unchanged without a tree
-
-
-def _ends(net: Net) -> dict[str, float]:
-    clk = net.place("clock", tokens=1)
-    net.transition("tick", 1e4, inputs={clk: 1}, outputs={clk: 1}, tags={"step": True})
-    res = simulate(net, steps=1, warmup=0, replications=1, seed=0, trace=True)
-    return {e["name"]: e["end"] for e in res.trace_events(0)}
 
 
 @pytest.mark.parametrize("gpudirect", [True, False])

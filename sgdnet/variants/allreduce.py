@@ -93,11 +93,7 @@ def _check_channels(v):
 
 
 def _check_seconds(v):
-    """A duration >= 0 (``"1ms"`` or seconds)."""
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        if not (math.isfinite(v) and v >= 0):
-            raise ValueError("must be a finite number of seconds >= 0")
-        return float(v)
+    """A duration >= 0 (``"1ms"`` or seconds; :func:`sgdnet.units.seconds` checks both)."""
     return units.seconds(v, what="cycle_time")
 
 

@@ -132,20 +132,13 @@ class VariantSpec:
         heur = options.pop("heuristics", None) if granularity == "coarse+" else None
         opts = self.resolve(options)
         acc = opts.pop(ACCUMULATE.name, 1)
-        if acc > 1:
-            if granularity == "coarse+":
-                raise VariantError(f"granularity='coarse+' does not model accumulate={acc} (its "
-                                   "heuristics are derived for one micro-batch per step); use "
-                                   "granularity='fine' (or 'coarse')")
-            prof = prof.with_accumulation(acc, clu.compute_cv)
         fn = self.build_fine if granularity == "fine" else self.build_coarse
-        if granularity == "coarse+":
-            _refuse_in_coarse_plus(opts)
         if granularity == "coarse+":  # the coarse model with heuristics (docs/coarse.md)
             from . import coarse
 
+            _refuse_in_coarse_plus(opts, acc)
             fn = functools.partial(coarse.build, self.name, heuristics_=heur)
-        prof = prof.with_step_costs_folded()
+        prof = prof.with_accumulation(acc, clu.compute_cv).with_step_costs_folded()
         fallback = None
         if granularity == "fine" and "max_layers" in opts and options.get("max_layers") is None:
             from .budget import ElementCounter, fit_profile
@@ -230,9 +223,13 @@ _COARSE_PLUS_ONLY = {"aggregation": ("none",), "algorithm": ("ring", "tree", "db
                                                              "hierarchical", "allgather")}
 
 
-def _refuse_in_coarse_plus(opts: dict) -> None:
-    """``granularity="coarse+"`` refuses per-node aggregation and NCCL's per-message choice,
-    which its closed forms do not model, instead of ignoring them."""
+def _refuse_in_coarse_plus(opts: dict, accumulate: int) -> None:
+    """``granularity="coarse+"`` refuses gradient accumulation, per-node aggregation and NCCL's
+    per-message choice, which its closed forms do not model, instead of ignoring them."""
+    if accumulate > 1:
+        raise VariantError(f"granularity='coarse+' does not model accumulate={accumulate} (its "
+                           "heuristics are derived for one micro-batch per step); use "
+                           "granularity='fine' (or 'coarse')")
     for name, ok in _COARSE_PLUS_ONLY.items():
         if name in opts and opts[name] not in ok:
             raise VariantError(f"granularity='coarse+' does not model {name}={opts[name]!r} "
