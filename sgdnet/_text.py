@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["fmt", "plus_minus", "pct", "table"]
+__all__ = ["fmt", "plus_minus", "pct", "table", "short_repr"]
 
 
 def fmt(x: float | None, digits: int = 4) -> str:
@@ -49,3 +50,14 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[
                          for c, w, r in zip(cells, widths, right)).rstrip()
 
     return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def short_repr(value: Any, width: int = 60) -> str:
+    """``repr(value)`` for a message: an integer too long to read as its number of digits and
+    magnitude (``10**400`` is "an integer of 401 digits (~1e400)"), anything else cut to
+    ``width`` characters."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**20:
+        digits = len(str(abs(value)))
+        return f"{'-' if value < 0 else ''}<an integer of {digits} digits (~1e{digits - 1})>"
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ._text import short_repr
 from .errors import DistributionError, UnitError
-from .units import seconds
+from .units import seconds, to_float
 
 __all__ = [
     "Distribution",
@@ -40,7 +41,8 @@ N_PARAMS = 6  # width of a parameter row; Straggler = [p, factor, base_code, bas
 
 def _num(x, name: str, cls: str, *, positive=False, nonneg=False, time=True) -> float:
     try:
-        v = seconds(x, what=f"{cls} {name}") if (time and isinstance(x, str)) else float(x)
+        v = seconds(x, what=f"{cls} {name}") if (time and isinstance(x, str)) else to_float(
+            x, f"{cls}: {name}", DistributionError)
     except (TypeError, ValueError) as e:
         if isinstance(e, DistributionError):
             raise
@@ -360,7 +362,14 @@ class Empirical(Distribution):
     code = CODE_EMP
 
     def __init__(self, samples: Sequence[float]):
-        arr = np.asarray(samples, dtype=float).ravel()
+        try:
+            if samples is None or isinstance(samples, (str, bytes)):
+                raise TypeError(f"got a {type(samples).__name__}")
+            arr = np.asarray(samples, dtype=float).ravel()
+        except (TypeError, ValueError, OverflowError) as e:  # 'abc', [[1], [2, 3]], 10**400
+            raise DistributionError(
+                f"Empirical: samples={short_repr(samples)} must be a list of durations in "
+                f"seconds ({' '.join(str(e).split())[:120]})") from None
         if arr.size == 0:
             raise DistributionError("Empirical: samples is empty; give at least one observed duration")
         if not np.all(np.isfinite(arr)):

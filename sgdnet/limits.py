@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ._text import short_repr
 from .errors import SgdnetError, SimulationError
 
 __all__ = ["LIMITS", "limit", "limit_problem", "check_limit"]
@@ -35,6 +36,10 @@ LIMITS: dict[str, int] = {
     # estimated resident bytes of a fine net (built and compiled); a bigger one is built with
     # its layers merged into fewer groups, and says so (sgdnet.variants.budget)
     "max_net_bytes": 2 * 2**30,
+    # places + transitions of a net sgdnet draw builds (a lower bound is checked before it
+    # is built: a fine net has at least one transition per layer and worker); a drawing of
+    # more is unreadable at max_drawing_px, and building it takes minutes
+    "max_draw_elements": 200_000,
     # pixels of the longer side of a net drawing (sgdnet draw)
     "max_drawing_px": 8_000,
     # bytes of a file parsed whole (profile JSON, Chrome trace, PNML, study config)
@@ -49,6 +54,21 @@ LIMITS: dict[str, int] = {
     # DSSP's largest extra allowance r_max: its controller compares r_max^2 pairs of times at
     # every push of the fastest worker
     "max_rmax": 1_024,
+    # seconds of one firing (a layer's compute, a transfer's bytes over its slowest link, a
+    # cluster's per-byte or per-message cost): ~32 years; beyond it a typo (1e300, '1e-300bps')
+    # and the simulated clock would lose the short durations to rounding (time stops)
+    "max_firing_s": 10**9,
+    # completions one simulate() call is estimated to play (transitions x steps per step
+    # transition x replications run): ~10-30 minutes of kernel time on one core; beyond it a
+    # run is refused before it starts instead of giving no answer for hours
+    "max_run_events": 10**10,
+    # samples per step of a model profile (a batch of 10**30 samples is a typo, and the
+    # throughput printed from it nonsense; the largest published batches are ~10**6: Goyal et
+    # al. 2017 use 8,192 images, LAMB (You et al. 2020) 65,536 sequences)
+    "max_batch_size": 2**24,
+    # rows of a study grid (the product of its axes' lengths) or of its configs, checked before
+    # any row is built or run
+    "max_study_rows": 100_000,
     # a count a variant option or a cluster multiplies a net by (parameter-server shards,
     # all-reduce channels and chunks, backup lanes, Pipe-SGD steps in flight)
     "max_count": 4_096,
@@ -91,4 +111,4 @@ def check_limit(what: str, value: Any, name: str, *,
     """Refuse ``value > limit(name)`` with ``error`` naming ``what`` and how to raise the limit."""
     why = limit_problem(value, name)
     if why is not None:
-        raise error(f"{what}={value!r} {why}")
+        raise error(f"{what}={short_repr(value)} {why}")

@@ -41,7 +41,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cache_dir", "load_or_build", "net_key", "MAX_FILES", "MAX_ELEMENTS", "MEMORY_NETS",
+__all__ = ["NetCacheWarning", "cache_dir", "load_or_build", "net_key", "MAX_FILES", "MAX_ELEMENTS", "MEMORY_NETS",
            "MEMORY_MAX_ELEMENTS"]
 
 #: Files kept in the cache; writing one more deletes the oldest (by modification time).
@@ -106,6 +106,14 @@ def net_key(variant: str, model: Any, cluster: Any, granularity: str,
     return hashlib.sha256(blob).hexdigest()
 
 
+class NetCacheWarning(UserWarning):
+    """A damaged compiled-net cache file was found and deleted; the net is rebuilt."""
+
+
+#: the damaged file already reported in this process (one warning a process)
+_REPORTED: list[str] = []
+
+
 def _load(path: Path) -> tuple[Any, dict] | None:
     from .net.compiled import CompiledNet
 
@@ -116,11 +124,22 @@ def _load(path: Path) -> tuple[Any, dict] | None:
             raise ValueError("not a cached net")
     except FileNotFoundError:
         return None
-    except Exception:  # truncated, garbage, another numpy or sgdnet: rebuild
+    except Exception as e:  # truncated, garbage, another numpy or sgdnet: rebuild
         try:
             path.unlink()
         except OSError:
             pass
+        if isinstance(e, (pickle.UnpicklingError, EOFError, ValueError, IndexError, KeyError,
+                          OverflowError, MemoryError)) and not _REPORTED:
+            # damage (an interrupted write, a full disk), reported once a process as the README
+            # says; a file of another sgdnet or numpy (an ImportError, AttributeError) or of
+            # another format is simply rebuilt
+            _REPORTED.append(str(path))
+            import warnings
+
+            warnings.warn(f"sgdnet: the compiled-net cache file {str(path)!r} was damaged "
+                          f"({type(e).__name__}); it was deleted and the net is being rebuilt",
+                          NetCacheWarning, stacklevel=4)
         return None
     try:
         os.utime(path)  # recently used: the last to be evicted

@@ -15,9 +15,11 @@ from __future__ import annotations
 import math
 import re
 
-from .errors import UnitError
+from ._text import short_repr
+from .errors import SgdnetError, UnitError
 
-__all__ = ["seconds", "nbytes", "bandwidth", "parse_quantity", "format_seconds", "format_bytes"]
+__all__ = ["seconds", "nbytes", "bandwidth", "parse_quantity", "format_seconds", "format_bytes",
+           "to_float"]
 
 _NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 _RE = re.compile(r"^\s*" + _NUM + r"\s*([A-Za-z/µ]*)\s*$")
@@ -33,11 +35,29 @@ _TIME = {
 }
 
 
+def to_float(value, what: str, error: type[SgdnetError] = UnitError) -> float:
+    """``float(value)`` of a number; a Python integer beyond the float range (about 1.8e308,
+    where ``float()`` raises OverflowError) is ``error`` naming ``what`` and the value.
+
+    Parameters
+    ----------
+    value : int or float (or anything ``float()`` takes)
+    what : str
+        The argument's name in the message (``"Cluster.bandwidth"``).
+    error : SgdnetError subclass
+    """
+    try:
+        return float(value)
+    except OverflowError:
+        raise error(f"{what}={short_repr(value)} is beyond the range of a float (about 1.8e308); "
+                    "give a realistic, finite value") from None
+
+
 def _split(value, what: str) -> tuple[float, str]:
     if isinstance(value, bool):
         raise UnitError(f"{what} {value!r} is a boolean; give a number or a string such as '10Gbps'")
     if isinstance(value, (int, float)):
-        return float(value), ""
+        return to_float(value, what, UnitError), ""
     if not isinstance(value, str):
         raise UnitError(f"{what} {value!r} is a {type(value).__name__}; give a number or a string with a unit")
     m = _RE.match(value)

@@ -180,7 +180,7 @@ def test_healthy_cache_is_left_alone(built):
 def test_simulate_checks_the_kernel_cache():
     src = (REPO / "sgdnet" / "engine" / "api.py").read_text()
     # the check is a call, before the driver runs: behaviour is covered above on a small module
-    assert src.index("check_cache()") < src.index("out = run(")
+    assert src.index("check_cache()") < src.index("out = call_healing(run,")
 
 
 def test_a_changed_dependency_recompiles_instead_of_loading_stale_code(tmp_path):
@@ -210,3 +210,117 @@ def test_the_engines_list_the_files_their_machine_code_embeds():
         here = Path(mod.__file__).parent
         assert mod.JIT_DEPENDS and all((here / f).is_file() for f in mod.JIT_DEPENDS), mod.__name__
     assert {"rng.py", "abi.py"} <= set(kernel.JIT_DEPENDS)
+
+
+def test_a_load_error_no_check_foresaw_is_healed_by_one_retry(built):
+    # a data file that is a complete pickle of the wrong thing passes every check of its bytes;
+    # numba raises while rebuilding it: call_healing deletes the files and retries (one warning)
+    tmp = built()
+    name = _name("nbc", "garbage")
+    import pickle
+
+    for f in _files(tmp, name, "nbc"):
+        f.write_bytes(pickle.dumps(("not", "numba's payload")))
+    script = (
+        "import json, warnings\n"
+        "from sgdnet.engine.jitcache import call_healing, check_cache\n"
+        f"import {name} as mod\n"
+        "with warnings.catch_warnings(record=True) as seen:\n"
+        "    warnings.simplefilter('always')\n"
+        "    first = check_cache(mod)\n"
+        "    out = call_healing(mod.plus_one, 41)\n"
+        "print(json.dumps({'first': first, 'out': out,\n"
+        "                  'warnings': [str(w.message) for w in seen]}))\n")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp / "cache"),
+           "PYTHONPATH": f"{tmp}{os.pathsep}{REPO}"}
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       timeout=240, env=env, cwd=tmp)
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout.strip().splitlines()[-1])
+    assert rec["first"] is False  # the check saw a complete pickle: nothing to repair up front
+    assert rec["out"] == 42
+    assert len(rec["warnings"]) == 1 and "damaged" in rec["warnings"][0], rec["warnings"]
+
+
+#: the warm engine cache, every file damaged in turn (detection, no compile) and then all at once
+#: (a prediction, one compile): issue #43
+WHOLE = """\
+import glob, json, os, sys, warnings
+root = sys.argv[1]
+mode = sys.argv[2]
+DAMAGE = {"truncated": lambda d: d[: len(d) // 2], "empty": lambda d: b"",
+          "garbage": lambda d: b"\\x80\\x05garbage, not a pickle" * 3}
+files = sorted(glob.glob(os.path.join(root, "*", "*.nb[ic]")))
+if mode == "in-turn":
+    from sgdnet.engine.jitcache import scan
+    missed = []
+    for f in files:
+        saved = {g: open(g, "rb").read() for g in glob.glob(os.path.join(root, "*", "*"))}
+        for how, fn in DAMAGE.items():
+            open(f, "wb").write(fn(saved[f]))
+            problems = scan()
+            if len(problems) != 1 or os.path.exists(f):
+                missed.append([os.path.basename(f), how, problems])
+            for g, data in saved.items():
+                open(g, "wb").write(data)
+            for g in glob.glob(os.path.join(root, "*", "*")):
+                if g not in saved:
+                    os.unlink(g)
+    print(json.dumps({"files": len(files), "missed": missed}))
+    sys.exit(0)
+if mode == "all":
+    kinds = list(DAMAGE.values())
+    for i, f in enumerate(files):
+        data = open(f, "rb").read()
+        open(f, "wb").write(kinds[i % 3](data))
+    for f in glob.glob(os.path.join(root, "*", "*.sgdnet-deps")):
+        open(f, "wb").write(b"\\xff\\xfe garbled")
+import sgdnet
+with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    out = []
+    for variant, cv in (("sync-ps", 0.1), ("allreduce", 0.0)):
+        p = sgdnet.predict(variant, "resnet50", sgdnet.Cluster(workers=2, compute_cv=cv),
+                           steps=20, warmup=2, replications=2, seed=1)
+        out.append([float(p.samples_per_s.mean), float(p.samples_per_s.half_width())])
+print(json.dumps({"out": out, "files": len(files),
+                  "warnings": [f"{w.category.__name__}: {w.message}" for w in seen]}))
+"""
+
+
+def _whole(root: Path, mode: str) -> dict:
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(root), "PYTHONPATH": str(REPO)}
+    p = subprocess.run([sys.executable, "-c", WHOLE, str(root), mode], capture_output=True,
+                       text=True, timeout=900, env=env, cwd=root)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_a_warm_engine_cache_damaged_file_by_file_and_all_at_once_heals(tmp_path):
+    # a private copy of the warm cache (the real one is never touched): every file damaged in
+    # turn is found by the check, and with every file damaged at once a prediction gives the
+    # clean cache's numbers after exactly one warning (one recompile, the test's only one)
+    from sgdnet.engine import kernel
+    from sgdnet.engine.jitcache import JIT_DIRS, cache_dir
+
+    here = Path(kernel.__file__).parent
+    for rel in JIT_DIRS:
+        src_dir = (here / rel).resolve()
+        real = cache_dir(str(src_dir / "__init__.py"))
+        sub = tmp_path / "cache" / (src_dir.name + "_" + __import__("hashlib").sha1(
+            str(src_dir).encode()).hexdigest())  # numba's NUMBA_CACHE_DIR layout
+        sub.mkdir(parents=True)
+        for f in Path(real).glob("*"):
+            if f.suffix in (".nbi", ".nbc") or f.name.endswith(".sgdnet-deps"):
+                shutil.copy2(f, sub / f.name)
+    root = tmp_path / "cache"
+    clean = _whole(root, "clean")  # warms the private copy if the real cache was cold
+    assert clean["files"] > 20 and not [w for w in clean["warnings"] if "JitCache" in w]
+    turn = _whole(root, "in-turn")
+    assert turn["files"] >= clean["files"] and turn["missed"] == [], turn["missed"][:5]
+    damaged = _whole(root, "all")
+    assert damaged["out"] == clean["out"]
+    warned = [w for w in damaged["warnings"] if w.startswith("JitCacheWarning")]
+    assert len(warned) == 1 and "damaged" in warned[0], damaged["warnings"]
+    again = _whole(root, "clean")  # rebuilt: the same numbers, no warning
+    assert again["out"] == clean["out"] and not again["warnings"]

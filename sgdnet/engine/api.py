@@ -5,11 +5,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
+import numpy as np
+
 from .._check import bool_arg, int_arg, seed_arg, seeds_arg
 from ..errors import SimulationError
 from ..limits import check_limit
 from ..net.builder import Net
-from ..net.compiled import CompiledNet, compile_net
+from ..net.compiled import DISC_FLOW, CompiledNet, compile_net
 from ..results import Result
 from .abi import unpack
 from .diagnose import check_run_size, raise_on_failure, zeno_limit
@@ -17,7 +19,8 @@ from .driver import derive_seeds, run
 
 ENGINES = ("auto", "generic", "fast")  # simulate(engine=...); see sgdnet.engine.fastpath
 
-__all__ = ["simulate", "default_max_events", "with_steps", "ensure_kernel", "period_check"]
+__all__ = ["simulate", "default_max_events", "with_steps", "ensure_kernel", "period_check",
+           "check_firing_times", "check_run_work"]
 
 
 def default_max_events(steps: int, warmup: int, n_transitions: int) -> int:
@@ -148,6 +151,7 @@ def simulate(
         seeds = derive_seeds(seed_arg(seed), replications)
     check_run_size(steps, warmup, len(seeds), samples, trace_limit if trace else 0)
     cn = compile_net(net)  # validates (NetError) unless already compiled
+    check_firing_times(cn)  # 1e300 s or '1e-300bps': refused, not a run that never ends
     if not cn.step_transitions:
         raise SimulationError(
             f"net {cn.name!r} has no step transition; tag the transition that ends a step with "
@@ -167,6 +171,7 @@ def simulate(
                 f"{len(seeds)} replications x {HIST_BINS} bins x 2), beyond the limit "
                 f"{limit('max_output_bytes') / 2**30:.3g} GiB (max_output_bytes); use fewer "
                 "replications or raise the limit with SGDNET_MAX_OUTPUT_BYTES=N")
+    chosen = max_events is not None  # a caller's own budget: it knows how long the run is
     if max_events is None:
         max_events = default_max_events(steps, warmup, cn.n_transitions)
     max_events = int_arg("max_events", max_events, 1)
@@ -181,12 +186,18 @@ def simulate(
     # a net without randomness plays the same trajectory under every seed: run it once and let
     # every requested replication share that record (the Result is the one R runs would give)
     played = seeds[:1] if cn.deterministic else seeds
+    if not chosen:
+        check_run_work(cn, steps + warmup, len(played))
     bar = _ProgressBar(cn.name, len(played) * (warmup + steps)) if progress else None
     try:
+        from .jitcache import call_healing
+
         if engine != "generic":
-            res = _try_fast(cn, seeds, engine, steps=steps, warmup=warmup, samples=samples,
-                            max_events=max_events, trace=trace, parallel=parallel,
-                            histograms=histograms, progress=bar)
+            # a damage no check foresaw (numba raising while it loads its cache): files deleted,
+            # one warning, retried (sgdnet.engine.jitcache.heal)
+            res = call_healing(_try_fast, cn, seeds, engine, steps=steps, warmup=warmup,
+                               samples=samples, max_events=max_events, trace=trace,
+                               parallel=parallel, histograms=histograms, progress=bar)
             if res is not None:
                 return res
 
@@ -195,10 +206,11 @@ def simulate(
 
         check_cache()  # once per process: a damaged cache file is deleted (one warning), not fatal
         preload(kernel.run_replication)  # a cache hit without numba's registry refresh (~0.3 s)
-        out = run(cn, played, steps=steps, warmup=warmup, max_events=max_events,
-                  zeno_limit=min(zeno_limit(cn.n_transitions), max_events), samples=samples,
-                  trace_limit=trace_limit if trace else 0, parallel=parallel, progress=bar,
-                  histograms=histograms, period=period_check(cn, periodic and not trace))
+        out = call_healing(run, cn, played, steps=steps, warmup=warmup, max_events=max_events,
+                           zeno_limit=min(zeno_limit(cn.n_transitions), max_events),
+                           samples=samples, trace_limit=trace_limit if trace else 0,
+                           parallel=parallel, progress=bar, histograms=histograms,
+                           period=period_check(cn, periodic and not trace))
     finally:
         if bar is not None:
             bar.close()
@@ -208,6 +220,91 @@ def simulate(
         raws = raws * len(seeds)
     return Result(cn, raws, seeds, steps=steps, warmup=warmup, trace=trace, samples=samples,
                   deterministic=cn.deterministic)
+
+
+def _law_means(code: np.ndarray, par: np.ndarray) -> np.ndarray:
+    """The mean of each law row (``d_code``, ``d_par`` columns 0..2 as :mod:`sgdnet.dists`
+    flattens them); Empirical rows are 0 (their pool is checked on its own), Stragglers are
+    left to the caller."""
+    from .. import dists as D
+
+    p0, p1 = par[:, 0], par[:, 1]
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = np.select(
+            [np.isin(code, (D.CODE_DET, D.CODE_EXP, D.CODE_NORM)), code == D.CODE_UNIF,
+             code == D.CODE_LOGN, code == D.CODE_GAMMA, code == D.CODE_SHEXP],
+            [p0, 0.5 * (p0 + p1), np.exp(np.minimum(p0 + 0.5 * p1 * p1, 800.0)),
+             np.where(p0 == 0, p1, p0 * p1), p0 + p1], 0.0)
+    return out
+
+
+def check_run_work(cn: CompiledNet, step_completions: int, runs: int) -> None:
+    """Refuse a run estimated to play more than ``max_run_events`` completions (every
+    transition once per step of a step transition: ``T x step_completions / S x runs``), before
+    it starts, naming the estimate and what to lower (issue #43: ``--workers 65536`` gave no
+    answer for hours)."""
+    from ..limits import limit
+
+    S = max(1, len(cn.step_transitions))
+    est = len(cn.transition_names) * -(-step_completions // S) * runs
+    lim = limit("max_run_events")
+    if est > lim:
+        raise SimulationError(
+            f"net {cn.name!r}: this run would play about {est:.3g} completions "
+            f"({len(cn.transition_names):,} transitions x {-(-step_completions // S):,} steps x "
+            f"{runs} replications), beyond the limit {lim:.3g} (max_run_events: hours of "
+            "simulation); use fewer workers, steps or replications, granularity='coarse', or "
+            "raise the limit with SGDNET_MAX_RUN_EVENTS=N (or pass max_events=N) if it is "
+            "deliberate")
+
+
+def check_firing_times(cn: CompiledNet) -> None:
+    """Refuse a net with a firing whose mean time is not finite or beyond the ``max_firing_s``
+    limit (a transfer's: its bytes over its slowest link), before anything runs: a clock at
+    1e300 s loses every short duration to rounding and the run would never end (issue #43).
+
+    Raises
+    ------
+    SimulationError
+        Naming the transition, its mean time, the limit and how to raise it.
+    """
+    from .. import dists as D
+    from ..limits import limit
+
+    nT = len(cn.transition_names)
+    if not nT:
+        return
+    code, par = cn.d_code[:nT], cn.d_par[:nT]
+    mean = _law_means(code, par)
+    strag = code == D.CODE_STRAG
+    if strag.any():  # factor x the base law's mean (its code and parameters in columns 2..5)
+        base = _law_means(par[strag, 2].astype(np.int64), par[strag, 3:6])
+        mean[strag] = np.maximum(1.0, par[strag, 1]) * base
+    ptr, idx = cn.psres_ptr, cn.psres_idx
+    if idx.size and (cn.r_disc[idx] == DISC_FLOW).any():  # transfers: bytes / slowest link
+        bw = np.where(cn.r_disc[idx] == DISC_FLOW, cn.r_bw[idx], np.inf)
+        rows = np.flatnonzero(ptr[1:] > ptr[:-1])
+        slow = np.minimum.reduceat(bw, ptr[rows])
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            t = np.where(np.isfinite(slow), mean[rows] / slow, mean[rows])
+        mean[rows] = np.where(np.isfinite(slow), t, mean[rows])
+    lim = limit("max_firing_s")
+    bad = np.flatnonzero(~(np.abs(mean) <= lim))  # nan and inf too
+    pool_bad = cn.d_pool.size and not float(np.max(cn.d_pool)) <= lim
+    if not bad.size and not pool_bad:
+        return
+    if bad.size:
+        i = int(bad[0])
+        what = (f"transition {cn.transition_names[i]!r} takes {mean[i]:.3g} s per firing on "
+                "average" + (" (its bytes over its slowest link)"
+                             if cn.psres_ptr[i + 1] > cn.psres_ptr[i] else ""))
+    else:
+        what = f"an Empirical duration sample is {float(np.max(cn.d_pool)):.3g} s"
+    raise SimulationError(
+        f"net {cn.name!r}: {what}, beyond the limit {lim:,} s (max_firing_s): a typo in a "
+        "duration, a size or a bandwidth (e.g. '1e-300bps')? The simulated clock would stop "
+        "advancing; if it is deliberate, raise the limit with SGDNET_MAX_FIRING_S=N or "
+        "sgdnet.limits.LIMITS['max_firing_s'] = N")
 
 
 def period_check(cn: CompiledNet, allowed: bool = True) -> int:

@@ -15,6 +15,14 @@ A module lists those files in ``JIT_DEPENDS`` (paths relative to its own); :func
 keeps a digest of them next to the module's cache files and deletes the cache when they changed,
 so numba compiles it again (once) instead of running stale code.
 
+Once a process, :func:`check_cache` also reads every index of sgdnet's cache directories
+(:func:`scan`: the engine's and the analysis'), as numba reads them: a compile of the kernel
+loads the caches of the helpers it calls, in other modules, which the kernel's own dispatchers do
+not list (issue #43: 50 of 102 files truncated made the recompile die in ``load_overload``). A
+damage no check foresees (a complete pickle of the wrong thing) makes numba raise while it loads:
+:func:`call_healing` around the first compiled call then deletes that function's files (and any
+other damaged ones), and retries; the process warns once whatever it found.
+
 It also tells whether a compile is coming (no usable index), so the CLI can say so.
 """
 
@@ -29,14 +37,16 @@ import warnings
 from types import ModuleType
 from typing import Any
 
-__all__ = ["check_cache", "repair", "preload", "stale_dependencies", "JitCacheWarning"]
+__all__ = ["check_cache", "repair", "scan", "heal", "call_healing", "cache_dir", "preload",
+           "stale_dependencies", "JitCacheWarning"]
 
 
 class JitCacheWarning(UserWarning):
     """A damaged numba cache file was found and deleted; the engine is being recompiled."""
 
 
-_state: dict[str, Any] = {"checked": False, "compile": None}
+_state: dict[str, Any] = {"checked": False, "compile": None, "scanned": False,
+                         "warned": set()}
 
 
 def _cached_dispatchers(module: ModuleType) -> list[Any]:
@@ -61,29 +71,129 @@ def _damage(cache_file: Any) -> tuple[str | None, bool]:
     """``(problem or None, usable)`` of one function's index and data files."""
     try:
         overloads = cache_file._load_index()
-    except Exception as e:  # UnpicklingError, EOFError, ValueError, ...
+        names = [str(n) for n in overloads.values()]
+    except Exception as e:  # UnpicklingError, EOFError, ValueError, a garbled structure, ...
         return f"index {cache_file._index_path}: {type(e).__name__}", False
-    for name in overloads.values():
-        path = os.path.join(cache_file._cache_path, name)
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except FileNotFoundError:
-            continue  # numba recompiles a missing entry itself
-        except OSError as e:
-            return f"{path}: {e.strerror}", False
-        if not _complete_pickle(data):
-            return f"{path}: not a complete pickle ({len(data)} bytes)", False
+    for name in names:
+        problem = _data_problem(os.path.join(cache_file._cache_path, name))
+        if problem is not None:
+            return problem, False
     return None, bool(overloads)
 
 
+def _data_problem(path: str) -> str | None:
+    """What is wrong with one data (``.nbc``) file, or None (complete, or missing: numba
+    recompiles a missing entry itself)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"{path}: {e.strerror}"
+    if not _complete_pickle(data):
+        return f"{path}: not a complete pickle ({len(data)} bytes)"
+    return None
+
+
+def _index_problem(path: str) -> str | None:
+    """What is wrong with one index (``.nbi``) file and the data files it names, read as numba
+    reads it (:meth:`numba.core.caching.IndexDataCacheFile._load_index`: a version pickle, then
+    a pickle of ``(stamp, overloads)``), or None."""
+    import numba
+
+    try:
+        with open(path, "rb") as fh:
+            version = pickle.load(fh)
+            rest = fh.read()
+        if version != numba.__version__:
+            return None  # another numba's index: numba ignores it (and overwrites it)
+        _stamp, overloads = pickle.loads(rest)
+        names = [str(n) for n in overloads.values()]
+    except FileNotFoundError:
+        return None
+    except Exception as e:  # noqa: BLE001 - any damage: truncated, garbled, a wrong structure
+        return f"index {path}: {type(e).__name__}"
+    for name in names:
+        problem = _data_problem(os.path.join(os.path.dirname(path), name))
+        if problem is not None:
+            return problem
+    return None
+
+
 def _delete(cache_file: Any) -> None:
-    base = cache_file._index_path[: -len(".nbi")]
-    for path in [cache_file._index_path, *glob.glob(glob.escape(base) + ".*.nbc")]:
+    _delete_base(cache_file._index_path[: -len(".nbi")])
+
+
+def _delete_base(base: str) -> None:
+    """Delete one function's index ``base.nbi`` and its data files ``base.*.nbc``."""
+    for path in [base + ".nbi", *glob.glob(glob.escape(base) + ".*.nbc")]:
         try:
             os.unlink(path)
         except FileNotFoundError:
             pass
+        except OSError:  # a read-only cache: numba cannot use it either, nothing more to do
+            pass
+
+
+#: The source directories (relative to this one) whose compiled functions sgdnet caches: the
+#: engine's (the kernel, the helpers it calls, the fast paths, the random streams) and the
+#: analysis' (max-plus); :func:`scan` checks every index of their numba cache directories.
+JIT_DIRS = (".", "../analysis")
+
+
+def cache_dir(py_file: str) -> str | None:
+    """The directory numba caches the functions of ``py_file`` in (its own choice of locator:
+    ``NUMBA_CACHE_DIR``, the source tree's ``__pycache__``, the user-wide cache), or None."""
+    from numba.core.caching import CacheImpl
+
+    def probe() -> None:  # a function "of" py_file for the locators (they read its line number)
+        pass
+
+    for cls in CacheImpl._locator_classes:
+        try:
+            loc = cls.from_function(probe, py_file)
+        except Exception:  # noqa: BLE001 - a locator that does not apply (IPython, zip)
+            loc = None
+        if loc is not None:
+            return loc.get_cache_path()
+    return None
+
+
+def scan(dirs: tuple[str, ...] = JIT_DIRS) -> list[str]:
+    """Check every numba index (and the data files it names) of sgdnet's cache directories, read
+    as numba reads them, and delete each damaged function's files.
+
+    Unlike :func:`repair`, this needs no dispatcher: it covers the functions a compile loads
+    from the cache without their module being imported yet (a kernel helper in another module,
+    the max-plus analysis) and the indexes of functions no longer in the source.
+
+    Returns
+    -------
+    list of str
+        One problem per damaged function (its files deleted).
+    """
+    here = os.path.dirname(os.path.abspath(__file__))
+    problems: list[str] = []
+    seen: set[str] = set()
+    for rel in dirs:
+        src = os.path.normpath(os.path.join(here, rel))
+        py_files = sorted(glob.glob(os.path.join(glob.escape(src), "*.py")))
+        if not py_files:
+            continue
+        where = cache_dir(py_files[0])
+        if where is None or where in seen or not os.path.isdir(where):
+            continue
+        seen.add(where)
+        stems = {os.path.basename(f)[:-3] + "." for f in py_files}
+        for index in sorted(glob.glob(os.path.join(glob.escape(where), "*.nbi"))):
+            if not any(os.path.basename(index).startswith(st) for st in stems):
+                continue
+            problem = _index_problem(index)
+            if problem is not None:
+                _delete_base(index[: -len(".nbi")])
+                problems.append(problem)
+    return problems
 
 
 #: The kernel's entry point: a usable cache entry for it means no compile (helpers that are
@@ -149,7 +259,7 @@ def stale_dependencies(module: ModuleType, dispatchers: list[Any]) -> bool:
     try:
         with open(record, encoding="ascii") as fh:
             old = fh.read().strip()
-    except OSError:
+    except (OSError, ValueError):  # missing, unreadable or garbled (not ASCII): a changed digest
         old = None
     stale = False
     if old != digest:
@@ -204,14 +314,102 @@ def check_cache(module: ModuleType | None = None) -> bool:
         usable = usable and not stale
     except (AttributeError, TypeError):  # a numba whose cache internals differ: leave it be
         problems, usable = [], True
-    if problems:
-        warnings.warn(
-            f"sgdnet: the engine's numba cache was damaged ({problems[0]}"
-            f"{f' and {len(problems) - 1} more' if len(problems) > 1 else ''}); the damaged files "
-            "were deleted and the engine is being recompiled (once)", JitCacheWarning,
-            stacklevel=3)
+    if not _state["scanned"] and _ours(module):
+        # every index of sgdnet's cache directories once a process: a compile of the kernel
+        # loads its helpers' caches (other modules), which the dispatchers above do not list
+        _state["scanned"] = True
+        try:
+            problems += scan()
+        except Exception:  # noqa: BLE001 - other numba internals: the retry in heal() remains
+            pass
+    _warn(problems, "sgdnet" if _ours(module) else getattr(module, "__name__", "?"))
     _state["checked"], _state["compile"] = True, not usable
     return not usable
+
+
+def _ours(module: ModuleType) -> bool:
+    """Whether ``module`` is one of sgdnet's (not a user's or a test's own njit module)."""
+    return getattr(module, "__name__", "").startswith(__package__.split(".")[0] + ".")
+
+
+def _warn(problems: list[str], key: str = "sgdnet") -> None:
+    """The one warning of a process about a damaged cache of sgdnet's (or of another module
+    ``key``): later damage found is not warned about again, the files are deleted and rebuilt
+    all the same."""
+    if not problems or key in _state["warned"]:
+        return
+    _state["warned"].add(key)
+    warnings.warn(
+        f"sgdnet: the engine's numba cache was damaged ({problems[0]}"
+        f"{f' and {len(problems) - 1} more' if len(problems) > 1 else ''}); the damaged files "
+        "were deleted and the engine is being recompiled (once)", JitCacheWarning,
+        stacklevel=4)
+
+
+def _cache_frames(exc: BaseException) -> list[Any]:
+    """The numba cache objects (``IndexDataCacheFile`` / ``Cache``) in the tracebacks of ``exc``
+    and of the exceptions it chains: non-empty when it was raised loading or saving a cache."""
+    found: list[Any] = []
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        tb = e.__traceback__
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if code.co_filename.replace(os.sep, "/").endswith("numba/core/caching.py"):
+                found.append(tb.tb_frame.f_locals.get("self"))
+            tb = tb.tb_next
+        todo += [e.__cause__, e.__context__]
+    return found
+
+
+def heal(exc: BaseException) -> bool:
+    """After an exception of a first compiled call: if numba raised it reading its cache (a
+    damage no check foresaw), delete the files of the function it was reading and of every
+    other damaged function of sgdnet's cache directories (one warning a process), so that a
+    retry recompiles.
+
+    Returns
+    -------
+    bool
+        True when ``exc`` came from numba's cache and files were deleted (retry the call);
+        False: not a cache error (raise it).
+    """
+    frames = _cache_frames(exc)
+    if not frames:
+        return False
+    problems: list[str] = []
+    for obj in frames:
+        cf = getattr(obj, "_cache_file", obj)  # a Cache holds its IndexDataCacheFile
+        index = getattr(cf, "_index_path", None)
+        if isinstance(index, str) and os.path.exists(index):
+            _delete(cf)
+            problems.append(f"index {index}: {type(exc).__name__} {exc}")
+    try:
+        problems += scan()
+    except Exception:  # noqa: BLE001 - nothing more to repair than the files above
+        pass
+    if not problems:
+        return False  # nothing deleted: a retry would fail the same way
+    _warn(problems)
+    _state["compile"] = True
+    return True
+
+
+def call_healing(fn: Any, *args: Any, retries: int = 2, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, retried (at most ``retries`` times) after :func:`heal` deleted
+    the damaged cache files that made numba raise while loading compiled code."""
+    for attempt in range(retries + 1):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            if attempt == retries or not heal(e):
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def preload(dispatcher: Any) -> bool:

@@ -34,11 +34,29 @@ from .elements import (  # noqa: F401 - the element types and kinds are re-expor
     new_place,
     new_transition,
 )
-from .problems import net_problems
+from .problems import net_problems, step_tag_problem
 
 _TABLES = ("places", "resources", "transitions", "gates", "modulators")
 
 __all__ = ["Net", "Place", "Resource", "Transition", "Gate", "Modulator", "DISCIPLINES", "GATE_KINDS"]
+
+
+def _tags_of(tags: Any, name: Any) -> Mapping:
+    """The tags of transition ``name``: a mapping with string keys whose ``step`` is a bool (a
+    string such as ``'step'`` or ``'yes'`` would otherwise fail obscurely or count silently)."""
+    if tags is None:
+        return {}
+    if not isinstance(tags, Mapping):
+        raise NetError(f"transition {name!r}: tags={tags!r:.80} must be a mapping such as "
+                       "{'step': True, 'worker': 0}")
+    bad = [k for k in tags if not isinstance(k, str)]
+    if bad:
+        raise NetError(f"transition {name!r}: tag name {bad[0]!r} must be a string "
+                       "(e.g. 'step', 'worker', 'kind', 'layer')")
+    problem = step_tag_problem(tags)
+    if problem:
+        raise NetError(f"transition {name!r}: {problem}")
+    return tags
 
 
 class Net:
@@ -321,7 +339,7 @@ class Net:
             resources=res,
             servers=servers,
             priority=priority,
-            tags=_TrackedDict(tags or {}),
+            tags=_TrackedDict(_tags_of(tags, name)),
             modulator=None if modulator is None else _name_of(modulator, "modulator"),
             gate=g,
             flow_cap=math.inf,

@@ -52,6 +52,12 @@ _NCNAME_BAD = re.compile(r"[^A-Za-z0-9_.\-]")
 
 
 # --------------------------------------------------------------------------- JSON with types
+#: the fields of the sgdnet toolspecific blocks :func:`to_pnml` writes (the net's, a transition's)
+_NET_FIELDS = ("resources", "gates", "modulators", "meta")
+_TRANSITION_FIELDS = ("duration", "servers", "priority", "resources", "inhibitors", "tags",
+                      "modulator", "gate", "flow_cap", "weight")
+
+
 def _enc(x: Any) -> Any:
     """Encode a value as JSON-able data that :func:`_dec` turns back into an equal value.
 
@@ -302,7 +308,10 @@ class _Reader:
             raise self.err(f"<{tag}> value {v} must be >= {minimum}", elem)
         return v
 
-    def tool(self, elem: ET.Element) -> dict[str, Any]:
+    def tool(self, elem: ET.Element, allowed: tuple[str, ...]) -> dict[str, Any]:
+        """The fields of ``elem``'s sgdnet ``<toolspecific>`` blocks; anything else in such a
+        block (text, a misspelt or unknown field) is refused, not dropped: a transition would
+        otherwise silently get the default duration."""
         out: dict[str, Any] = {}
         for ts in elem.findall(self.q + "toolspecific"):
             if ts.get("tool") != TOOL:
@@ -312,8 +321,15 @@ class _Reader:
                     f"toolspecific version {ts.get('version')!r} is not supported; this sgdnet reads version {TOOL_VERSION!r}",
                     elem,
                 )
+            text = "".join([ts.text or "", *(c.tail or "" for c in ts)]).strip()
+            if text:
+                raise self.err(f"sgdnet toolspecific block holds text {text[:60]!r}; its fields "
+                               f"are child elements {list(allowed)} holding JSON", elem)
             for child in ts:
-                key = child.tag.replace(self.q, "")
+                key = child.tag.replace(self.q, "") if isinstance(child.tag, str) else "?"
+                if key not in allowed:
+                    raise self.err(f"sgdnet toolspecific field <{key}> is unknown here; known "
+                                   f"fields are {list(allowed)}", elem)
                 try:
                     out[key] = _dec(json.loads(child.text or "null"))
                 except json.JSONDecodeError as e:
@@ -448,7 +464,7 @@ def _from_tree(root: ET.Element, where: str, default_duration: float, validate: 
         raise R.err(f"net type {ntype!r} is not supported; only P/T nets ({PTNET_TYPE}) and the "
                     f"core model ({CORE_TYPE})", enet)
     name = R.label(enet, "name") or enet.get("id") or "net"
-    nt = R.tool(enet)
+    nt = R.tool(enet, _NET_FIELDS)
     net = Net(name)
 
     # Collect nodes from every page (nested pages flattened), in document order.
@@ -494,7 +510,7 @@ def _from_tree(root: ET.Element, where: str, default_duration: float, validate: 
         if not i:
             raise R.err("place without an 'id' attribute", e)
         pname = R.label(e, "name") or i
-        tags = R.tool(e).get("tags", {})
+        tags = R.tool(e, ("tags",)).get("tags", {})
         if pname in net.places:
             raise R.err(f"two places are named {pname!r}; sgdnet needs unique place names", e)
         net.place(pname, R.integer(e, "initialMarking", 0, 0), **tags)
@@ -516,7 +532,7 @@ def _from_tree(root: ET.Element, where: str, default_duration: float, validate: 
                 raise R.err(f"two transitions have the id {i!r}", e)
         taken.add(tname)
         trans_of[i] = tname
-        ttool[tname] = R.tool(e) or R.stochastic(e)
+        ttool[tname] = R.tool(e, _TRANSITION_FIELDS) or R.stochastic(e)
 
     for r in nt.get("resources", []):
         try:

@@ -4,6 +4,7 @@ its fix (``Net.problems()`` / ``Net.validate()``)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from itertools import chain, repeat
 from typing import Any
 
@@ -135,6 +136,15 @@ def _ints_in(values: list, lo: int, hi: int) -> bool:
                           and max(values) <= hi)
 
 
+def step_tag_problem(tags: Any) -> str | None:
+    """Why a transition's ``step`` tag is not a bool (``'yes'``, 1, a PNML string), or None."""
+    v = tags.get("step", False)
+    if isinstance(v, (bool, np.bool_)):
+        return None
+    return (f"tag step={v!r} must be True or False (a step is a completion of a transition "
+            "tagged step=True)")
+
+
 def _transitions_ok(net: Any, T: list, max_tokens: int) -> tuple[list, list] | None:
     """What :func:`_bulk_ok` returns when :func:`_transition_problems` would find nothing,
     checked in bulk (one read of every transition, then set and min / max operations): the fast
@@ -198,7 +208,9 @@ def _bulk_ok(net: Any, T: list, max_tokens: int) -> tuple[list, list] | None:
     if not T:
         return [], []
     cols = transition_columns(T)
-    (_, _, ins, outs, inhs, res, servers, prios, mods, _, caps, gates, weights) = cols
+    (_, tags, ins, outs, inhs, res, servers, prios, mods, _, caps, gates, weights) = cols
+    if not {type(tg.get("step", False)) for tg in tags} <= {bool, np.bool_}:
+        return None
     pidx = dict(zip(net.places, range(len(net.places))))
     csr = []
     for arcs in (ins, outs, inhs):
@@ -266,6 +278,10 @@ def _transition_problems(net: Any, T: list, P: list[str], used_res: set[str],
                 elif w > max_tokens:
                     P.append(f"{where}: {kind} arc {p!r} has weight {w!r}, beyond the limit "
                              f"{max_tokens:,} (max_tokens; raise it with SGDNET_MAX_TOKENS=N)")
+        problem = (step_tag_problem(t.tags) if isinstance(t.tags, Mapping)
+                   else f"tags={t.tags!r:.60} must be a mapping")
+        if problem:
+            P.append(f"{where}: {problem}")
         if not t.inputs and not t.inhibitors:
             P.append(f"{where} has no input places, so it would fire forever; give it an input or an inhibitor arc")
         for r in t.resources:

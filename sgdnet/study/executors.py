@@ -10,6 +10,7 @@ import dataclasses
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -63,11 +64,30 @@ def _init_worker() -> None:
     if hasattr(signal, "pthread_sigmask"):  # started with SIGINT blocked (local_pool): unblock
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     _set_numba_threads(1)
+    _exit_with_parent()
     try:
         from ..engine import driver
     except ImportError:  # pragma: no cover - engine not installed
         return
     driver.set_max_threads(1)
+
+
+def _exit_with_parent(interval: float = 0.5) -> None:
+    """End this worker process when its parent is gone (killed with SIGKILL, it cannot shut the
+    pool down): a daemon thread checks the parent's pid every ``interval`` seconds, so an
+    orphaned worker stops within a second instead of finishing its rows for nobody (and the
+    resource tracker, whose last users are gone, exits after it)."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="sgdnet-parent-watch", daemon=True).start()
 
 
 def local_pool(n: int, ctx: Any) -> cf.ProcessPoolExecutor:

@@ -131,7 +131,7 @@ def _flatten(params: Mapping[str, Any], where: str) -> dict[str, Any]:
 def _check_keys(params: Mapping[str, Any], where: str) -> None:
     fields = None
     for key in params:
-        if not _KEY_RE.match(key):
+        if not isinstance(key, str) or not _KEY_RE.match(key):
             raise StudyError(f"{where}: {key!r} is not a parameter name; use a predict keyword "
                              "('variant', 'steps', ...), 'cluster.<field>' or 'model.<field>'")
         if key in _RESERVED:

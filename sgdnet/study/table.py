@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import re
@@ -104,7 +105,13 @@ def read_table(path: str | os.PathLike) -> list[dict[str, Any]]:
     if not p.exists():
         raise StudyError(f"study table {str(p)!r} does not exist")
     rows: list[dict[str, Any]] = []
-    text = p.read_text(encoding="utf-8")
+    if p.is_dir():
+        raise StudyError(f"study table {str(p)!r} is a directory; give the table's file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:  # a binary file, or a UTF-16 export
+        raise StudyError(f"study table {str(p)!r} is not UTF-8 text ({e.reason} at byte "
+                         f"{e.start}), so not a table a Study wrote; pass another path") from None
     if not text.strip():
         return rows
     if fmt == "jsonl":
@@ -271,10 +278,12 @@ class _TableWriter:
             return
         self._rows.append(row)
         if self.format == "csv":
-            csv.DictWriter(self._fh, fieldnames=self.columns, lineterminator="\n").writerow(row)
+            buf = io.StringIO()
+            csv.DictWriter(buf, fieldnames=self.columns, lineterminator="\n").writerow(row)
+            line = buf.getvalue()
         else:
-            self._fh.write(json.dumps(row, allow_nan=False) + "\n")
-        self._fh.flush()
+            line = json.dumps(row, allow_nan=False) + "\n"
+        _write_whole(self._fh, line.encode("utf-8"))
 
     def close(self) -> None:
         """Close the file."""
@@ -283,7 +292,24 @@ class _TableWriter:
             self._fh = None
 
 
-# ---------------------------------------------------------------------------- results
+def _write_whole(fh: Any, data: bytes) -> None:
+    """Append ``data`` (one whole row) to the open table ``fh`` or nothing: a write that fails
+    part-way (a full disk) is cut back to the previous end before the error is raised, so the
+    table never keeps a torn last line (:func:`read_table` would skip one all the same, and a
+    resumed study run that row again)."""
+    fh.flush()
+    fd = fh.fileno()
+    end = os.fstat(fd).st_size
+    done = 0
+    try:
+        while done < len(data):
+            done += os.write(fd, data[done:])
+    except OSError:
+        try:
+            os.ftruncate(fd, end)
+        except OSError:
+            pass
+        raise
 
 
 # ---------------------------------------------------------------------------- results

@@ -24,7 +24,29 @@ from ..errors import SgdnetError
 from ..net.builder import Net
 from .style import KIND_COLORS, kind_color, lane_of, paper_rc, resource_color, short_name
 
-__all__ = ["draw_net", "layout_lanes", "Layout"]
+__all__ = ["draw_net", "layout_lanes", "Layout", "check_draw_size"]
+
+
+def check_draw_size(workers: int, layers: int, granularity: str) -> None:
+    """Refuse, before building it, a net to draw whose places and transitions would exceed
+    the ``max_draw_elements`` limit, by a lower bound: a fine net has at least one transition
+    per layer and worker, any net one per worker (``sgdnet draw sync-ps --workers 4096
+    --granularity fine`` gave no answer for minutes: issue #43).
+
+    Raises
+    ------
+    SgdnetError
+        Naming the bound, the limit and how to raise it.
+    """
+    from ..limits import limit
+
+    low = workers * (layers if granularity == "fine" else 1)
+    lim = limit("max_draw_elements")
+    if low > lim:
+        raise SgdnetError(
+            f"a {granularity} net of {workers:,} workers x {layers} layers has at least {low:,} "
+            f"transitions, beyond the limit {lim:,} for a drawing (max_draw_elements); draw fewer "
+            "workers or --granularity coarse, or raise the limit with SGDNET_MAX_DRAW_ELEMENTS=N")
 
 _SHARED = "shared"
 

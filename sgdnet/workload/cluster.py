@@ -65,7 +65,7 @@ def _cvf(value: Any, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ClusterError(f"Cluster.{field}={value!r}: must be a number (coefficient of "
                            "variation, e.g. 0.05)")
-    x = float(value)
+    x = units.to_float(value, f"Cluster.{field}", ClusterError)
     if not math.isfinite(x) or x < 0:
         raise ClusterError(f"Cluster.{field}={value!r}: a CV must be finite and >= 0 "
                            "(0 = deterministic, 0.05 = 5% noise)")
@@ -210,7 +210,8 @@ class Cluster:
             vals = []
             for i, v in enumerate(sp):
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
-                        math.isfinite(v) and v > 0):
+                        math.isfinite(units.to_float(v, f"Cluster.speeds[{i}]", ClusterError))
+                        and v > 0):
                     raise ClusterError(f"Cluster.speeds[{i}]={v!r}: a speed factor must be a "
                                        "finite number > 0 (1.0 = reference, 0.5 = twice slower)")
                 vals.append(float(v))
@@ -257,6 +258,9 @@ class Cluster:
         s(self, "incast", tuple(effs))
         if self.topology is not None:
             s(self, "topology", _topology(self.topology, n, k, self.ps_placement))
+        check = getattr(self.straggler, "check", None)
+        if callable(check):  # a straggler aimed at worker 99 of 2 would silently be no straggler
+            check(n)
 
     # ------------------------------------------------------------------ per-host figures
     def _worker(self, i: int) -> int:

@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -183,6 +184,9 @@ class Link:
                 cur[kk] = float(v)
             s(self, "incast", dict(sorted(cur.items())))
         if self.table is not None:
+            if not isinstance(self.table, (list, tuple)):
+                raise ClusterError(f"link.table={self.table!r:.80}: must be a list of "
+                                   "[bytes, seconds] rows")
             rows = []
             for i, row in enumerate(self.table):
                 if not isinstance(row, (list, tuple)) or len(row) != 2:
@@ -238,6 +242,26 @@ class Link:
             return cls(**d)
         except ClusterError as e:
             raise ClusterError(f"{where}: {e}") from None
+
+
+def _host_name_check(h: Any, workers: Any, ps_hosts: Any) -> None:
+    """Refuse a ``hosts:`` override naming a host the cluster does not have (a typo such as
+    ``wroker0``, or ``worker7`` of a 4-worker file), which would otherwise be silently ignored."""
+    import re
+
+    m = re.fullmatch(r"(worker|ps)(\d+)", h) if isinstance(h, str) else None
+    if m is None:
+        raise ClusterError(f"hosts.{h}: unknown host name {h!r}; hosts are named worker0, "
+                           "worker1, ... and ps0, ps1, ...")
+    i = int(m.group(2))
+    n_ps = max(1, ps_hosts) if isinstance(ps_hosts, int) and not isinstance(ps_hosts, bool) else 1
+    if m.group(1) == "ps" and i >= n_ps:
+        raise ClusterError(f"hosts.{h}: the file has {n_ps} PS host(s) (ps0..ps{n_ps - 1}); "
+                           f"fix the name or set ps_hosts")
+    if (m.group(1) == "worker" and isinstance(workers, int) and not isinstance(workers, bool)
+            and i >= workers):
+        raise ClusterError(f"hosts.{h}: the file has workers={workers} (worker0.."
+                           f"worker{workers - 1}); fix the name or the workers count")
 
 
 @dataclass(frozen=True)
@@ -310,6 +334,11 @@ class ClusterFile:
             raise ClusterError(f"comm_uses_compute={self.comm_uses_compute!r}: must be true or "
                                "false")
         hosts: dict[str, dict[str, Link]] = {}
+        if not isinstance(self.hosts, Mapping):
+            raise ClusterError(f"hosts={self.hosts!r:.80}: must map a host name (ps0, worker1, "
+                               "...) to its uplink/downlink overrides")
+        for h in self.hosts:
+            _host_name_check(h, self.workers, self.ps_hosts)
         for h, dirs in dict(self.hosts).items():
             dd = _keys(dirs, ("uplink", "downlink"), f"hosts.{h}")
             hosts[str(h)] = {k: v if isinstance(v, Link) else Link.from_dict(v, f"hosts.{h}.{k}")
@@ -324,7 +353,8 @@ class ClusterFile:
                                "seconds")
         s(self, "local_step_s", {str(k): _num(v, "time", f"local_step_s.{k}")
                                  for k, v in self.local_step_s.items()})
-        if isinstance(self.notes, str) or not all(isinstance(n, str) for n in self.notes):
+        if isinstance(self.notes, (str, Mapping)) or not isinstance(self.notes, (list, tuple)) \
+                or not all(isinstance(n, str) for n in self.notes):
             raise ClusterError(f"notes={self.notes!r}: must be a list of strings")
         s(self, "notes", tuple(self.notes))
         if not isinstance(self.measurements, Mapping):
@@ -479,16 +509,16 @@ def load_cluster_file(path: str | Path) -> ClusterFile:
     Raises
     ------
     ClusterError
-        Not YAML, not a cluster file, or a bad field (the message names the path and field).
-    OSError
-        The file cannot be read.
+        Not YAML, not a cluster file, or a bad field (the message names the path and field);
+        the file does not exist, is a directory, is not UTF-8 text, is beyond ``max_file_bytes``,
+        nests deeper than ``max_depth`` or expands (aliases) beyond ``max_config_nodes``.
     """
-    import yaml
+    from .._files import load_yaml
 
+    if not isinstance(path, (str, os.PathLike)):
+        raise ClusterError(f"cluster file path {path!r:.80} must be a str or a path")
     p = Path(path)
-    text = p.read_text()
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ClusterError(f"{p}: not valid YAML ({' '.join(str(e).split())})") from None
+    # one loader for every YAML sgdnet reads (study configs too): a directory, a missing,
+    # binary or UTF-16 file, deep nesting and alias bombs are ClusterErrors before any walk
+    data = load_yaml(p, "cluster file", ClusterError)
     return ClusterFile.from_dict(data, source=str(p))

@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import units
 from ..errors import ProfileError, UnitError
+from ..limits import limit_problem
 from . import _quantity as _q
 from .ops import Op
 
@@ -52,13 +53,17 @@ def _number(value: Any, field: str, where: str, *, kind: str) -> float:
             f"{where}: field {field!r}: expected a number of {unit}, got {value!r} "
             f"({type(value).__name__})"
         )
-    x = float(value)
+    x = units.to_float(value, f"{where}: field {field!r}", ProfileError)
     if not math.isfinite(x) or x < 0:
         unit = "seconds" if kind == "time" else "bytes"
         raise ProfileError(
             f"{where}: field {field!r}: {value!r} is not a valid duration/size; give a finite, "
             f"non-negative number of {unit}"
         )
+    if kind == "time":
+        why = limit_problem(x, "max_firing_s")
+        if why is not None:
+            raise ProfileError(f"{where}: field {field!r}: {value!r} s {why}")
     return x
 
 
@@ -67,7 +72,7 @@ def _cv(value: Any, field: str, where: str) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ProfileError(f"{where}: field {field!r}: CV must be a number or null, got {value!r}")
-    x = float(value)
+    x = units.to_float(value, f"{where}: field {field!r}", ProfileError)
     if not math.isfinite(x) or x < 0:
         raise ProfileError(
             f"{where}: field {field!r}: CV {value!r} makes no sense; give a finite coefficient of "

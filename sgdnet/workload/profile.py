@@ -46,6 +46,7 @@ from typing import Any
 
 from .. import units
 from ..errors import ProfileError
+from ..limits import check_limit
 from .layer import (  # noqa: F401 - the layer types and schema constants are re-exported from here
     _LAYER_V2,
     _STEP_COSTS,
@@ -134,6 +135,8 @@ class ModelProfile:
             raise ProfileError(f"{where}: field 'meta': must be an object, got {meta!r}")
         s = object.__setattr__
         s(self, "name", name)
+        check_limit(f"{where}: field 'batch_size'", batch_size, "max_batch_size",
+                    error=ProfileError)
         s(self, "batch_size", int(batch_size))
         s(self, "device", device)
         s(self, "source", source)
@@ -433,9 +436,10 @@ class ModelProfile:
         if isinstance(b, bool) or not isinstance(b, int) or b < 1:
             raise ProfileError(f"scaled(): batch_size must be a positive integer, got {b!r}")
         if isinstance(speed, bool) or not isinstance(speed, (int, float)) or not (
-                math.isfinite(speed) and speed > 0):
+                math.isfinite(units.to_float(speed, "scaled(): speed", ProfileError)) and speed > 0):
             raise ProfileError(f"scaled(): speed must be a positive finite factor (2.0 = twice as "
                                f"fast), got {speed!r}")
+        check_limit("scaled(): batch_size", b, "max_batch_size", error=ProfileError)
         f = (b / self.batch_size) / float(speed)
         g = 1.0 / float(speed)
         lays = [Layer(la.name, la.forward_s * f, la.backward_s * f, la.grad_bytes, la.cv,
