@@ -34,7 +34,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sgdnet.workload import transformers as T  # noqa: E402
-from sgdnet.workload.compute import EFFICIENCY, update_time  # noqa: E402
+from sgdnet.workload.compute import EFFICIENCY  # noqa: E402
+from sgdnet.workload.optimizer import update_time  # noqa: E402
 
 #: (GPU, precision, sequence length, micro-batch per GPU, published sequences/s, kind)
 PUBLISHED = [

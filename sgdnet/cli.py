@@ -19,7 +19,6 @@ traceback of an error.
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 import os
 import sys
@@ -48,132 +47,31 @@ from .cli_args import (  # noqa: F401 - exit statuses and defaults are re-export
     _UsageError,
 )
 from .cli_args import build_parser as _build_parser
+from .cli_inputs import (
+    _anchor,
+    _apply_framework,
+    _build_net,
+    _cached_net,
+    _channels_hint,
+    _check_out_dir,
+    _check_readable,
+    _check_suffix,
+    _cluster,
+    _compiled,
+    _link_desc,
+    _load_model,
+    _one_line,
+    _prepare_engine,
+    _pricing,
+    _save_fig,
+    _use_agg,
+)
 from .errors import SgdnetError
 
 __all__ = ["main", "build_parser", "EXIT_USAGE", "EXIT_IO", "EXIT_FAILED_ROWS", "EXIT_PIPE"]
 
-# ---------------------------------------------------------------------------- helpers
-def _cluster(args: argparse.Namespace, workers: int):
-    from .workload.cluster import Cluster
-
-    straggler = None
-    if args.straggler:
-        from .workload.stragglers import from_spec
-
-        straggler = from_spec(args.straggler)
-    if args.speeds is not None and len(args.speeds) != workers:
-        raise _UsageError(f"--speeds has {len(args.speeds)} factors but the "
-                          f"cluster has {workers} workers; give one per worker")
-    # --ps-shards / --ps-placement default to None: given, they override a cluster file's
-    ps = {k: v for k, v in (("ps_shards", args.ps_shards), ("ps_placement", args.ps_placement))
-          if v is not None}
-    if getattr(args, "cluster", None) is not None:
-        extra = {"comm_uses_compute": True} if args.comm_uses_compute else {}
-        return Cluster.from_file(args.cluster, workers, speeds=args.speeds,
-                                 compute_cv=args.compute_cv, comm_cv=args.comm_cv,
-                                 straggler=straggler, **ps, **extra)
-    return Cluster(workers=workers, bandwidth=args.bandwidth, latency=args.latency,
-                   speeds=args.speeds, compute_cv=args.compute_cv, comm_cv=args.comm_cv,
-                   straggler=straggler, comm_uses_compute=args.comm_uses_compute, **ps)
-
-
-
-
-def _link_desc(bandwidth: str, latency: str) -> str:
-    """``10Gbps NICs (1.25 GB/s), latency 50us``: what was typed and what it was read as."""
-    from .units import bandwidth as parse_bw
-    from .units import format_bytes, format_seconds, seconds
-
-    bw, lat = parse_bw(bandwidth), seconds(latency)
-    lat_s = format_seconds(lat) if lat > 0 else "0 s"
-    return (f"{bandwidth} NICs ({format_bytes(bw)}/s each way), latency {latency}"
-            f"{'' if lat_s.replace(' ', '') == latency else f' ({lat_s})'}")
-
-
-def _check_out_dir(path: Path | None) -> None:
-    """An output's directory must exist: sgdnet creates no directories (a typo in a path would
-    otherwise scatter files); raised as a file error (exit status 1), before any work."""
-    if path is None:
-        return
-    parent = path.parent
-    if not parent.is_dir():
-        raise FileNotFoundError(errno.ENOENT, f"directory {str(parent)!r} does not exist; create "
-                                f"it first (sgdnet creates no directories)", str(path))
-
-
-def _check_readable(path: Path | str | None) -> None:
-    """An input file must be a readable file: a missing or unreadable one (or a directory) is a
-    file error, exit status 1, as the README says."""
-    if path is None:
-        return
-    with open(path, "rb"):  # FileNotFoundError, PermissionError, IsADirectoryError
-        pass
-
-
-def _prepare_engine() -> float | None:
-    """Check the engine's numba cache (a damaged one is rebuilt, said in one line) and say on
-    stderr when the first run JIT-compiles; returns the start time of a compile, else None."""
-    import warnings
-
-    from .engine.jitcache import check_cache
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        compiling = check_cache()
-    for w in caught:
-        print(f"sgdnet: warning: {_one_line(str(w.message))}", file=sys.stderr)
-    if not compiling:
-        return None
-    print("sgdnet: compiling the simulation engine (first run only, cached afterwards): about "
-          "30-45 s on an idle core, 1-2 min on a busy machine ...", file=sys.stderr, flush=True)
-    return time.perf_counter()
-
-
-def _compiled(t0: float | None) -> None:
-    if t0 is not None:
-        print(f"sgdnet: engine compiled in {time.perf_counter() - t0:.0f} s", file=sys.stderr,
-              flush=True)
-
-
-def _check_suffix(path: Path, allowed: Sequence[str], flag: str) -> None:
-    if path.suffix.lower() not in allowed:
-        raise _UsageError(f"{flag} {str(path)!r}: unsupported suffix "
-                          f"{path.suffix or '(none)'!r}; use one of {', '.join(allowed)}")
-
-
-def _save_fig(ax: Any, path: Path) -> None:
-    fig = ax.figure
-    fig.savefig(path, dpi=120, bbox_inches="tight")  # 120: viz.draw.DRAW_DPI
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-
-
-def _use_agg() -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-
 
 # ---------------------------------------------------------------------------- commands
-def _load_model(args: argparse.Namespace) -> Any:
-    """``--model`` re-timed for ``--device/--batch-size/--precision``.
-
-    The profile's costs outside the layers (loss, optimizer step) are folded into its layers
-    where every net is built (:meth:`sgdnet.variants.VariantSpec.build`), as for
-    :func:`sgdnet.predict`.
-    """
-    from . import models
-    from .workload.compute import retime
-
-    if args.model.lower().endswith(".json") or os.sep in args.model:
-        _check_readable(args.model)
-    _check_readable(getattr(args, "cluster", None))
-    model = models.load(args.model)
-    model = retime(model, device=args.device, batch_size=args.batch_size,
-                   precision=args.precision, from_device=getattr(args, "from_device", None),
-                   grad_dtype=getattr(args, "grad_dtype", None))
-    return model
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -191,7 +89,15 @@ def cmd_predict(args: argparse.Namespace) -> int:
     parse_bw(args.bandwidth, what="--bandwidth")
     _check_out_dir(args.plot)
     _check_out_dir(args.trace)
+    inst, price, train = _pricing(args)
+    priced = inst is not None or price is not None or train is not None
     model = _load_model(args)
+    if inst is not None and args.device is None:  # the instance's GPU
+        from .workload.instances import instance_profile
+
+        model, retimed = instance_profile(inst, model, getattr(args, "from_device", None))
+        if not retimed:
+            print(f"sgdnet predict: warning: {inst.retime_warning(model)}", file=sys.stderr)
     clusters = [_cluster(args, n) for n in args.workers]  # validate all before simulating
     options = dict(args.option)
     clusters, options = _apply_framework(args, clusters, options)
@@ -210,6 +116,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
                            progress=show_progress, **options)
         _compiled(compiling)
         compiling = None
+        if priced:  # cost columns (sgdnet.workload.cost)
+            pred.price_per_hour, pred.train_samples = price, train
         row = {"workers": cluster.workers, **summarize(pred)}
         rows.append(row)
         preds.append((cluster.workers, pred))
@@ -236,11 +144,19 @@ def cmd_predict(args: argparse.Namespace) -> int:
     else:
         trace_note = None
 
+    from .accuracy.report import tta_rows, tta_table
+    tta = tta_rows(args, rows, model, clusters, options)  # time to accuracy, when asked
     deterministic = all(p.result.deterministic for _, p in preds)
     if args.json:
+        given = args.cluster is None and inst is None  # else the file's / instance's figures
+        c0 = clusters[-1]
         print(json.dumps({"variant": args.variant, "model": model.name,
-                          "bandwidth": args.bandwidth, "bandwidth_Bps": parse_bw(args.bandwidth),
-                          "latency": args.latency, "granularity": args.granularity,
+                          "instance": None if inst is None else inst.name,
+                          "bandwidth": args.bandwidth if given else
+                          f"{c0.up_bw(0) * 8e-9:g}Gbps",
+                          "bandwidth_Bps": parse_bw(args.bandwidth) if given else c0.up_bw(0),
+                          "latency": args.latency if given else f"{c0.latency * 1e6:.4g}us",
+                          "granularity": args.granularity,
                           "steps": args.steps, "warmup": args.warmup,
                           "replications": args.replications, "seed": args.seed,
                           "deterministic": deterministic,
@@ -250,6 +166,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     opts = "".join(f", {k}={v}" for k, v in options.items())
     net_desc = (f"cluster file {args.cluster}" if getattr(args, "cluster", None) is not None
                 else _link_desc(args.bandwidth, args.latency))
+    if inst is not None:
+        net_desc = (f"{inst.name} ({inst.gpus_per_node} x {inst.device}, {inst.network}; "
+                    f"transport {args.transport})")
     print(f"{args.variant} | {model.name} (batch {model.batch_size} per worker) | "
           f"{net_desc} | {args.granularity}-grained{opts}")
     if deterministic:
@@ -270,6 +189,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
         header.append("GPU util")
     if nic_cols:
         header.append("busiest NIC")
+    from .workload.cost import cost_cells, cost_note
+
+    cost_cols = cost_cells(rows) if priced else []
+    header += [h for h, _ in cost_cols]
     table = []
     for r in rows:
         cells = [str(r["workers"]),
@@ -283,12 +206,16 @@ def cmd_predict(args: argparse.Namespace) -> int:
         if nic_cols:
             vals = [r[c] for c in nic_cols if r.get(c) is not None]
             cells.append(_pct(max(vals)) if vals else "-")
+        cells += [cell(r) for _, cell in cost_cols]
         table.append(cells)
     print(_table(header, table, [True] * len(header)))
     print()
+    print(tta_table(rows) if tta else "", end="")
     hint = _channels_hint(args.variant, options, clusters[-1])
     if hint:
         print(f"note: {hint}")
+    if priced:
+        print(cost_note(inst, price, train))
     notes = [f"computed in {elapsed:.1f} s"]
     if args.plot is not None:
         notes.append(f"plot -> {args.plot}")
@@ -296,85 +223,6 @@ def cmd_predict(args: argparse.Namespace) -> int:
         notes.append(trace_note)
     print("; ".join(notes))
     return 0
-
-
-def _anchor(args: argparse.Namespace, model: Any, cluster: Any, options: dict[str, Any]) -> Any:
-    """``--one-gpu RATE``: the profile rescaled so that the variant's one-GPU prediction runs at
-    the measured RATE samples/s (:func:`sgdnet.anchor.anchor_profile`); a note on stderr."""
-    rate = getattr(args, "one_gpu", None)
-    if rate is None:
-        return model
-    from .anchor import anchor_profile
-
-    a = anchor_profile(args.variant, model, cluster, rate, granularity=args.granularity,
-                       **options)
-    print(f"sgdnet predict: anchored on {rate:g} samples/s on one GPU: compute times divided "
-          f"by {a.speed:.4g}", file=sys.stderr)
-    return a.profile
-
-
-def _apply_framework(args: argparse.Namespace, clusters: list, options: dict[str, Any]
-                     ) -> tuple[list, dict[str, Any]]:
-    """``--framework`` / ``--transport``: the framework's variant and options under the -o
-    ones (:func:`sgdnet.prediction.apply_framework`), set on ``args`` (``variant``, ``option``)
-    so every net is built with them."""
-    from .prediction import apply_framework
-
-    framework = getattr(args, "framework", None)
-    transport = getattr(args, "transport", "auto")
-    transport = None if transport == "none" else transport
-    if framework is None and transport in ("auto", None):
-        if not args.variant:
-            raise _UsageError("give --variant NAME (e.g. allreduce) or --framework NAME "
-                              "(e.g. ddp)")
-        return clusters, options
-    out = []
-    for c in clusters:
-        variant, c2, opts = apply_framework(args.variant, c, options, framework, transport)
-        out.append(c2)
-    args.variant = variant
-    args.option = list(opts.items())
-    return out, opts
-
-
-def _channels_hint(variant: str, options: dict[str, Any], cluster: Any) -> str | None:
-    """A note when a scheme's all-reduce rings (or trees) use fewer NICs per node than the
-    nodes have: NCCL runs a channel per NIC or more, sgdnet one channel unless told."""
-    from .variants import get
-    from .variants.rings import multi_gpu_nodes
-
-    t = cluster.topology
-    # the schemes with the collective options, local-sgd only while it all-reduces
-    all_reduces = ("channels" in get(variant).option_names()
-                   and options.get("sync", "allreduce") == "allreduce")
-    if not all_reduces or not multi_gpu_nodes(cluster) or t.nics_per_node < 2:
-        return None
-    algorithm, channels = options.get("algorithm", "ring"), options.get("channels", 1)
-    if channels == "auto" or algorithm not in ("ring", "dbtree") or channels >= t.nics_per_node:
-        return None
-    what = "ring" if algorithm == "ring" else "pair of trees"
-    return (f"channels={channels}: each {what} crosses a node through one of its "
-            f"{t.nics_per_node} NICs; NCCL runs one channel per NIC or more, so for an "
-            f"NCCL-like prediction add -o channels={t.nics_per_node}")
-
-
-def _build_net(args: argparse.Namespace, variant: str, model: Any, cluster: Any):
-    from . import variants
-
-    return variants.build(variant, model, cluster, granularity=args.granularity,
-                          **dict(args.option))
-
-
-def _cached_net(args: argparse.Namespace, model: Any, cluster: Any,
-                options: dict[str, Any]) -> tuple[Any, dict]:
-    """The compiled net of ``--variant`` on ``cluster`` and its meta, from the on-disk cache of
-    compiled nets when a previous run built it (:mod:`sgdnet.netcache`), else built now."""
-    from . import netcache
-
-    cn, meta, _ = netcache.load_or_build(
-        args.variant, model, cluster, args.granularity, options,
-        lambda: _build_net(args, args.variant, model, cluster))
-    return cn, meta
 
 
 def _write_trace(args: argparse.Namespace, model: Any, cluster: Any, out: Path, steps: int,
@@ -423,6 +271,9 @@ def cmd_draw(args: argparse.Namespace) -> int:
     _check_out_dir(args.out)
     model = _load_model(args)
     cluster = _cluster(args, args.workers)
+    from .viz.draw import check_draw_size  # before a net of millions of elements is built
+
+    check_draw_size(cluster.workers, model.n_layers, args.granularity)
     net = _build_net(args, args.variant, model, cluster)
     suffix = args.out.suffix.lower()
     if suffix in (".dot", ".gv"):
@@ -463,11 +314,40 @@ def cmd_plot(args: argparse.Namespace) -> int:
     _use_agg()
     from . import viz
 
-    ax = viz.plot_table(rows, args.x, args.y, args.hue, title=args.title)
+    ax = viz.plot_table(rows, args.x, args.y, args.hue, title=args.title, facet=args.facet,
+                        style=args.style, where=args.where)
     _save_fig(ax, args.out)
-    lines = len(ax.get_lines())
+    panels = [a for a in ax.figure.axes if a.get_visible() and hasattr(a, "_sgdnet_series")]
+    lines = sum(len(getattr(a, "_sgdnet_series", a.get_lines())) for a in panels)
+    split = getattr(ax, "_sgdnet_split", {})
+    by = ", ".join(f"{k} by {v}" for k, v in split.items() if v)
     print(f"{args.table}: {len(rows)} rows; {args.y} against {args.x}"
-          f"{f' by {args.hue}' if args.hue else ''} ({lines} lines) -> {args.out}")
+          f"{f' ({by})' if by else ''}: {len(panels)} panel(s), {lines} lines -> {args.out}")
+    return 0
+
+
+def cmd_choose(args: argparse.Namespace) -> int:
+    """``sgdnet choose``: instance types x node counts x variants, the Pareto front."""
+    from .choose import choose_from_args, format_choice
+
+    if args.plot is not None:
+        _check_suffix(args.plot, _FIG_SUFFIXES, "--plot")
+        _check_out_dir(args.plot)
+    compiling = _prepare_engine()
+    choice = choose_from_args(args)
+    _compiled(compiling)
+    if args.json:
+        print(json.dumps(choice.to_dict(), indent=2))
+    else:
+        print(format_choice(choice))
+    if args.plot is not None:
+        _use_agg()
+        from .viz.pareto import plot_pareto
+
+        ax = plot_pareto(choice.rows, choice.front_keys(), title=choice.title)
+        _save_fig(ax, args.plot)
+        if not args.json:
+            print(f"plot -> {args.plot}")
     return 0
 
 
@@ -549,13 +429,11 @@ def cmd_study(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------- entry point
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``sgdnet`` argument parser, each sub-command bound to its function (``args.func``)."""
-    return _build_parser({"predict": cmd_predict, "study": cmd_study, "draw": cmd_draw, "trace": cmd_trace, "plot": cmd_plot, "models": cmd_models})
+    return _build_parser({"predict": cmd_predict, "study": cmd_study, "draw": cmd_draw, "trace": cmd_trace, "plot": cmd_plot, "choose": cmd_choose, "models": cmd_models})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -32,7 +32,8 @@ PREDICT_REPLICATIONS = 8
 TRACE_STEPS = 10
 TRACE_WARMUP = 5
 
-_COMMANDS = ("predict", "study", "draw", "trace", "plot", "models", "testbed", "calibrate")
+_COMMANDS = ("predict", "study", "draw", "trace", "plot", "choose", "models", "testbed",
+             "calibrate")
 _DRAW_SUFFIXES = (".png", ".svg", ".pdf", ".dot", ".gv", ".pnml", ".xml")
 _FIG_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg")
 
@@ -180,6 +181,50 @@ def _option(text: str) -> tuple[str, Any]:
     return key, value
 
 
+class _OptionFlag(argparse.Action):
+    """A flag that is a variant option: ``--stage 3`` appends ``("stage", 3)`` to
+    ``args.option``, as ``-o stage=3`` does (the variant checks the value)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # noqa: D102
+        key = option_string.lstrip("-").replace("-", "_")
+        items = [kv for kv in (getattr(namespace, self.dest, None) or []) if kv[0] != key]
+        setattr(namespace, self.dest, [*items, (key, values)])
+
+
+def _choice(*values: str):
+    """argparse type: one of ``values``."""
+
+    def parse(text: str) -> str:
+        if text not in values:
+            raise argparse.ArgumentTypeError(f"{text!r}: use one of {', '.join(values)}")
+        return text
+
+    return parse
+
+
+#: The sharded-data-parallel flags (issue #38), passed to the variant as options.
+_VARIANT_FLAGS = (
+    ("--sharding", _choice("full", "shard_grad_op", "no_shard", "hybrid"),
+     "fsdp: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD (= -o sharding=...)"),
+    ("--stage", _int_at_least(1), "zero: ZeRO stage 1, 2 or 3 (= -o stage=...)"),
+    ("--dtype", _choice("fp32", "bf16", "fp16"),
+     "zero/fsdp: dtype of parameters and gradients on the wire (= -o dtype=...)"),
+    ("--optimizer", _choice("sgd", "momentum", "adam", "adamw", "lamb"),
+     "the optimizer whose step is timed on the shard each GPU owns (= -o optimizer=...)"),
+    ("--accumulate", _int_at_least(1),
+     "gradient accumulation over K micro-batches per step, any variant (= -o accumulate=K)"),
+    # the 3D-parallel plan of the pipeline variant (issue #39)
+    ("--tp", _int_at_least(1), "pipeline: tensor-parallel degree (= -o tp=...)"),
+    ("--pp", _int_at_least(1), "pipeline: pipeline stages (= -o pp=...)"),
+    ("--dp", _int_at_least(1), "pipeline: data-parallel replicas (default workers/(tp*pp))"),
+    ("--microbatches", _int_at_least(1), "pipeline: micro-batches per iteration (default 4*pp, 1 if pp=1)"),
+    ("--schedule", _choice("1f1b", "gpipe", "interleaved"),
+     "pipeline: the schedule (= -o schedule=...)"),
+    ("--virtual-stages", _int_at_least(1),
+     "pipeline: model chunks per device, interleaved schedule (= -o virtual_stages=...)"),
+)
+
+
 # ---------------------------------------------------------------------------- parser
 def _add_workload(p: argparse.ArgumentParser, *, variant: bool, workers_many: bool,
                   granularity: str) -> None:
@@ -224,6 +269,19 @@ def _add_workload(p: argparse.ArgumentParser, *, variant: bool, workers_many: bo
                    help="a cluster file (YAML, e.g. from 'sgdnet calibrate'): its link, PS and "
                         "update figures replace --bandwidth/--latency; an explicit "
                         "--ps-shards/--ps-placement overrides the file's")
+    g.add_argument("--instance", default=None, metavar="NAME",
+                   help="an instance type of the catalog (e.g. p5.48xlarge, a3-megagpu-8g, "
+                        "ND96isr_H100_v5; an unknown name lists them): its GPUs, NVLink, NICs, "
+                        "transport and price replace --bandwidth/--latency/--workers; with "
+                        "--nodes")
+    g.add_argument("--nodes", type=_workers_list if workers_many else _one_worker_count,
+                   default=None, metavar="N",
+                   help="instances of --instance" + (" (comma-separated counts, default "
+                                                     "1,2,4)" if workers_many else
+                                                     " (default 1)"))
+    g.add_argument("--price-per-hour", type=_positive_float, default=None, metavar="USD",
+                   help="dollars per instance-hour; overrides the catalog's or the cluster "
+                        "file's price_per_hour")
     g.add_argument("--ps-shards", type=_positive_int, default=None, metavar="K",
                    help="parameter-server shards (default: 1, or the --cluster file's)")
     g.add_argument("--ps-placement", choices=("dedicated", "colocated"), default=None,
@@ -248,6 +306,9 @@ def _add_workload(p: argparse.ArgumentParser, *, variant: bool, workers_many: bo
                         f"(default: {granularity})")
     g.add_argument("-o", "--option", type=_option, action="append", default=[],
                    metavar="KEY=VALUE", help="a variant option, repeatable (e.g. staleness=3)")
+    for flag, kind, what in _VARIANT_FLAGS:
+        g.add_argument(flag, dest="option", type=kind, action=_OptionFlag, default=[],
+                       metavar=flag[2:].upper(), help=what)
 
 
 def _add_framework(p: argparse.ArgumentParser) -> None:
@@ -273,6 +334,39 @@ def _add_framework(p: argparse.ArgumentParser) -> None:
                    help="the measured one-GPU throughput (samples/s at the profile's batch, or "
                         "--batch-size): the profile's compute is rescaled so that the one-GPU "
                         "prediction of the same variant, options and node equals it")
+
+
+def _add_training(p: argparse.ArgumentParser) -> None:
+    """``--samples`` or ``--epochs`` with ``--dataset-size``: the training length."""
+    g = p.add_argument_group("training length (time and cost to train)")
+    g.add_argument("--samples", type=_positive_float, default=None, metavar="S",
+                   help="samples to train, e.g. 1.15e8 (90 epochs of ImageNet-1k)")
+    g.add_argument("--epochs", type=_positive_float, default=None, metavar="E",
+                   help="epochs, with --dataset-size")
+    g.add_argument("--dataset-size", type=_positive_float, default=None, metavar="D",
+                   help="samples per epoch, with --epochs (ImageNet-1k: 1281167)")
+
+
+def _add_target(p: argparse.ArgumentParser) -> None:
+    """``--target-loss`` / ``--target-accuracy`` with ``--task`` (``sgdnet predict``): the time
+    to accuracy (:func:`sgdnet.accuracy.time_to_accuracy`)."""
+    g = p.add_argument_group("time to accuracy (the run's update schedule replayed on a task)")
+    t = g.add_mutually_exclusive_group()
+    t.add_argument("--target-loss", type=_positive_float, default=None, metavar="L",
+                   help="held-out loss to reach, e.g. 0.34 (task logreg)")
+    t.add_argument("--target-accuracy", type=_positive_float, default=None, metavar="A",
+                   help="held-out accuracy to reach, a fraction, e.g. 0.84")
+    g.add_argument("--task", default="logreg", metavar="NAME",
+                   help="the task replayed: logreg, mlp (numpy teacher-student tasks) or "
+                        "digits (with scikit-learn) (default: logreg)")
+    g.add_argument("--lr", type=_positive_float, default=None, metavar="LR",
+                   help="learning rate of every update (default: the task's)")
+    g.add_argument("--target-window", type=_positive_int, default=1, metavar="N",
+                   help="the target counts when the mean of the last N evaluations (one per "
+                        "round of the workers) reaches it (default: 1, the first crossing)")
+    g.add_argument("--tta-method", choices=("auto", "replay", "noise"), default="auto",
+                   help="'replay' the schedule, the 'noise'-scale model (sync-ps, allreduce), "
+                        "or 'auto' (default)")
 
 
 def _add_sim(p: argparse.ArgumentParser, steps: int, warmup: int, replications: int | None) -> None:
@@ -323,6 +417,8 @@ def build_parser(commands: Mapping[str, Callable[[argparse.Namespace], int]] | N
     g.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
     g.add_argument("--no-progress", action="store_true",
                    help="no progress bar (shown on a terminal for runs longer than a moment)")
+    _add_training(p)
+    _add_target(p)
     p.set_defaults(func=commands.get("predict"))
 
     p = sub.add_parser("study", help="run a batch study from a YAML/TOML config",
@@ -376,10 +472,54 @@ def build_parser(commands: Mapping[str, Callable[[argparse.Namespace], int]] | N
     p.add_argument("--y", default="samples_per_s", metavar="METRIC",
                    help="metric: samples_per_s (default), steps_per_s or any numeric column")
     p.add_argument("--hue", default=None, metavar="COLUMN",
-                   help="column splitting rows into lines, e.g. variant")
+                   help="column splitting rows into lines by colour (default: variant, when "
+                        "it varies)")
+    p.add_argument("--facet", default=None, metavar="COLUMN",
+                   help="column splitting rows into panels (default: the next axis that varies)")
+    p.add_argument("--style", default=None, metavar="COLUMN",
+                   help="column splitting lines by line style (default: the next axis that "
+                        "varies); rows still differing in another column are refused")
+    p.add_argument("--where", action="append", default=[], metavar="COLUMN=VALUE",
+                   help="keep the rows whose COLUMN is VALUE (repeatable), e.g. "
+                        "--where cluster.straggler=")
     p.add_argument("--title", default=None)
     p.add_argument("--out", type=Path, required=True, help="figure file (.png/.svg/.pdf)")
     p.set_defaults(func=commands.get("plot"))
+
+    p = sub.add_parser("choose", help="instance types x node counts x variants: the Pareto "
+                                      "front of time and cost to train",
+                       description="Predict every instance type x node count x variant given, "
+                                   "keep those within --budget / --deadline, and print the "
+                                   "Pareto front of time to train against cost to train "
+                                   "(mean of the replications, 95% CIs in the table).")
+    p.add_argument("--model", default="resnet50", help="built-in model or profile .json")
+    p.add_argument("--instances", default=None, metavar="A,B,...",
+                   help="instance types of the catalog (default: every priced one)")
+    p.add_argument("--nodes", type=_workers_list, default=[1, 2, 4], metavar="N,...",
+                   help="instance counts (default: 1,2,4)")
+    p.add_argument("--variants", default="allreduce", metavar="V,...",
+                   help="SGD variants (default: allreduce)")
+    p.add_argument("--framework", default=None, help="a framework instead of --variants "
+                                                      "(ddp, horovod, ...)")
+    p.add_argument("--granularity", choices=("fine", "coarse", "coarse+"), default="coarse",
+                   help="net granularity (default: coarse)")
+    p.add_argument("--batch-size", type=_positive_int, default=None, metavar="B",
+                   help="samples per GPU per step (default: the profile's)")
+    p.add_argument("--precision", choices=("fp32", "tf32", "fp16", "bf16"), default=None,
+                   help="numeric precision (default: the profile's)")
+    p.add_argument("--budget", type=_positive_float, default=None, metavar="USD",
+                   help="keep configurations whose cost to train is at most USD")
+    p.add_argument("--deadline", type=_positive_float, default=None, metavar="HOURS",
+                   help="keep configurations whose time to train is at most HOURS")
+    p.add_argument("--compute-cv", type=_cv, default=0.05, metavar="CV",
+                   help="coefficient of variation of compute times, the spread the CIs come "
+                        "from (default: 0.05)")
+    _add_training(p)
+    _add_sim(p, 100, 10, 4)
+    p.add_argument("--plot", type=Path, default=None, metavar="FILE",
+                   help="draw cost against time with the front to FILE (.png/.svg/.pdf)")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.set_defaults(func=commands.get("choose"))
 
     p = sub.add_parser("models", help="list the built-in model profiles with their totals",
                        description="List the built-in model profiles: layers, batch size, "

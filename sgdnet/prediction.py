@@ -22,6 +22,10 @@ Figures
         :class:`WorkerFigures` of each worker (steps/s, samples/s, step-time percentiles).
     ``utilization``
         every resource's busy fraction (GPU, NIC directions, PS CPUs).
+    ``memory``
+        bytes per GPU (parameters, gradients, optimizer states, activations, buffers:
+        :class:`~sgdnet.workload.memory.MemoryBreakdown`), checked against the device's
+        memory when the device is known (:func:`predict`'s ``device``, or the profile's).
 """
 
 from __future__ import annotations
@@ -115,11 +119,14 @@ class Prediction:
         The full simulation result (seeds, traces, per-transition figures).
     meta : dict
         The net's ``meta`` (buckets, PS plan, ...).
+    memory : MemoryBreakdown or None
+        Memory per GPU (:func:`sgdnet.workload.memory.memory_for`); None when the profile
+        has no parameter count.
     """
 
     def __init__(self, variant: str, model: ModelProfile, cluster: Cluster, granularity: str,
                  options: Mapping[str, Any], steps: int, warmup: int, result: Result,
-                 meta: Mapping[str, Any]):
+                 meta: Mapping[str, Any], memory: Any = None):
         self.variant = variant
         self.model = model
         self.cluster = cluster
@@ -130,6 +137,7 @@ class Prediction:
         self.replications = result.replications
         self.result = result
         self.meta = dict(meta)
+        self.memory = memory
         n = cluster.workers
         bs = list(meta.get("batch_sizes") or [model.batch_size] * n)
         self.steps_per_s = Estimate(result.throughput.samples, unit="steps/s",
@@ -188,6 +196,7 @@ class Prediction:
             "samples_per_s": self.samples_per_s.to_dict(),
             "per_worker": {str(w): f.to_dict() for w, f in self.per_worker.items()},
             "utilization": {k: v.to_dict() for k, v in self.utilization.items()},
+            "memory": None if self.memory is None else self.memory.to_dict(),
         }
 
     def __repr__(self) -> str:
@@ -248,7 +257,10 @@ def predict(variant: str | None, model: str | ModelProfile,
             replications: int = 8, seed: int | np.random.Generator | None = None,
             parallel: bool = True, trace: bool = False, samples: bool = True,
             progress: bool = False, framework: str | None = None,
-            transport: str | None = "auto", **options: Any) -> Prediction:
+            transport: str | None = "auto", instance: str | None = None,
+            nodes: int | None = None, price_per_hour: float | None = None,
+            train_samples: float | None = None, device: Any = None,
+            check_memory: bool = True, **options: Any) -> Prediction:
     """Predict the training throughput of ``variant`` for ``model`` on ``cluster``.
 
     Parameters
@@ -284,6 +296,30 @@ def predict(variant: str | None, model: str | ModelProfile,
     transport : str or None
         ``"auto"`` (the framework's own transport, if it has one), None, ``"tcp"``, ``"rdma"``
         or ``"roce"``: NIC goodput and latency applied to the cluster (:func:`apply_framework`).
+    instance : str, optional
+        An instance type of the catalog (:mod:`sgdnet.workload.instances`, e.g.
+        ``"p5.48xlarge"``): the cluster is ``nodes`` of them (``cluster`` may then be None; its
+        ``compute_cv``, ``comm_cv``, ``straggler``, ``ps_shards`` and ``ps_placement`` are
+        kept), with the instance's transport under ``transport="auto"`` unless the framework
+        has its own, and the instance's price.
+    nodes : int, optional
+        Instances, with ``instance`` (default 1).
+    price_per_hour : float, optional
+        Dollars per instance-hour; overrides the catalog's. With it (or ``instance`` or
+        ``train_samples``) the prediction carries ``price_per_hour`` and ``train_samples`` and
+        :func:`summarize` adds the cost columns (:mod:`sgdnet.workload.cost`).
+    train_samples : float, optional
+        Samples to train (``epochs * dataset_size``): time and cost to train.
+    device : str or Device, optional
+        The GPU the memory per GPU is checked against (a name, device file or
+        :class:`~sgdnet.workload.compute.Device`); default the profile's device when it is a
+        built-in one (profiles of the builders and of ``retime`` name theirs), else none
+        (memory is reported without a check). It does not re-time the profile
+        (:func:`sgdnet.workload.compute.retime` does).
+    check_memory : bool
+        Raise :class:`~sgdnet.workload.memory.DeviceMemoryError` before building anything
+        when the configuration's memory per GPU exceeds the device's (False: predict anyway;
+        ``prediction.memory`` still says).
     **options
         The variant's options (``sgdnet.variants.get(variant).options``).
 
@@ -299,6 +335,8 @@ def predict(variant: str | None, model: str | ModelProfile,
         Bad option, granularity, steps, warmup or replications.
     ClusterError
         Bad cluster.
+    DeviceMemoryError
+        The configuration does not fit the device's memory (a :class:`VariantError`).
 
     Examples
     --------
@@ -308,11 +346,30 @@ def predict(variant: str | None, model: str | ModelProfile,
     >>> p.samples_per_s.mean > 0
     True
     """
+    priced = instance is not None or price_per_hour is not None or train_samples is not None
+    if instance is not None or nodes is not None:  # the catalog's cluster, transport, price
+        from .workload.instances import instance_profile, resolve_instance
+
+        cluster, transport, price = resolve_instance(instance, nodes, cluster, transport,
+                                                     framework)
+        price_per_hour = price if price_per_hour is None else price_per_hour
+        model, retimed = instance_profile(instance, resolve_model(model))
+        if not retimed:
+            import warnings
+
+            from .workload.instances import get_instance
+
+            warnings.warn(get_instance(instance).retime_warning(model), stacklevel=2)
     # without a framework or transport: the variant checked, cluster and options as given
     variant, cluster, options = apply_framework(variant, cluster, options, framework, transport)
-    return predict_net(variant, model, cluster, None, granularity=granularity, steps=steps,
+    pred = predict_net(variant, model, cluster, None, granularity=granularity, steps=steps,
                        warmup=warmup, replications=replications, seed=seed, parallel=parallel,
-                       trace=trace, samples=samples, progress=progress, **options)
+                       trace=trace, samples=samples, progress=progress, device=device,
+                       check_memory=check_memory, **options)
+    if priced:
+        pred.instance, pred.price_per_hour, pred.train_samples = (instance, price_per_hour,
+                                                                  train_samples)
+    return pred
 
 
 def predict_net(variant: str, model: str | ModelProfile, cluster: Cluster | Mapping[str, Any],
@@ -320,9 +377,11 @@ def predict_net(variant: str, model: str | ModelProfile, cluster: Cluster | Mapp
                 warmup: int | None = None, replications: int = 8,
                 seed: int | np.random.Generator | None = None, parallel: bool = True,
                 trace: bool = False, samples: bool = True, progress: bool = False,
-                meta: Mapping[str, Any] | None = None, **options: Any) -> Prediction:
+                meta: Mapping[str, Any] | None = None, device: Any = None,
+                check_memory: bool = True, **options: Any) -> Prediction:
     """:func:`predict`, reusing ``net`` when the caller already built it (the CLI builds the
-    first net before the JIT to report bad options early), else building it.
+    first net before the JIT to report bad options early), else building it; the memory per
+    GPU is computed (and checked, see :func:`predict`) before anything is built.
 
     ``net`` must be ``sgdnet.variants.build(variant, model, cluster, granularity, **options)``,
     or its compiled form (then ``meta`` is that net's ``meta``; :mod:`sgdnet.study.rerate`).
@@ -336,6 +395,7 @@ def predict_net(variant: str, model: str | ModelProfile, cluster: Cluster | Mapp
     replications = _count(replications, "replications", 1)
     if warmup is not None:
         warmup = _count(warmup, "warmup", 0)
+    memory = _memory(spec, prof, clu, options, device, check_memory)
     # no cyclic collection from the build to the end of the simulation: a net built here is
     # millions of objects, all alive until it is dropped below (then freed by reference
     # counting), which each collection in between would walk (1.4 s of 11 s CPU for the fine
@@ -357,7 +417,26 @@ def predict_net(variant: str, model: str | ModelProfile, cluster: Cluster | Mapp
         del net
     used = meta.get("cluster", clu)
     return Prediction(spec.name, prof, used if isinstance(used, Cluster) else clu, granularity,
-                      opts, steps, warmup, res, meta)
+                      opts, steps, warmup, res, meta, memory)
+
+
+def _memory(spec: Any, prof: ModelProfile, clu: Cluster, options: Mapping[str, Any],
+            device: Any, check: bool) -> Any:
+    """Memory per GPU of the configuration (:func:`sgdnet.workload.memory.memory_for`, on the
+    options as the build resolves them), checked against the device's when ``check``."""
+    from .workload.memory import check_fits, known_device, memory_for
+    from .workload.parallelism import memory_for_plan
+
+    opts = spec.resolve({k: v for k, v in options.items() if k != "heuristics"})
+    dev = known_device(prof, device)
+    if spec.name == "pipeline":  # the stage that needs the most, not the whole model per GPU
+        mem = memory_for_plan(prof, clu, opts, dev)
+    else:
+        mem = memory_for(spec.name, opts, prof, clu, dev)
+    if check:
+        check_fits(mem, f"variant {spec.name!r} of {prof.name!r} (batch {prof.batch_size} per "
+                        f"GPU) on {clu.workers} GPUs")
+    return mem
 
 
 @dataclass(frozen=True)
@@ -473,6 +552,9 @@ def summarize(prediction: Any, *, level: float = 0.95,
     out.update(_estimate_columns("steps_per_s", sps, level, quantiles, True))
     out.update(_estimate_columns("samples_per_s", prediction.samples_per_s, level, quantiles,
                                  False))
+    if hasattr(prediction, "memory"):  # bytes per GPU, in GB (10^9 bytes)
+        mem = prediction.memory
+        out["memory_gb"] = None if mem is None else _finite(mem.total / 1e9)
     result = getattr(prediction, "result", None)
     tags_by_name: dict[str, Mapping] = {}
     if result is not None:
@@ -489,6 +571,20 @@ def summarize(prediction: Any, *, level: float = 0.95,
         col = re.sub(r"\W+", "_", kind)
         out[f"util_{col}_mean"] = math.fsum(vals) / len(vals)
         out[f"util_{col}_max"] = max(vals)
+    if hasattr(prediction, "price_per_hour") or hasattr(prediction, "train_samples"):
+        from .workload.cost import cluster_nodes, cost_samples, tokens_per_sample
+
+        clu, prof = getattr(prediction, "cluster", None), getattr(prediction, "model", None)
+        for k, v in cost_samples(prediction.samples_per_s, cluster_nodes(clu) if clu else 1,
+                                 getattr(prediction, "price_per_hour", None),
+                                 train_samples=getattr(prediction, "train_samples", None),
+                                 tokens=tokens_per_sample(prof)).items():
+            if isinstance(v, np.ndarray) or (v is None and k not in out and k.startswith(
+                    ("cost_per_m", "time_to", "cost_to"))):  # per replication: mean and CI
+                out.update(_estimate_columns(k, Estimate(v if v is not None else [math.nan]),
+                                             level, quantiles, False))
+            else:
+                out[k] = v
     seeds = getattr(result, "seeds", None) if result is not None else None
     if seeds is not None:
         out["seeds"] = json.dumps([int(s) for s in seeds], separators=(",", ":"))

@@ -8,6 +8,7 @@ import pytest
 from sgdnet import models
 from sgdnet.errors import ProfileError, UnknownNameError
 from sgdnet.workload import compute as C
+from sgdnet.workload import optimizer as O
 from sgdnet.workload import transformers as T
 from sgdnet.workload.ops import Op
 from sgdnet.workload.profile import Layer, ModelProfile
@@ -27,7 +28,7 @@ def test_roofline_closed_forms():
     assert C.op_time(ew, dev, "fp16", 4) == pytest.approx(3.2e-4)
     assert C.ops_time([mm, ew], dev, "fp16", 4) == pytest.approx((1.32e-3, 2.64e-3))
     # Adam: 28 B per parameter at 0.5 x 1e11 B/s
-    assert C.update_time(1e6, dev, "adam") == pytest.approx(28e6 / 5e10)
+    assert O.update_time(1e6, dev, "adam") == pytest.approx(28e6 / 5e10)
 
 
 def test_builtin_devices_datasheet_ratios():
@@ -144,5 +145,5 @@ def test_vit_on_rtx3090_within_20_percent_of_timm_benchmark(name, arch, batch, p
               **arch)
     n = p.meta["parameters"]
     assert round(n / 1e6, 2) == params_m                  # timm's own parameter count
-    rate = batch / (p.compute_s + p.loss_s + C.update_time(n, "RTX3090", "momentum"))
+    rate = batch / (p.compute_s + p.loss_s + O.update_time(n, "RTX3090", "momentum"))
     assert abs(rate / published - 1) < 0.20

@@ -264,11 +264,16 @@ HIERARCHICAL_BARRIER = True
 
 def _channels(net: Net, cluster: Cluster, fabric: Fabric, name: str, nbytes: float,
               channels: int, ready: dict, done: dict, ctag: dict, sync: dict,
-              form: str = "auto") -> None:
+              form: str = "auto", rounds: int | None = None,
+              reducing: int | None = None) -> None:
     """``channels`` concurrent ring all-reduces of ``nbytes / channels`` in the orders of
     :func:`channel_order`, each on its own connections (lane ``k + 1``); a GPU is done when
-    all its rings are."""
+    all its rings are. ``rounds`` / ``reducing`` (default ``2(n-1)`` / ``n-1``, an
+    all-reduce): ``n-1`` / ``n-1`` is a reduce-scatter, ``n-1`` / 0 an all-gather
+    (:mod:`.shard_collectives`)."""
     n = cluster.workers
+    rounds = 2 * (n - 1) if rounds is None else rounds
+    reducing = n - 1 if reducing is None else reducing
     wt = {"kind": "sync", **sync}
     starts = {(i, k): net.place(f"{name}.ch{k}.w{i}.ready", worker=i).name
               for i in range(n) for k in range(channels)}
@@ -280,7 +285,7 @@ def _channels(net: Net, cluster: Cluster, fabric: Fabric, name: str, nbytes: flo
                        tags={"worker": i, **wt})
     for k in range(channels):
         _ring(net, fabric, f"{name}.ch{k}", channel_order(cluster, k), nbytes / (channels * n),
-              2 * (n - 1), n - 1, {i: starts[i, k] for i in range(n)},
+              rounds, reducing, {i: starts[i, k] for i in range(n)},
               {i: ends[i, k] for i in range(n)}, {**ctag, "channel": k}, sync, lane=k + 1,
               form=form)
     for i in range(n):

@@ -23,7 +23,7 @@ from .rings import LOOP_ROUNDS, RING_FORMS
 
 __all__ = ["Option", "check_choice", "check_bool", "check_int", "check_bytes",
            "check_per_worker_int", "per_worker", "largest", "MAX_LAYERS", "DISCIPLINE", "BALANCE",
-           "ACCUMULATE",
+           "ACCUMULATE", "OPTIMIZER",
            "COMM_GRANULARITY", "COMPRESSION", "PS_OPTIONS", "SYNC_PS_OPTIONS", "OPTION_HINTS",
            "ALLREDUCE_ALGORITHM", "CHUNKS", "CHANNELS", "RING_FORM", "COLLECTIVE_OPTIONS"]
 
@@ -185,6 +185,15 @@ ACCUMULATE = Option(
     "gradient_accumulation_steps): a step is k forward/backward passes and one exchange, k*B "
     "samples (every variant; ModelProfile.with_accumulation)",
     check_int(1, limit_name="max_count"),
+)
+OPTIMIZER = Option(
+    "optimizer", None,
+    "None (the profile's optimizer step as it is) or 'sgd', 'momentum', 'adam', 'adamw', "
+    "'lamb': the optimizer step re-timed from the bytes it reads and writes per parameter on "
+    "the memory bandwidth of the profile's device (sgdnet.workload.optimizer.with_optimizer), "
+    "and the optimizer states of the memory per GPU (every variant); a profile whose device is "
+    "not a built-in one keeps its update times, only its memory follows the option",
+    check_choice(None, "sgd", "momentum", "adam", "adamw", "lamb"),
 )
 COMM_GRANULARITY = Option(
     "comm_granularity", "layer",

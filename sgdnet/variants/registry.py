@@ -14,7 +14,7 @@ from typing import Any
 from .._gc import paused_gc
 from ..errors import UnknownNameError, VariantError
 from .inputs import resolve_cluster, resolve_model
-from .options import ACCUMULATE, OPTION_HINTS, Option
+from .options import ACCUMULATE, OPTIMIZER, OPTION_HINTS, Option
 
 __all__ = ["GRANULARITIES", "VariantSpec", "register", "names", "get", "build"]
 
@@ -48,6 +48,15 @@ class VariantSpec:
         ``iterations_per_s = steps_per_s / n`` is meaningful.
     warmup : callable or None
         ``f(cluster, options) -> int``: default warm-up in steps *per worker*; ``None`` means 10.
+    own_step_costs : bool
+        True when the builders take the profile's step costs outside the layers themselves
+        (the sharded variants charge the optimizer step on a shard): :meth:`build` then does
+        not fold them into the layers.
+    prepare : callable or None
+        ``f(profile, granularity, options) -> profile``, called by :meth:`build` on the
+        resolved profile and the caller's options before anything else: a variant's own
+        transformation of the profile, and its refusals of generic options it does not model
+        (``pipeline`` keeps its step costs apart and refuses ``accumulate``).
     """
 
     name: str
@@ -58,6 +67,8 @@ class VariantSpec:
     lockstep: bool = False
     warmup: Callable[[Any, dict], int] | None = None
     module: str = field(default="", compare=False)
+    own_step_costs: bool = False
+    prepare: Callable[[Any, str, dict], Any] | None = None
 
     def option_names(self) -> list[str]:
         """Names of the accepted options, in declaration order."""
@@ -121,6 +132,10 @@ class VariantSpec:
         accumulates), and ``net.meta["batch_sizes"]`` counts ``k`` times the samples.
         ``granularity="coarse+"`` refuses ``k > 1`` (its heuristics are derived for one
         micro-batch per step).
+
+        So is the generic option ``optimizer`` (:data:`.options.OPTIMIZER`; a variant may
+        declare its own, which its builder then also sees): given, the profile's optimizer
+        step is re-timed for it (:func:`_with_optimizer`).
         """
         if granularity not in (*GRANULARITIES, "coarse+"):
             raise VariantError(
@@ -128,17 +143,24 @@ class VariantSpec:
                 "'coarse+' (coarse with heuristics, sgdnet.variants.coarse)"
             )
         prof = resolve_model(model)
+        if self.prepare is not None:
+            prof = self.prepare(prof, granularity, options)
         clu = resolve_cluster(cluster)
         heur = options.pop("heuristics", None) if granularity == "coarse+" else None
         opts = self.resolve(options)
         acc = opts.pop(ACCUMULATE.name, 1)
+        generic = OPTIMIZER in self.options
+        optimizer = opts.pop(OPTIMIZER.name, None) if generic else opts.get(OPTIMIZER.name)
+        prof = _with_optimizer(prof, optimizer, opts)
         fn = self.build_fine if granularity == "fine" else self.build_coarse
         if granularity == "coarse+":  # the coarse model with heuristics (docs/coarse.md)
             from . import coarse
 
             _refuse_in_coarse_plus(opts, acc)
             fn = functools.partial(coarse.build, self.name, heuristics_=heur)
-        prof = prof.with_accumulation(acc, clu.compute_cv).with_step_costs_folded()
+        prof = prof.with_accumulation(acc, clu.compute_cv)
+        if not self.own_step_costs:
+            prof = prof.with_step_costs_folded()
         fallback = None
         if granularity == "fine" and "max_layers" in opts and options.get("max_layers") is None:
             from .budget import ElementCounter, fit_profile
@@ -168,7 +190,8 @@ class VariantSpec:
             workers=clu.workers,
             batch_size=prof.batch_size,
             lockstep=self.lockstep,
-            options={**opts, ACCUMULATE.name: acc},
+            options={**opts, ACCUMULATE.name: acc,
+                     **({OPTIMIZER.name: optimizer} if generic else {})},
         )
         with paused_gc():
             net.validate()
@@ -196,16 +219,40 @@ def _compact(model, cluster, opts: Mapping[str, Any]):
     return None if got is model else got
 
 
-def _accumulating(fn: BuildFn) -> BuildFn:
-    """``fn`` taking the generic ``accumulate`` option too, for callers of
+def _with_optimizer(model, optimizer: str | None, opts: Mapping[str, Any]):
+    """``model`` with its optimizer step re-timed for ``optimizer``
+    (:func:`sgdnet.workload.optimizer.with_optimizer`) on the profile's device, when
+    ``optimizer`` is given and the device is a built-in one; else ``model`` as it is. Weights
+    and gradients in the variant's ``dtype`` option (fp32 master weights), fp32 without one."""
+    if optimizer is None:
+        return model
+    from ..workload.compute import _builtin
+    from ..workload.optimizer import with_optimizer
+
+    model = resolve_model(model)
+    dev = _builtin(model.device)
+    if dev is None:
+        return model
+    dt = opts.get("dtype") or "fp32"
+    return with_optimizer(model, optimizer, dev, master_dtype="fp32", grad_dtype=dt,
+                          param_dtype=dt)
+
+
+def _accumulating(fn: BuildFn, generic_optimizer: bool = True) -> BuildFn:
+    """``fn`` taking the generic ``accumulate`` and ``optimizer`` options too, for callers of
     ``VariantSpec.build_fine`` / ``build_coarse`` with :meth:`VariantSpec.resolve`'s options
-    (:meth:`VariantSpec.build` handles it before calling, so ``fn`` never sees it there): 1 is
+    (:meth:`VariantSpec.build` handles them before calling, so ``fn`` never sees them there): 1 is
     dropped, ``k > 1`` builds on :meth:`ModelProfile.with_accumulation` and records the
-    samples per step in ``net.meta["batch_sizes"]``."""
+    samples per step in ``net.meta["batch_sizes"]``; an optimizer re-times the profile's
+    optimizer step (:func:`_with_optimizer`; popped unless the variant declares its own)."""
 
     @functools.wraps(fn)
     def build(model, cluster, **opts):
         acc = opts.pop(ACCUMULATE.name, 1)
+        optimizer = (opts.pop(OPTIMIZER.name, None) if generic_optimizer
+                     else opts.get(OPTIMIZER.name))
+        if optimizer is not None:
+            model = _with_optimizer(model, OPTIMIZER.check(optimizer), opts)
         if acc == 1:
             return fn(model, cluster, **opts)
         acc = ACCUMULATE.check(acc)
@@ -245,6 +292,8 @@ def register(
     coarse: BuildFn,
     lockstep: bool = False,
     warmup: Callable[[Any, dict], int] | None = None,
+    own_step_costs: bool = False,
+    prepare: Callable[[Any, str, dict], Any] | None = None,
 ) -> Callable[[BuildFn], BuildFn]:
     """Decorator registering a variant; it decorates the fine-grained builder.
 
@@ -277,15 +326,18 @@ def register(
         if ACCUMULATE.name in names_:
             raise VariantError(f"variant {name!r} declares {ACCUMULATE.name!r}, which the "
                                "registry gives every variant (VariantSpec.build); drop it")
+        generic = OPTIMIZER.name not in names_  # else the variant's own optimizer option
         _REGISTRY[name] = VariantSpec(
             name=name,
             summary=summary,
-            options=(*options, ACCUMULATE),
-            build_fine=_accumulating(fine),
-            build_coarse=_accumulating(coarse),
+            options=(*options, ACCUMULATE, *((OPTIMIZER,) if generic else ())),
+            build_fine=_accumulating(fine, generic),
+            build_coarse=_accumulating(coarse, generic),
             lockstep=lockstep,
             warmup=warmup,
             module=mod,
+            own_step_costs=own_step_costs,
+            prepare=prepare,
         )
         return fine
 

@@ -150,7 +150,8 @@ def _ring_loop(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk:
 def _ring_pipe(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk: float,
                rounds: int, reducing: int, ready: dict, done: dict, ctag: dict, sync: dict,
                lane: int = 0, ready_tokens: int = 1, join: bool = True,
-               barrier: bool = False) -> None:
+               barrier: bool = False, go_inputs: dict | None = None,
+               join_outputs: dict | None = None) -> None:
     """The ring of :func:`_ring` at flow level, as NCCL streams it: every ring edge carries
     its ``rounds`` chunks back to back, so it is one flow of ``rounds * chunk`` bytes per
     member (``2(m-1)/m * S`` for an all-reduce of ``S``) followed by the ring's latency term
@@ -180,6 +181,11 @@ def _ring_pipe(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk:
     NIC between nodes) the stepwise ring lets the fast edges hide the slow edge's latency
     (it never idles), the pipelined one charges the mean latency per round. ``O(m)`` transitions and ``O(m)`` events per ring,
     whatever the rounds; the net stays an event graph.
+
+    ``go_inputs`` / ``join_outputs`` (``barrier=True`` only): the whole input arcs of
+    ``{prefix}.go`` and output arcs of ``{prefix}.join`` (``{place: weight}``) instead of the
+    members' ``ready`` / ``done`` places, so that the ring itself is a collective's begin
+    and end barrier (:mod:`.shard_collectives`).
     """
     m = len(members)
     succ = {i: members[(x + 1) % m] for x, i in enumerate(members)}
@@ -187,7 +193,8 @@ def _ring_pipe(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk:
     go = {i: net.place(f"{prefix}.w{i}.go", worker=i).name for i in members}
     if barrier:
         end = net.place(f"{prefix}.end").name
-        net.transition(f"{prefix}.go", 0.0, inputs={ready[i]: ready_tokens for i in members},
+        net.transition(f"{prefix}.go", 0.0,
+                       inputs=go_inputs or {ready[i]: ready_tokens for i in members},
                        outputs={go[i]: 1 for i in members}, tags=dict(sync))
         for i in members:
             fabric.transfer(f"{prefix}.w{i}.send", rounds * chunk, ("worker", i),
@@ -195,7 +202,9 @@ def _ring_pipe(net: Net, fabric: Fabric, prefix: str, members: list[int], chunk:
                             tags={"worker": i, **ctag, "rounds": rounds, "form": "pipelined"},
                             reduce=reducing / rounds, lane=lane, latency=0.0, messages=rounds)
         net.transition(f"{prefix}.join", Deterministic(lat) if lat > 0 else 0.0,
-                       inputs={end: m}, outputs={done[i]: 1 for i in members},
+                       inputs={end: m},
+                       outputs=join_outputs if join_outputs is not None
+                       else {done[i]: 1 for i in members},
                        servers=math.inf, tags=dict(sync))
         return
     if join:

@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import ProfileError
-from .compute import Device, get_device, ops_time, update_time
+from .compute import Device, get_device, ops_time
 from .ops import (
     Op,
     batchnorm_op,
@@ -54,6 +54,7 @@ from .ops import (
     pool_op,
     softmax_xent_op,
 )
+from .optimizer import update_time
 from .profile import Layer, ModelProfile, Tensor
 from .transformers import ArchLayer
 

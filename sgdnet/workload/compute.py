@@ -13,8 +13,11 @@ tf32, 2 for fp16 and bf16: mixed precision keeps activations in half precision).
 pass of an op costs twice its forward (gradients with respect to the input and to the
 weights), in FLOPs and in traffic. A layer's time is the sum of its ops' times.
 
-Optimizer steps are memory-bound: an update of ``n`` parameters moves ``n *
-OPTIMIZER_BYTES[optimizer]`` bytes (fp32 master weights, gradients and optimizer state).
+Optimizer steps are memory-bound on the device's bandwidth: :mod:`sgdnet.workload.optimizer`
+(bytes per parameter of every optimizer and precision, ``update_time``).
+
+A device's ``memory`` (bytes of HBM / GDDR per GPU) is what :mod:`sgdnet.workload.memory`
+checks a configuration's memory per GPU against.
 
 Peak numbers are NVIDIA's public datasheet / whitepaper figures (dense, without structured
 sparsity); see :data:`DEVICES`. The default efficiency :data:`EFFICIENCY` was calibrated once
@@ -39,23 +42,23 @@ from ..errors import ProfileError, UnknownNameError
 from .ops import Op
 from .profile import PRECISIONS, Layer, ModelProfile, Tensor
 
-__all__ = ["Device", "DEVICES", "DEVICE_ALIASES", "EFFICIENCY", "OPTIMIZER_BYTES",
+__all__ = ["Device", "DEVICES", "DEVICE_ALIASES", "EFFICIENCY", "DTYPE_BYTES", "GIB",
            "BYTES_PER_ELEM", "GRAD_DTYPES", "get_device", "load_device", "op_time", "ops_time",
-           "update_time", "retime"]
+           "retime"]
 
 #: Bytes per activation element for each precision.
 BYTES_PER_ELEM = MappingProxyType({"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2})
 
+#: Bytes per element of the dtypes parameters, gradients and master weights are kept in (and
+#: sent in: :func:`retime`'s ``grad_dtype``, the sharded variants' ``dtype``).
+DTYPE_BYTES: Mapping[str, int] = MappingProxyType({"fp32": 4, "fp16": 2, "bf16": 2})
 #: Bytes per gradient element as a framework communicates it (:func:`retime`'s
 #: ``grad_dtype``).
-GRAD_DTYPES = MappingProxyType({"fp32": 4, "fp16": 2, "bf16": 2})
+GRAD_DTYPES = DTYPE_BYTES
 
-#: Memory traffic per parameter of one optimizer update (fp32 master weights): SGD reads
-#: weight and gradient and writes the weight (3 x 4 B); momentum adds a buffer read and
-#: written (5 x 4 B); Adam/AdamW/LAMB read weight, gradient, two moments and write weight
-#: and two moments (7 x 4 B).
-OPTIMIZER_BYTES = MappingProxyType({"sgd": 12, "momentum": 20, "adam": 28, "adamw": 28,
-                                    "lamb": 28})
+#: Bytes in a GiB: the GB of GPU memory on NVIDIA's datasheets are binary (DRAM dies come in
+#: powers of two; nvidia-smi reports 81,920 MiB on an A100-SXM4-80GB).
+GIB = 2**30
 
 #: Achievable fraction of peak FLOP/s and of peak bandwidth (one factor, as Paleo's "platform
 #: percent of peak"). Calibrated on one measurement: BERT-large pre-training, sequence 128,
@@ -91,12 +94,16 @@ class Device:
         Achievable fraction of both peaks, in (0, 1].
     source : str
         Where the numbers come from.
+    memory : float or None
+        Bytes of device memory (HBM / GDDR) of one GPU, as the datasheet states it (in GiB,
+        :data:`GIB`); None when unknown (then no configuration is checked against it). Not
+        compared (like ``source``): two devices with the same rates are equal.
 
     Raises
     ------
     ProfileError
-        A non-positive rate or bandwidth, an efficiency outside (0, 1], an unknown precision,
-        or a precision with a matrix rate but no vector rate.
+        A non-positive rate, bandwidth or memory, an efficiency outside (0, 1], an unknown
+        precision, or a precision with a matrix rate but no vector rate.
     """
 
     name: str
@@ -105,6 +112,7 @@ class Device:
     mem_bw: float
     efficiency: float = EFFICIENCY
     source: str = field(default="", compare=False)
+    memory: float | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -130,6 +138,9 @@ class Device:
             raise ProfileError(f"device {self.name!r}: efficiency {e!r} is above 1 (a fraction "
                                "of peak)")
         object.__setattr__(self, "efficiency", e)
+        if self.memory is not None:
+            object.__setattr__(self, "memory", _positive(self.memory, f"device {self.name!r}: "
+                                                                      "memory"))
 
     @property
     def precisions(self) -> tuple[str, ...]:
@@ -146,7 +157,7 @@ class Device:
     def with_efficiency(self, efficiency: float) -> Device:
         """A copy with another efficiency."""
         return Device(self.name, self.matmul_flops, self.vector_flops, self.mem_bw, efficiency,
-                      self.source)
+                      self.source, self.memory)
 
     @classmethod
     def from_datasheet(cls, name: str, *, fp32_tflops: float, mem_bw_gbs: float,
@@ -155,7 +166,8 @@ class Device:
                        tf32_tensor_tflops: float | None = None,
                        bf16_tensor_tflops: float | None = None,
                        bf16_tflops: float | None = None, sparse: bool = False,
-                       efficiency: float = EFFICIENCY, source: str = "") -> Device:
+                       efficiency: float = EFFICIENCY, source: str = "",
+                       memory_gb: float | None = None) -> Device:
         """A device from the figures of its datasheet (TFLOPS and GB/s, as printed).
 
         Parameters
@@ -187,6 +199,9 @@ class Device:
             Achievable fraction of peak (default :data:`EFFICIENCY`).
         source : str
             Where the figures come from (default: "datasheet figures given by the user").
+        memory_gb : float, optional
+            Device memory of one GPU as printed ("80GB HBM2e"): GiB, :data:`GIB` bytes each;
+            default unknown.
 
         Raises
         ------
@@ -220,8 +235,9 @@ class Device:
         if t_bf is not None:
             matmul["bf16"], vector["bf16"] = t_bf * dense, (v_bf if v_bf is not None else f32)
         bw = _positive(mem_bw_gbs, f"{what}: mem_bw_gbs") * 1e9
+        mem = None if memory_gb is None else _positive(memory_gb, f"{what}: memory_gb") * GIB
         return cls(name, matmul, vector, bw, efficiency,
-                   source or "datasheet figures given by the user")
+                   source or "datasheet figures given by the user", mem)
 
 
 _T = 1e12
@@ -248,67 +264,86 @@ _T = 1e12
 DEVICES: Mapping[str, Device] = MappingProxyType({d.name: d for d in (
     Device("V100", {"fp32": 15.7 * _T, "fp16": 125 * _T},
            {"fp32": 15.7 * _T, "fp16": 31.4 * _T}, 900e9,
-           source="NVIDIA Tesla V100 datasheet (SXM2); Volta whitepaper"),
+           memory=32 * GIB,
+           source="NVIDIA Tesla V100 datasheet (SXM2 32GB: 32 GB HBM2); Volta whitepaper"),
     Device("A100", {"fp32": 19.5 * _T, "tf32": 156 * _T, "fp16": 312 * _T, "bf16": 312 * _T},
            {"fp32": 19.5 * _T, "tf32": 19.5 * _T, "fp16": 78 * _T, "bf16": 39 * _T}, 2039e9,
-           source="NVIDIA A100 datasheet (SXM4 80GB); Ampere GA100 whitepaper"),
+           memory=80 * GIB,
+           source="NVIDIA A100 datasheet (SXM4 80GB: 80 GB HBM2e); Ampere GA100 whitepaper"),
     Device("A100-40GB", {"fp32": 19.5 * _T, "tf32": 156 * _T, "fp16": 312 * _T,
                          "bf16": 312 * _T},
            {"fp32": 19.5 * _T, "tf32": 19.5 * _T, "fp16": 78 * _T, "bf16": 39 * _T}, 1555e9,
-           source="NVIDIA A100 datasheet (SXM4 40GB); Ampere GA100 whitepaper"),
+           memory=40 * GIB,
+           source="NVIDIA A100 datasheet (SXM4 40GB: 40 GB HBM2); Ampere GA100 whitepaper"),
     Device("RTX3090", {"fp32": 35.6 * _T, "tf32": 35.6 * _T, "fp16": 71 * _T, "bf16": 71 * _T},
            {"fp32": 35.6 * _T, "tf32": 35.6 * _T, "fp16": 35.6 * _T, "bf16": 35.6 * _T}, 936e9,
+           memory=24 * GIB,
            source="NVIDIA Ampere GA102 whitepaper (GeForce RTX 3090): tensor rates with FP32 "
-                  "accumulate, as PyTorch AMP uses"),
+                  "accumulate, as PyTorch AMP uses; 24 GB GDDR6X"),
     Device("H100", {"fp32": 67 * _T, "tf32": 494.7 * _T, "fp16": 989.4 * _T,
                     "bf16": 989.4 * _T},
            {"fp32": 67 * _T, "tf32": 67 * _T, "fp16": 133.8 * _T, "bf16": 133.8 * _T}, 3.35e12,
-           source="NVIDIA H100 datasheet (SXM5, dense = half the sparse figures); Hopper "
-                  "whitepaper"),
+           memory=80 * GIB,
+           source="NVIDIA H100 datasheet (SXM5, dense = half the sparse figures; 80 GB "
+                  "HBM3); Hopper whitepaper"),
     # -- older and inference-class GPUs the clouds rent (issue #36) --
     Device("K80", {"fp32": 4.37 * _T}, {"fp32": 4.37 * _T}, 240e9,
+           memory=12 * GIB,
            source="NVIDIA Tesla K80 datasheet (2014): 8.74 TFLOPS FP32 at GPU Boost and 480 "
                   "GB/s for the board's two GK210 GPUs; one GK210 (one CUDA device, as "
                   "clouds expose it) has half: 2,496 cores x 2 x 875 MHz = 4.37 TFLOPS, "
-                  "240 GB/s. Kepler has no FP16 arithmetic: fp32 only"),
+                  "240 GB/s, and 12 GB of the board's 24 GB GDDR5. Kepler has no FP16 "
+                  "arithmetic: fp32 only"),
     Device("P100-SXM2", {"fp32": 10.6 * _T, "fp16": 10.6 * _T},
            {"fp32": 10.6 * _T, "fp16": 21.2 * _T}, 732e9,
+           memory=16 * GIB,
            source="NVIDIA Tesla P100 datasheet (2016), NVLink/SXM2 column: FP32 10.6, FP16 "
-                  "21.2 TFLOPS, CoWoS HBM2 732 GB/s. No tensor cores: FP16 runs at 2x on "
+                  "21.2 TFLOPS, 16 GB CoWoS HBM2 at 732 GB/s. No tensor cores: FP16 runs at 2x on "
                   "the CUDA cores (vector ops), but mixed-precision GEMMs and convolutions "
                   "accumulate in FP32 (PyTorch AMP's cublasGemmEx compute type, TF's "
                   "TF_FP16_MATMUL/CONV_USE_FP32_COMPUTE defaults), which runs at the FP32 "
                   "rate"),
     Device("P100-PCIe", {"fp32": 9.3 * _T, "fp16": 9.3 * _T},
            {"fp32": 9.3 * _T, "fp16": 18.7 * _T}, 732e9,
+           memory=16 * GIB,
            source="NVIDIA Tesla P100 datasheet (2016), PCIe 16GB column: FP32 9.3, FP16 18.7 "
-                  "TFLOPS, 732 GB/s (549 GB/s on the 12GB card); FP16 matrix ops at the FP32 "
-                  "rate as for P100-SXM2"),
+                  "TFLOPS, 16 GB at 732 GB/s (12 GB at 549 GB/s on the 12GB card); FP16 matrix "
+                  "ops at the FP32 rate as for P100-SXM2"),
     Device("V100-PCIe", {"fp32": 14 * _T, "fp16": 112 * _T},
            {"fp32": 14 * _T, "fp16": 28 * _T}, 900e9,
+           memory=16 * GIB,
            source="NVIDIA Tesla V100 datasheet (2018), PCIe column: FP32 14, Tensor 112 "
-                  "TFLOPS, HBM2 900 GB/s; FP16 on CUDA cores 2x FP32 (Volta whitepaper)"),
+                  "TFLOPS, HBM2 900 GB/s, 16 GB (the datasheet's 32 GB card: "
+                  "dataclasses.replace(d, memory=32 * GIB)); FP16 on CUDA cores 2x FP32 "
+                  "(Volta whitepaper)"),
     Device("T4", {"fp32": 8.1 * _T, "fp16": 65 * _T},
            {"fp32": 8.1 * _T, "fp16": 16.2 * _T}, 320e9,
+           memory=16 * GIB,
            source="NVIDIA T4 datasheet (2018): FP32 8.1, mixed precision (FP16/FP32) 65 "
-                  "TFLOPS, GDDR6 320 GB/s; FP16 on CUDA cores 2x FP32 (Turing whitepaper)"),
+                  "TFLOPS, 16 GB GDDR6 at 320 GB/s; FP16 on CUDA cores 2x FP32 (Turing "
+                  "whitepaper)"),
     Device("A10", {"fp32": 31.2 * _T, "tf32": 62.5 * _T, "fp16": 125 * _T, "bf16": 125 * _T},
            {"fp32": 31.2 * _T, "tf32": 31.2 * _T, "fp16": 31.2 * _T, "bf16": 31.2 * _T},
            600e9,
+           memory=24 * GIB,
            source="NVIDIA A10 datasheet (2021): FP32 31.2, TF32 Tensor 62.5, BF16/FP16 Tensor "
-                  "125 TFLOPS dense (twice with sparsity), GDDR6 600 GB/s; FP16/BF16 on CUDA "
+                  "125 TFLOPS dense (twice with sparsity), 24 GB GDDR6 at 600 GB/s; FP16/BF16 on "
+                  "CUDA "
                   "cores at the FP32 rate (GA102, Ampere GA102 whitepaper)"),
     Device("L4", {"fp32": 30.3 * _T, "tf32": 60 * _T, "fp16": 121 * _T, "bf16": 121 * _T},
            {"fp32": 30.3 * _T, "tf32": 30.3 * _T, "fp16": 30.3 * _T, "bf16": 30.3 * _T},
            300e9,
+           memory=24 * GIB,
            source="NVIDIA L4 datasheet (2023): FP32 30.3, TF32 Tensor 120 and BF16/FP16 "
-                  "Tensor 242 TFLOPS with sparsity (60 and 121 dense), GDDR6 300 GB/s; FP16 "
+                  "Tensor 242 TFLOPS with sparsity (60 and 121 dense), 24 GB GDDR6 at 300 GB/s; "
+                  "FP16 "
                   "on CUDA cores at the FP32 rate (Ada AD104)"),
     Device("A100-PCIe", {"fp32": 19.5 * _T, "tf32": 156 * _T, "fp16": 312 * _T,
                          "bf16": 312 * _T},
            {"fp32": 19.5 * _T, "tf32": 19.5 * _T, "fp16": 78 * _T, "bf16": 39 * _T}, 1935e9,
-           source="NVIDIA A100 datasheet (PCIe 80GB: the SXM rates, HBM2e 1,935 GB/s); Ampere "
-                  "GA100 whitepaper"),
+           memory=80 * GIB,
+           source="NVIDIA A100 datasheet (PCIe 80GB: the SXM rates, 80 GB HBM2e at 1,935 "
+                  "GB/s); Ampere GA100 whitepaper"),
 )})
 
 #: Other names of built-in devices (case-insensitive, as :func:`get_device` reads them).
@@ -319,19 +354,21 @@ DEVICE_ALIASES: Mapping[str, str] = MappingProxyType({
 
 _DATASHEET_KEYS = ("name", "fp32_tflops", "mem_bw_gbs", "fp16_tensor_tflops", "fp16_tflops",
                    "tf32_tensor_tflops", "bf16_tensor_tflops", "bf16_tflops", "sparse",
-                   "efficiency", "source")
+                   "efficiency", "source", "memory_gb")
 
 
 def load_device(path: str | os.PathLike) -> Device:
     """A device from a YAML or JSON file of datasheet figures.
 
     The file holds one mapping with the keyword arguments of :meth:`Device.from_datasheet`
-    (``name``, ``fp32_tflops`` and ``mem_bw_gbs`` required)::
+    (``name``, ``fp32_tflops`` and ``mem_bw_gbs`` required; ``memory_gb``, the GPU's memory
+    in GiB, optional: without it no configuration is checked against the device's memory)::
 
         name: A10G
         fp32_tflops: 31.2
         fp16_tensor_tflops: 70
         mem_bw_gbs: 600
+        memory_gb: 24
         source: AWS EC2 G5 instance page
 
     Raises
@@ -439,15 +476,6 @@ def ops_time(ops: Iterable[Op], device: str | Device, precision: str, batch_size
     f = math.fsum(op_time(o, device, precision, batch_size) for o in ops)
     b = math.fsum(op_time(o, device, precision, batch_size, backward=True) for o in ops)
     return f, b
-
-
-def update_time(n_params: float, device: str | Device, optimizer: str = "adam") -> float:
-    """Memory-bound time of one optimizer update of ``n_params`` parameters, seconds."""
-    d = get_device(device)
-    if optimizer not in OPTIMIZER_BYTES:
-        raise ProfileError(f"unknown optimizer {optimizer!r}; use one of "
-                           f"{list(OPTIMIZER_BYTES)}")
-    return n_params * OPTIMIZER_BYTES[optimizer] / (d.mem_bw * d.efficiency)
 
 
 def _model_time(layers: Iterable[Layer], device: Device, precision: str, batch: int

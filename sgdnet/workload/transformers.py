@@ -14,7 +14,7 @@ a :class:`~sgdnet.workload.profile.ModelProfile` whose
   FLOPs and elements moved per sample; the **times** are those ops on a
   :class:`~sgdnet.workload.compute.Device` by the roofline of :mod:`sgdnet.workload.compute`;
 * **step costs**: the loss (cross-entropy over the output logits) as ``loss_s``, the
-  optimizer's per-tensor update (memory-bound, :func:`~sgdnet.workload.compute.update_time`)
+  optimizer's per-tensor update (memory-bound, :func:`~sgdnet.workload.optimizer.update_time`)
   as each tensor's ``update_s``; ``zero_grad`` is free (``set_to_none=True``, PyTorch's
   default since 2.0).
 
@@ -29,8 +29,9 @@ import math
 from dataclasses import dataclass
 
 from ..errors import ProfileError
-from .compute import Device, get_device, ops_time, update_time
+from .compute import Device, get_device, ops_time
 from .ops import Op
+from .optimizer import update_time
 from .profile import Layer, ModelProfile, Tensor
 
 __all__ = ["ArchLayer", "bert", "gpt2", "vit", "bert_large", "gpt2_medium", "gpt2_xl",
