@@ -32,13 +32,21 @@ def table(tmp_path):
     return out
 
 
-def test_plot_command_draws_one_line_per_hue(table, tmp_path, capsys):
+def test_plot_command_draws_one_line_per_hue_and_panel(table, tmp_path, capsys):
+    # issue #42: the rows also vary in cluster.workers, which gets a panel each (it used to
+    # be one zig-zag line per variant through every worker count)
     png = tmp_path / "fig.png"
     code = main(["plot", str(table), "--x", "cluster.bandwidth", "--hue", "variant",
                  "--out", str(png)])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert png.stat().st_size > 1000 and "(2 lines)" in out
+    assert png.stat().st_size > 1000 and "3 panel(s), 6 lines" in out
+    assert "panel by cluster.workers" in out
+    code = main(["plot", str(table), "--x", "cluster.bandwidth", "--where",
+                 "cluster.workers=2", "--out", str(png)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "1 panel(s), 2 lines" in out
 
 
 def test_plot_table_uses_the_numeric_twin_and_means(table):
@@ -69,3 +77,35 @@ def test_unknown_column_is_one_line_exit_2(table, tmp_path, capsys):
     assert code == 2 and len(err.strip().splitlines()) == 1 and "cluster.workers" in err
     with pytest.raises(SgdnetError, match="list of dicts"):
         plot_table("results.csv", "x")
+
+
+def test_three_axes_give_one_line_per_combination_with_units(tmp_path, capsys):
+    """The README's study shape (variant x workers x bandwidth x straggler): a panel per
+    bandwidth, a colour per variant, a line style per straggler setting, units on the axes."""
+    out = tmp_path / "r.csv"
+
+    def run(variant, model, cluster, *, seed, **kw):
+        slow = 1.0 if cluster.straggler is None else 0.8
+        return {"samples_per_s_mean": 10.0 * cluster.workers * slow * (2 if variant == "a" else 1)}
+
+    Study(grid={"variant": ["a", "b"], "cluster.workers": [1, 2, 4],
+                "cluster.bandwidth": ["1Gbps", "10Gbps"],
+                "cluster.straggler": [None, {"kind": "step", "p": 0.1, "factor": 3}]},
+          fixed={"model": "m"}, runner=run).run("serial", out=out)
+    png = tmp_path / "f.png"
+    assert main(["plot", str(out), "--x", "cluster.workers", "--out", str(png)]) == 0
+    assert "2 panel(s), 8 lines" in capsys.readouterr().out
+    from sgdnet.study import read_table
+
+    ax = plot_table(read_table(out), "cluster.workers")
+    panels = [a for a in ax.figure.axes if a.get_visible()]
+    assert [a.get_title() for a in panels] == ["bandwidth 1Gbps", "bandwidth 10Gbps"]
+    assert panels[0].get_ylabel() == "throughput (samples/s)"
+    assert panels[0].get_xlabel() == "workers"
+    styles = {ln.get_linestyle() for ln in panels[0].get_lines() if ln.get_label() != "ideal linear"}
+    assert len(styles) == 2  # straggler none / step
+    labels = [t.get_text() for t in ax.figure.legends[0].get_texts()]
+    assert labels[:4] == ["a", "b", "none", "step factor=3 p=0.1"]
+    ax = plot_table(read_table(out), "cluster.bandwidth", where=[("cluster.workers", 4)])
+    assert ax.get_xlabel() == "bandwidth (Gbit/s)"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "10"]

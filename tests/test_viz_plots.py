@@ -85,3 +85,68 @@ def test_utilization_bars_match_the_result(result, tmp_path):
         plot_utilization(result, resources=["nope"])
     ax = plot_utilization({"x": 0.5})
     plt.close(ax.figure)
+
+
+def _rows():
+    """variant x workers x bandwidth, samples/s = 10 * workers (a) or 5 * workers (b)."""
+    return [{"variant": v, "cluster.workers": w, "cluster.bandwidth": bw,
+             "cluster.bandwidth_Bps": bps, "samples_per_s_mean": f * w,
+             "efficiency": 1.0 if w == 1 else 0.5}
+            for v, f in (("a", 10.0), ("b", 5.0)) for w in (1, 2, 4)
+            for bw, bps in (("1Gbps", 1.25e8), ("10Gbps", 1.25e9), ("100Gbps", 1.25e10))]
+
+
+def test_plot_table_facets_one_panel_per_bandwidth():
+    from sgdnet.viz import plot_table
+
+    ax = plot_table(_rows(), "cluster.workers")
+    panels = [a for a in ax.figure.axes if a.get_visible()]
+    assert len(panels) == 3
+    for a, bw in zip(panels, ("1Gbps", "10Gbps", "100Gbps")):
+        assert a.get_title() == f"bandwidth {bw}"
+        data = {ln.get_label(): ln for ln in a.get_lines()}
+        np.testing.assert_allclose(data["a"].get_ydata(), [10, 20, 40])
+        np.testing.assert_allclose(data["b"].get_ydata(), [5, 10, 20])
+        # ideal: the panel's best one-worker throughput times the workers
+        np.testing.assert_allclose(data["ideal linear"].get_ydata(), [10, 20, 40])
+    plt.close(ax.figure)
+
+
+def test_plot_table_refuses_a_line_through_mixed_settings():
+    from sgdnet.viz import plot_table
+
+    rows = [dict(r, **{"cluster.latency": lat}) for r in _rows() for lat in ("5us", "50us")]
+    rows = [dict(r, **{"model": m}) for r in rows for m in ("x", "y")]
+    with pytest.raises(SgdnetError, match="mixed settings") as e:
+        plot_table(rows, "cluster.workers")
+    assert "model" in str(e.value) and "--where" in str(e.value)
+    with pytest.raises(SgdnetError, match="do not fit one ax"):
+        plot_table(_rows(), "cluster.workers", ax=plt.subplots()[1])
+    # two rows at one point of one line (a column that is not a parameter differs)
+    dup = [dict(r, row_id=str(i)) for i, r in enumerate(_rows() + _rows())]
+    with pytest.raises(SgdnetError, match="two rows at"):
+        plot_table(dup, "cluster.workers", where=[("cluster.bandwidth", "1Gbps")])
+    plt.close("all")
+
+
+def test_efficiency_is_labelled_and_its_ideal_is_flat():
+    from sgdnet.viz import plot_table
+
+    ax = plot_table(_rows(), "cluster.workers", "efficiency", where=[("cluster.bandwidth", "1Gbps")])
+    assert ax.get_ylabel() == "scaling efficiency"
+    ideal = [ln for ln in ax.get_lines() if ln.get_label().startswith("ideal")]
+    assert len(ideal) == 1 and set(ideal[0].get_ydata()) == {1.0}
+    plt.close(ax.figure)
+
+
+def test_pareto_plot_marks_the_front():
+    from sgdnet.viz.pareto import plot_pareto
+
+    rows = [{"instance": "p4d", "nodes": n, "variant": "v", "time_h": t, "cost": c,
+             "within": True} for n, t, c in ((1, 40, 30), (2, 20, 60), (4, 12, 100))]
+    ax = plot_pareto(rows, [("p4d", 1, "v"), ("p4d", 2, "v"), ("p4d", 4, "v")])
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("hours per 10⁶ samples", "$ per 10⁶ samples")
+    assert len(ax.collections) == 3 and len(ax.texts) == 3
+    plt.close(ax.figure)
+    with pytest.raises(SgdnetError, match="prices unknown"):
+        plot_pareto([{"instance": "x", "nodes": 1, "variant": "v", "time_h": 1, "cost": None}])

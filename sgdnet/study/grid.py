@@ -16,7 +16,7 @@ from typing import Any
 
 from .._interrupts import Interrupts
 from ..errors import StudyError
-from ..limits import check_limit, limit
+from ..limits import check_limit
 from .executors import (
     EXECUTORS,
     _dask_executor,
@@ -58,26 +58,21 @@ def _refuse_in_spawned_worker() -> None:
 
 def _check_expanded_size(data: Any, where: str) -> None:
     """Refuse a config whose nodes, counted with YAML aliases expanded, exceed the
-    ``max_config_nodes`` limit (an alias bomb: a few lines that expand to billions of nodes), or
-    that nests deeper than ``max_depth``. Stops counting at the limit, so it is cheap."""
-    budget, max_depth = limit("max_config_nodes"), limit("max_depth")
-    stack: list[tuple[Any, int]] = [(data, 0)]
-    seen = 0
-    while stack:
-        node, depth = stack.pop()
-        seen += 1
-        if seen > budget:
-            raise StudyError(f"study config {where!r} has more than {budget:,} values once its "
-                             "YAML aliases (&anchor / *alias) are expanded; write the grid out "
-                             "without nested aliases (limit max_config_nodes, raise it with "
-                             "SGDNET_MAX_CONFIG_NODES=N)")
-        if depth > max_depth:
-            raise StudyError(f"study config {where!r} nests deeper than {max_depth} levels")
-        if isinstance(node, Mapping):
-            stack.extend((v, depth + 1) for v in node.values())
-            seen += len(node)  # the keys
-        elif isinstance(node, (list, tuple)):
-            stack.extend((v, depth + 1) for v in node)
+    ``max_config_nodes`` limit (an alias bomb), or that nests deeper than ``max_depth``: the
+    check every YAML sgdnet reads gets (:func:`sgdnet._files.check_expanded_size`)."""
+    from .._files import check_expanded_size
+
+    check_expanded_size(data, f"study config {where!r}", StudyError)
+
+
+def _size_key(params: Mapping[str, Any]) -> str:
+    """The column a row's speed-up is against: ``nodes`` on an ``instance`` axis (issue #42;
+    the 1-node row is the baseline), else ``cluster.workers``."""
+    return "nodes" if "instance" in params else "cluster.workers"
+
+
+def _size(params: Mapping[str, Any]) -> Any:
+    return params.get(_size_key(params), 1)
 
 
 class Study:
@@ -155,6 +150,8 @@ class Study:
         self.seed = seed
         self.common = common_random_numbers
         self.replications = replications
+        if out is not None and not isinstance(out, (str, os.PathLike)):
+            raise StudyError(f"Study out={out!r:.80} must be a file path (str or Path) or None")
         self.out = None if out is None else Path(out)
         self.name = name or "study"
         self.runner = runner
@@ -172,6 +169,10 @@ class Study:
             sub = grid_in.pop("cluster")
             grid_in.update({f"cluster.{k}": v for k, v in sub.items()})
         self.grid = {k: _axis_values(k, v) for k, v in grid_in.items()}
+        for i, c in enumerate(configs or []):
+            if not isinstance(c, Mapping):
+                raise StudyError(f"Study configs[{i}]={c!r:.80} must be a mapping of parameter "
+                                 "name -> value, e.g. {'variant': 'sync-ps'}")
         self.explicit = [_flatten(dict(c), f"configs[{i}]") for i, c in enumerate(configs or [])]
         if configs is not None and not self.explicit:
             raise StudyError("Study configs=[] has no configuration; give at least one or omit it")
@@ -179,6 +180,11 @@ class Study:
         _check_keys({k: None for k in self.grid}, "grid")
         for i, c in enumerate(self.explicit):
             _check_keys(c, f"configs[{i}]")
+        n_rows = len(self.explicit or [{}])
+        for v in self.grid.values():
+            n_rows *= len(v)
+        check_limit("Study rows (configs x the grid's axes)", n_rows, "max_study_rows",
+                    error=StudyError)  # before a million dicts are built
         self._configs = self._expand()
         self._ids = [row_id(c, seed, self.common) for c in self._configs]
         dup = len(set(self._ids)) != len(self._ids)
@@ -297,6 +303,13 @@ class Study:
         """Unknown variants and models fail before anything runs (default runner only)."""
         from .. import models
 
+        for c in self._configs:  # a list or dict where a name belongs
+            for key in ("variant", "model"):
+                v = c.get(key)
+                if not (v is None or isinstance(v, str) or (key == "model"
+                                                             and hasattr(v, "layers"))):
+                    raise StudyError(f"Study {key}={v!r:.80} must be a name (str)"
+                                     + (" or a ModelProfile" if key == "model" else ""))
         variants_seen = {c.get("variant") for c in self._configs}
         models_seen = {c.get("model") for c in self._configs}
         try:
@@ -438,7 +451,7 @@ class Study:
                                   self.param_names)
         todo = [i for i, rid in enumerate(ids) if rid not in done]
         # speed-up baselines (one worker) first, so dependants rarely wait for theirs
-        todo.sort(key=lambda i: (self._configs[i].get("cluster.workers", 1) != 1, i))
+        todo.sort(key=lambda i: (_size(self._configs[i]) != 1, i))
         rows: dict[str, dict[str, Any]] = dict(done)
         ran = 0
         failures: list[str] = []
@@ -496,10 +509,11 @@ class Study:
                            self.param_names)
 
     def _baseline_key(self, params: Mapping[str, Any]) -> str | None:
-        if params.get("cluster.workers", 1) == 1 and "cluster.speeds" not in params:
+        key = _size_key(params)  # cluster.workers, or nodes of an instance
+        if _size(params) == 1 and "cluster.speeds" not in params:
             return None
-        rest = {k: v for k, v in params.items() if k not in ("cluster.workers", "cluster.speeds")}
-        return row_id({**rest, "cluster.workers": 1}, self.seed, self.common)
+        rest = {k: v for k, v in params.items() if k not in (key, "cluster.speeds")}
+        return row_id({**rest, key: 1}, self.seed, self.common)
 
     def _release(self, row: dict[str, Any], rows: dict[str, dict[str, Any]],
                  waiting: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -512,11 +526,11 @@ class Study:
             rows[row["row_id"]] = row
             ready.append(row)
             for dep in waiting.pop(row["row_id"], []):
-                _speedup(dep, row, dep.get("cluster.workers", 1))
+                _speedup(dep, row, dep.get(_size_key(dep), 1))
                 rows[dep["row_id"]] = dep
                 ready.append(dep)
         elif base_id in rows or base_id not in self._index:
-            _speedup(row, rows.get(base_id), params.get("cluster.workers", 1))
+            _speedup(row, rows.get(base_id), _size(params))
             rows[row["row_id"]] = row
             ready.append(row)
         else:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from .chrome_trace import chrome_trace_events, to_chrome_trace
 from .dot import to_dot
 from .draw import draw_net, layout_lanes
+from .pareto import plot_pareto
 from .plots import plot_distribution, plot_scaling, plot_table, plot_utilization
 from .style import KIND_COLORS, kind_color
 from .timeline import timeline
@@ -36,6 +37,7 @@ __all__ = [
     "plot_table",
     "plot_distribution",
     "plot_utilization",
+    "plot_pareto",
     "KIND_COLORS",
     "kind_color",
 ]
