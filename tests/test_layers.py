@@ -25,9 +25,13 @@ RANK = {
     "variants": 7,  # beside the engine, not above it: test_variants_import_no_engine_or_analysis
     "netcache": 7.5,  # compiled nets by their inputs: net.compiled below, prediction and cli above
     "prediction": 8, "metrics": 8,
+    "pipeline_metrics": 8,  # bubble, MFU, memory of a pipeline-parallel Result
     "anchor": 8.5,  # one-GPU anchoring: calls predict()
+    "choose": 8.5,  # instances x nodes x variants, the Pareto front: calls predict()
+    "accuracy": 8.5,  # update schedules of runs, their replay, time to accuracy: calls predict()
     "study": 9, "viz": 9, "testbed": 9,
     "cli_args": 9.5,  # the parser; cli binds the commands to it
+    "cli_inputs": 9.7,  # what the commands share: inputs from the arguments, the cached net
     "cli": 10,
 }
 

@@ -216,6 +216,16 @@ def test_bad_options_fail_every_time(monkeypatch):
     for _ in range(2):
         with pytest.raises(sgdnet.SgdnetError, match="staleness"):
             sgdnet.predict("ssp", "resnet50", Cluster(workers=2), staleness=-1, **_KW)
+    # predict resolves the options (for the memory per GPU) before it builds: refused there
+    assert built == [] and not netcache._MEMORY
+    # a build that fails inside the cache is refused every time and never kept either
+    model, cluster = models.load("resnet50"), Cluster(workers=2)
+    for _ in range(2):
+        with pytest.raises(sgdnet.SgdnetError, match="staleness"):
+            netcache.load_or_build("ssp", model, cluster, "coarse", {"staleness": -1},
+                                   lambda: sgdnet.variants.build("ssp", model, cluster,
+                                                                 granularity="coarse",
+                                                                 staleness=-1))
     assert built == [2, 2] and not netcache._MEMORY
 
 

@@ -275,7 +275,8 @@ def test_every_builtin_variant_round_trips(variant, granularity, small_setup):
     from sgdnet import variants
 
     model, cluster = small_setup
-    net = variants.build(variant, model, cluster, granularity=granularity, max_layers=4)
+    opts = {"max_layers": 4} if "max_layers" in variants.get(variant).option_names() else {}
+    net = variants.build(variant, model, cluster, granularity=granularity, **opts)
     text = to_pnml(net)
     _check_structure_matches(text, net)
     back = from_pnml(text)
