@@ -13,12 +13,12 @@ B. BSP (sync-ps), SSP with a tight (0) and a loose (15) threshold and the defaul
 C. CoCoD-SGD (k = 4) and local SGD (H = 4) against synchronous all-reduce SGD on the same
    heterogeneous cluster.
 
-Writes ``docs/figures/tta_study.json`` (every row) and the figures
-``docs/figures/tta_loss_vs_time.png`` (held-out loss against predicted wall time, median and
-5-95 % band over replications, per scheme) and ``docs/figures/tta_bars.png`` (time to target
+Writes ``docs/data/tta_study.json`` (every row) and the figures
+``docs/img/tta_loss_vs_time.png`` (held-out loss against predicted wall time, median and
+5-95 % band over replications, per scheme) and ``docs/img/tta_bars.png`` (time to target
 with 95 % CIs next to steps/s).
 
-Usage: ``python scripts/tta_study.py [--replications 20] [--out docs/figures]`` (about 2 min).
+Usage: ``python scripts/tta_study.py [--replications 20] [--out docs]`` (about 2 min).
 """
 
 from __future__ import annotations
@@ -158,15 +158,17 @@ def figures(rows: list[dict], results: dict, out: Path) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--replications", type=int, default=20)
-    ap.add_argument("--out", type=Path, default=Path("docs/figures"))
+    ap.add_argument("--out", type=Path, default=Path("docs"),
+                    help="folder with img/ and data/ (default: docs)")
     a = ap.parse_args(argv)
     rows, results = run(a.replications)
-    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / "img").mkdir(parents=True, exist_ok=True)
+    (a.out / "data").mkdir(parents=True, exist_ok=True)
     meta = {"model": MODEL, "granularity": "coarse", "task": "logreg",
             "target_loss": TARGET_LOSS, "window": WINDOW, "replications": a.replications, "seed": 1,
             "sgdnet": sgdnet.__version__, "rows": rows}
-    (a.out / "tta_study.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
-    figures(rows, results, a.out)
+    (a.out / "data" / "tta_study.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
+    figures(rows, results, a.out / "img")
     return 0
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from . import analysis, limits, metrics, models, units, variants
 from ._version import __version__  # noqa: E402
+from .accuracy import Schedule, Target, TimeToAccuracy, replay, schedule_of, time_to_accuracy
 from .anchor import Anchor, anchor_profile
+from .choose import choose, pareto_front
 from .dists import (
     Deterministic,
     Empirical,
@@ -39,6 +41,7 @@ from .errors import (
 )
 from .net import Net
 from .net.compiled import compile_net
+from .pipeline_metrics import PipelineReport, pipeline_report
 from .prediction import (
     Prediction,
     ScalingPoint,
@@ -61,6 +64,17 @@ from .workload import (
     load_cluster_file,
     retime,
 )
+from .workload.cost import cost_per_million, training_samples
+from .workload.instances import Instance, cluster_from_instance, get_instance, instance_names
+from .workload.memory import (
+    DeviceMemoryError,
+    MemoryBreakdown,
+    ShardDegrees,
+    memory_per_gpu,
+    shard_degrees,
+)
+from .workload.optimizer import optimizer_step_seconds, with_optimizer
+from .workload.parallelism import Parallelism
 from .workload.stragglers import MarkovSlowdown, StepSlowdown
 
 __all__ = [
@@ -122,4 +136,28 @@ __all__ = [
     "ShiftedExponential",
     "Empirical",
     "Straggler",
+    "Schedule",
+    "Target",
+    "TimeToAccuracy",
+    "replay",
+    "schedule_of",
+    "time_to_accuracy",
+    "choose",
+    "pareto_front",
+    "PipelineReport",
+    "pipeline_report",
+    "cost_per_million",
+    "training_samples",
+    "Instance",
+    "cluster_from_instance",
+    "get_instance",
+    "instance_names",
+    "DeviceMemoryError",
+    "MemoryBreakdown",
+    "ShardDegrees",
+    "memory_per_gpu",
+    "shard_degrees",
+    "optimizer_step_seconds",
+    "with_optimizer",
+    "Parallelism",
 ]

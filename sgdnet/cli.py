@@ -189,6 +189,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
         header.append("GPU util")
     if nic_cols:
         header.append("busiest NIC")
+    mem = any(r.get("memory_gb") is not None for r in rows)  # parameters' count known
+    if mem:
+        header.append("memory/GPU")
     from .workload.cost import cost_cells, cost_note
 
     cost_cols = cost_cells(rows) if priced else []
@@ -206,6 +209,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         if nic_cols:
             vals = [r[c] for c in nic_cols if r.get(c) is not None]
             cells.append(_pct(max(vals)) if vals else "-")
+        if mem:
+            cells.append("-" if r.get("memory_gb") is None else f"{r['memory_gb']:.1f} GB")
         cells += [cell(r) for _, cell in cost_cols]
         table.append(cells)
     print(_table(header, table, [True] * len(header)))
