@@ -17,7 +17,7 @@ import numpy as np
 from .errors import SgdnetError, SimulationError
 
 __all__ = ["is_int", "int_problem", "int_arg", "bool_problem", "bool_arg", "seed_arg",
-           "seeds_arg", "derive_seeds", "MAX_SEED"]
+           "seeds_arg", "finite_or_none", "number_or_none", "derive_seeds", "MAX_SEED"]
 
 #: Explicit per-replication seeds are 64-bit unsigned integers.
 MAX_SEED = 2**64
@@ -95,6 +95,12 @@ def finite_or_none(x: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return v if math.isfinite(v) else None
+
+
+def number_or_none(x: Any) -> float | None:
+    """:func:`finite_or_none`, with bools (a flag, not a quantity) ``None`` too: what a plot or
+    a Pareto front can place on an axis."""
+    return None if isinstance(x, bool) else finite_or_none(x)
 
 
 def derive_seeds(seed: Any, n: int) -> list[int]:

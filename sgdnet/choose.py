@@ -18,19 +18,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._check import number_or_none
 from .errors import ProfileError, VariantError
 
 __all__ = ["Choice", "choose", "choose_from_args", "pareto_front", "format_choice"]
 
 
-def _num(v: Any) -> float | None:
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
+_num = number_or_none
 
 
 def pareto_front(rows: Sequence[Mapping[str, Any]], x: str = "time_h",

@@ -5,6 +5,10 @@
   P_os, 16.6 GB with P_os+g, 1.9 GB with P_os+g+p (GB = 10^9 bytes);
 * Korthikanti et al. 2022 (arXiv:2205.05198), Sec. 4.1, Eq. 1: a transformer block keeps
   ``s b h (34 + 5 a s / h)`` bytes of activations (16-bit, no recomputation);
+* the same, Sec. 4 and Table 2: full recomputation keeps ``2 s b h`` per block plus one
+  block being recomputed; selective recomputation keeps ``34 s b h`` per block;
+* llm-foundry's benchmark table (tests/data/published_sharded.yaml): MPT-7B FSDP on 16
+  A100-40GB at micro-batch 16 with activation checkpointing;
 * NVIDIA datasheets: A100 80GB / 40GB, H100 80GB, V100 PCIe 16GB, T4 16GB, K80 12 GB per GPU.
 """
 
@@ -25,6 +29,7 @@ from sgdnet.workload.memory import (
     MemoryBreakdown,
     ShardDegrees,
     activation_bytes,
+    check_fits,
     memory_for,
     memory_per_gpu,
     shard_degrees,
@@ -232,3 +237,94 @@ def test_a_study_records_a_configuration_that_does_not_fit(tmp_path):
     ok = [r for r in res.rows if not r.get("error")]
     assert len(ok) == 1 and math.isfinite(ok[0]["memory_gb"])
     assert ok[0]["memory_gb"] < 80 * GIB / 1e9
+
+
+# ------------------------------------------------ activation checkpointing (recomputation)
+# Korthikanti et al. 2022 (arXiv:2205.05198), Sec. 4 and Table 2: with full recomputation a
+# block keeps its input, 2 s b h bytes (16-bit), and one block's Eq. 1 activations are live
+# again while it is recomputed; selective recomputation drops Eq. 1's 5 a s / h term.
+S, B, H, A = 512, 4, 256, 8
+SBH = S * B * H
+BLOCK = SBH * (34 + 5 * A * S / H)  # Eq. 1, one block, no recomputation
+
+
+def _ckpt(n_layers, policy, **kw):
+    from sgdnet.workload.llms import with_recompute
+    return with_recompute(_gpt2(n_layers, **kw), policy, "A100")
+
+
+def _act(p, recompute=None):
+    return activation_bytes(p, recompute)[0]
+
+
+def test_full_recomputation_keeps_each_block_input_and_one_block():
+    none1, none3 = _act(_gpt2(1)), _act(_gpt2(3))
+    full1, full3 = _act(_ckpt(1, "full")), _act(_ckpt(3, "full"))
+    assert (full3 - full1) / 2 == pytest.approx(2 * SBH, rel=1e-12)  # input only per block
+    # one block: its input plus its own activations recomputed in backward
+    assert full1 - none1 == pytest.approx(2 * SBH, rel=1e-12)
+    # L blocks: L inputs + one block instead of L blocks
+    assert none3 - full3 == pytest.approx(2 * BLOCK - 3 * 2 * SBH, rel=1e-12)
+    # fp32 activations: the kept input counts 4 bytes per element
+    f1, f3 = _act(_ckpt(1, "full", precision="fp32")), _act(_ckpt(3, "full",
+                                                                    precision="fp32"))
+    assert (f3 - f1) / 2 == pytest.approx(4 * SBH, rel=1e-12)
+
+
+def test_selective_recomputation_drops_the_attention_term():
+    op1, op3 = _act(_ckpt(1, "op")), _act(_ckpt(3, "op"))
+    assert (op3 - op1) / 2 == pytest.approx(34 * SBH, rel=1e-12)  # Table 2: 34 s b h
+    assert _act(_gpt2(1)) - op1 == pytest.approx(5 * A * S * S * B, rel=1e-12)
+
+
+def test_every_k_th_block_checkpointed():
+    none4 = _act(_gpt2(4))
+    # k = 2: blocks 1 and 3 keep their inputs, one of them is recomputed at a time
+    assert none4 - _act(_ckpt(4, 2)) == pytest.approx(BLOCK - 2 * 2 * SBH, rel=1e-12)
+    # k = 3 on 3 blocks: block 2 only (with_recompute's numbering); no saving at the peak
+    assert _act(_ckpt(3, 3)) - _act(_gpt2(3)) == pytest.approx(2 * SBH, rel=1e-12)
+    # k = 4 on 3 blocks: none checkpointed; k = 1 is full
+    assert _act(_ckpt(3, 4)) == pytest.approx(_act(_gpt2(3)), rel=1e-15)
+    assert _act(_ckpt(3, 1)) == pytest.approx(_act(_ckpt(3, "full")), rel=1e-15)
+
+
+def test_policy_read_from_the_profile_and_overridable():
+    p = _ckpt(3, "full")
+    assert p.meta["recompute"] == "full"
+    assert _act(p, "none") == pytest.approx(_act(_gpt2(3)), rel=1e-15)
+    assert _act(_gpt2(3), "op") == pytest.approx(_act(_ckpt(3, "op")), rel=1e-15)
+    deg = ShardDegrees(8, 8, 8)
+    assert memory_per_gpu(p, degrees=deg).activations == _act(p)
+    with pytest.raises(ProfileError, match="'half'.*positive int k"):
+        activation_bytes(_gpt2(1), "half")
+
+
+def _published_mpt_7b_16_gpus():
+    import pathlib
+
+    import yaml
+    path = pathlib.Path(__file__).parent / "data" / "published_sharded.yaml"
+    rows = yaml.safe_load(path.read_text())["rows"]
+    return next(r for r in rows if r["setup"] == "mosaic-a100-40gb-pure"
+                and r["model"] == "mpt_7b" and r["gpus"] == 16)
+
+
+def test_mpt_7b_full_shard_on_16_a100_40gb_fits_only_with_checkpointing():
+    # llm-foundry's benchmark table 'A100 40GB ...', row 7b / 2048 / 16 GPUs: FSDP FULL_SHARD,
+    # micro-batch 16, activation checkpointing on (tests/data/published_sharded.yaml)
+    from sgdnet.workload import llms
+    row = _published_mpt_7b_16_gpus()
+    assert (row["micro_batch"], row["sharding"], row["recompute"]) == (16, "full", "full")
+    clu = Cluster(workers=16, topology=TOPO)
+    opts = sgdnet.variants.get("fsdp").resolve({"sharding": "full"})
+    got = {}
+    for policy in ("full", "none"):
+        p = llms.mpt_config("mpt_7b", seq_len=row["seq_len"], batch_size=row["micro_batch"],
+                            device="A100-40GB", recompute=policy)
+        got[policy] = memory_for("fsdp", opts, p, clu, "A100-40GB")
+    s, b, h, n = row["seq_len"], row["micro_batch"], 4096, 32
+    assert got["full"].activations >= n * 2 * s * b * h  # every block's input is kept
+    assert got["full"].fits() and got["full"].total <= 40 * GIB
+    assert not got["none"].fits()
+    with pytest.raises(DeviceMemoryError, match="A100-40GB"):
+        check_fits(got["none"])

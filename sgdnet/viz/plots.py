@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .._check import number_or_none
 from ..errors import SgdnetError
 from .style import LINE_COLORS, host_key, paper_rc, resource_color, time_unit
 
@@ -327,14 +328,7 @@ def _table_rows(table: Any) -> list[dict]:
     return [dict(r) for r in rows]
 
 
-def _number(v: Any) -> float | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
+_number = number_or_none
 
 
 #: Numeric twins of unit columns (``cluster.bandwidth`` -> ``cluster.bandwidth_Bps``).

@@ -41,6 +41,31 @@ profile's batch size; gradient accumulation keeps one micro-batch's at a time):
   builders: torchvision's ``ReLU(inplace=True)`` and ``out += identity``) add nothing;
 * a profile without ops: not counted (the breakdown's notes say so).
 
+**Activation checkpointing** (recomputation), the policy of the profile's
+``meta["recompute"]`` as :func:`sgdnet.workload.llms.with_recompute` records it, counted as
+Korthikanti et al. 2022 do (Sec. 4 and Table 2; the pipeline variant counts its plans with
+:func:`activation_bytes_per_layer`, whose ``2 s b h`` this reuses):
+
+* ``"full"`` (every block checkpointed): each block keeps its input only, ``2 s b h`` bytes in
+  16 bits (``e s b h`` with ``e`` bytes per element; Table 2, "full recomputation"), plus one
+  block's activations (Eq. 1) while it is recomputed in the backward pass: ``L 2 s b h +
+  s b h (34 + 5 a s / h)`` for ``L`` blocks instead of ``L s b h (34 + 5 a s / h)``;
+* an int ``k``: blocks ``k-1, 2k-1, ...`` (llms' numbering, torchtitan's selective layer AC)
+  as under ``"full"``, the others as without recomputation, plus one checkpointed block's
+  activations (an upper bound of the peak, exact when the last block is checkpointed);
+* ``"op"`` (selective recomputation; torchtitan's selective op AC is taken as this): the
+  attention scores, softmax and their dropout are recomputed, the ``5 a s / h`` term of Eq. 1
+  drops (Sec. 4.2, Table 2): ``34 s b h`` per block (with ViT's no-dropout rule ``32 s b h``);
+* the embeddings, output projection and loss are not checkpointed (the ops' rule).
+
+The Llama and MPT profiles of :mod:`sgdnet.workload.llms` have fused attention (no ``s x s``
+scores in memory) and no dropout (Meta's reference code; llm-foundry's defaults
+``resid_pdrop = emb_pdrop = 0``, ``llmfoundry/models/mpt/configuration_mpt.py``, and
+``attn_pdrop = 0``, ``llmfoundry/models/utils/config_defaults.py``): without recomputation their blocks are counted
+by the ops' rule; under checkpointing a block's hidden size is ``meta["d_model"]``, a
+checkpointed block keeps ``2 s b h`` and one is recomputed (its ops' outputs), ``"op"`` keeps
+``32 s b h`` (Eq. 1 without the attention term and the dropout masks).
+
 **Buffers**: with sharded parameters (ZeRO-3, FSDP ``full`` / ``hybrid``) the gathered
 parameters of the units in flight: the root unit's (everything outside the wrapped units,
 kept unsharded from its forward to the end of the backward, as FSDP does for the root) plus
@@ -78,7 +103,8 @@ from .optimizer import DTYPE_BYTES, profile_optimizer, profile_parameters, state
 from .profile import ModelProfile
 
 __all__ = ["ShardDegrees", "MemoryBreakdown", "DeviceMemoryError", "shard_degrees",
-           "memory_per_gpu", "activation_bytes", "memory_for", "known_device", "check_fits"]
+           "memory_per_gpu", "activation_bytes", "activation_bytes_per_layer", "memory_for",
+           "known_device", "check_fits"]
 
 _GB = 1e9
 #: layer names of transformer blocks (GPT-2 ``transformer.h.<i>.``, BERT ``encoder.layer.<i>.``,
@@ -243,29 +269,71 @@ def _ops_bytes(ops: Sequence[Op], batch: int, e: int) -> float:
     return batch * e * math.fsum(o.elems for o in ops if o.name not in _IN_PLACE) / 2
 
 
-def _block_bytes(ops: Sequence[Op], s: int, b: int, e: int, dropout: bool) -> float | None:
-    """Korthikanti et al.'s activations of one transformer block, or None without its score
-    op (see the module docstring)."""
+def _block_shape(ops: Sequence[Op], s: int, d_model: Any) -> tuple[float, float] | None:
+    """``(h, a)`` of a transformer block from its attention-score op (``flops = 2 s^2 h``,
+    ``elems = 2 s h + a s^2``), or ``(d_model, 0)`` for a block of fused attention (no
+    score op, ``meta["d_model"]`` of :mod:`sgdnet.workload.llms`), or None."""
     sc = next((o for o in ops if o.name == "scores" and o.kind == "matmul"), None)
-    if sc is None or s < 1:
+    if sc is None:
+        fused = any(o.name == "flash_attention" for o in ops)
+        ok = fused and isinstance(d_model, int) and d_model > 0
+        return (float(d_model), 0.0) if ok else None
+    if s < 1:
         return None
     h = sc.flops / (2.0 * s * s)
     a = (sc.elems - 2.0 * s * h) / (s * s)
-    if not (h > 0 and a > 0):
-        return None
-    sbh, as2b = s * b * h, a * s * s * b
+    return (h, a) if h > 0 and a > 0 else None
+
+
+def _block_bytes(h: float, a: float, s: int, b: int, e: int, dropout: bool,
+                 selective: bool = False) -> float:
+    """Korthikanti et al.'s activations of one transformer block (see the module docstring);
+    ``selective``: without the attention terms ``a s^2 b`` (their Table 2)."""
+    sbh, as2b = s * b * h, 0.0 if selective else a * s * s * b
     if dropout:
         return e * (16 * sbh + 2 * as2b) + (2 * sbh + as2b)
     return e * (16 * sbh + as2b)
 
 
-def activation_bytes(profile: ModelProfile) -> tuple[float, str]:
+def _policy(profile: ModelProfile, recompute: str | int | None) -> str | int:
+    pol = profile.meta.get("recompute", "none") if recompute is None else recompute
+    if pol is None or pol is False:
+        return "none"
+    if pol is True:
+        return "full"
+    if pol == 1:
+        return "full"
+    if not (pol in ("none", "full", "op")
+            or (isinstance(pol, int) and not isinstance(pol, bool) and pol >= 1)):
+        raise ProfileError(f"profile {profile.name!r}: activation-checkpointing policy "
+                           f"{pol!r} is unknown; use 'none', 'full', 'op' or a positive int k "
+                           "(every k-th block), as sgdnet.workload.llms.with_recompute records "
+                           "it in meta['recompute']")
+    return pol
+
+
+def activation_bytes(profile: ModelProfile, recompute: str | int | None = None
+                     ) -> tuple[float, str]:
     """Activations kept for the backward pass of one step of ``profile`` (one micro-batch of
-    its batch size), bytes, and the rule used (see the module docstring)."""
+    its batch size), bytes, and the rule used (see the module docstring).
+
+    ``recompute`` is the activation-checkpointing policy (default the profile's
+    ``meta["recompute"]``, as :func:`sgdnet.workload.llms.with_recompute` records it):
+    ``"none"``, ``"full"``, ``"op"`` (selective) or an int ``k`` (blocks ``k-1, 2k-1, ...``
+    checkpointed in full).
+
+    Raises
+    ------
+    ProfileError
+        An unknown policy.
+    """
     e, b = _elem_bytes(profile), profile.batch_size
     meta = profile.meta
+    pol = _policy(profile, recompute)
+    every = 1 if pol == "full" else pol if isinstance(pol, int) else 0
     arch, s = meta.get("architecture"), meta.get("seq_len")
-    transformer = arch in ("gpt2", "bert", "vit") and isinstance(s, int) and s > 0
+    transformer = isinstance(s, int) and s > 0 and (
+        arch in ("gpt2", "bert", "vit") or (arch in ("llama", "mpt") and pol != "none"))
     loss = [Op.from_obj(o, f"profile {profile.name!r}: meta.loss_ops")
             for o in meta.get("loss_ops") or ()]
     blocks: dict[str, list[Op]] = {}
@@ -280,20 +348,41 @@ def activation_bytes(profile: ModelProfile) -> tuple[float, str]:
             other.extend(la.ops)
         else:
             blocks.setdefault(m.group(1), []).extend(la.ops)
-    total, n_blocks = 0.0, 0
-    for ops in blocks.values():
-        got = _block_bytes(ops, s, b, e, dropout=arch != "vit")
-        if got is None:
+    dropout = arch not in ("vit", "llama", "mpt")
+    total, n_blocks, n_ckpt, n_fused, recomputed = 0.0, 0, 0, 0, 0.0
+    for key, ops in blocks.items():
+        shape = _block_shape(ops, s, meta.get("d_model"))
+        if shape is None:
             other.extend(ops)
+            continue
+        h, a = shape
+        # a fused-attention block (a = 0) keeps what its ops write
+        full = _block_bytes(h, a, s, b, e, dropout) if a else _ops_bytes(ops, b, e)
+        n_fused += 0 if a else 1
+        index = int(re.search(r"(\d+)$", key).group(1))
+        if every and (index + 1) % every == 0:
+            # the block's input only, 2 s b h in 16 bits (parallelism's per-layer rule)
+            total += activation_bytes_per_layer(b, s, h, 1, recompute=True) * e / 2
+            recomputed = max(recomputed, full)
+            n_ckpt += 1
+        elif pol == "op":
+            total += _block_bytes(h, a, s, b, e, dropout, selective=True)
         else:
-            total += got
-            n_blocks += 1
-    total += _ops_bytes(other, b, e)
+            total += full
+        n_blocks += 1
+    total += recomputed + _ops_bytes(other, b, e)
     if missing == profile.n_layers and not loss:
         return 0.0, "activations not counted: the profile has no ops"
     rule = (f"activations: {n_blocks} transformer blocks by Korthikanti et al. 2022 Eq. 1, "
             f"the rest from the ops' outputs" if n_blocks else
             "activations: the ops' outputs (half the elements they move)")
+    if n_fused:
+        rule += f" ({n_fused} blocks of fused attention from their ops' outputs)"
+    if n_ckpt:
+        rule += (f"; activation checkpointing of {n_ckpt} blocks: their inputs kept, one "
+                 "recomputed at a time")
+    elif pol == "op" and n_blocks:
+        rule += "; selective recomputation of the attention scores (Korthikanti Table 2)"
     rule += f", micro-batch {b}, {e} B per element"
     if missing:
         rule += f"; {missing} layers without ops not counted"
@@ -425,7 +514,8 @@ def memory_for(variant: str, options: Mapping[str, Any], profile: ModelProfile, 
     when the profile has no parameter count.
 
     ``zero`` / ``fsdp`` (and any variant with a ``dtype`` option): parameters and gradients
-    in ``dtype`` (default bf16), fp32 master weights (none when ``dtype`` is fp32); other
+    in ``dtype`` (default bf16; gradients in ``reduce_dtype`` when given, FSDP's
+    ``MixedPrecision.reduce_dtype``), fp32 master weights (none when ``dtype`` is fp32); other
     variants: fp32 parameters and gradients, no separate master copy (PyTorch AMP).
     The optimizer is the ``optimizer`` option, else the profile's (``meta["optimizer"]``),
     else AdamW.
@@ -440,6 +530,8 @@ def memory_for(variant: str, options: Mapping[str, Any], profile: ModelProfile, 
     if dt is None and name in ("zero", "fsdp"):
         dt = "bf16"
     pdt = gdt = dt if dt is not None else "fp32"
+    if options.get("reduce_dtype") is not None:  # FSDP MixedPrecision.reduce_dtype
+        gdt = options["reduce_dtype"]
     opt = options.get("optimizer") or profile_optimizer(profile)
     bucket = None
     if name == "zero" and options.get("stage", 2) in (1, 2):
@@ -474,3 +566,18 @@ def check_fits(memory: MemoryBreakdown | None, what: str = "this configuration")
         "with a k times smaller batch per GPU (activations of one micro-batch), a smaller "
         "batch per GPU, a device with more memory, or check_memory=False to predict the "
         "throughput anyway")
+
+
+def activation_bytes_per_layer(micro_batch: int, seq: int, hidden: int, heads: int, tp: int = 1,
+                               sequence_parallel: bool = False, recompute: bool = False) -> float:
+    """Activation bytes one transformer layer keeps for its backward, per micro-batch (16-bit
+    activations; Korthikanti et al. 2022, eqs. 1-2 and Table 2): ``s b h (34 + 5 a s / h)``
+    without parallelism, ``s b h (10 + 24/t + 5 a s/(h t))`` with TP, ``s b h (34/t +
+    5 a s/(h t))`` with TP and sequence parallelism, ``2 s b h`` with full recomputation (the
+    layer's input only)."""
+    s, b, h, a, t = float(seq), float(micro_batch), float(hidden), float(heads), float(tp)
+    if recompute:
+        return 2 * s * b * h
+    if sequence_parallel:
+        return s * b * h * (34 / t + 5 * a * s / (h * t))
+    return s * b * h * (10 + 24 / t + 5 * a * s / (h * t))

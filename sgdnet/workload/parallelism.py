@@ -55,6 +55,7 @@ from typing import Any
 
 from .._check import is_int
 from ..errors import ClusterError, VariantError
+from .memory import activation_bytes_per_layer
 from .profile import ModelProfile
 
 __all__ = ["Parallelism", "SCHEDULES", "DIMENSIONS", "schedule_ops", "bubble_fraction",
@@ -416,21 +417,6 @@ def model_flops(batch: int, seq: int, layers: int, hidden: int, vocab: int, *,
     if recompute:
         return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
     return 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
-
-
-def activation_bytes_per_layer(micro_batch: int, seq: int, hidden: int, heads: int, tp: int = 1,
-                               sequence_parallel: bool = False, recompute: bool = False) -> float:
-    """Activation bytes one transformer layer keeps for its backward, per micro-batch (16-bit
-    activations; Korthikanti et al. 2022, eqs. 1-2 and Table 2): ``s b h (34 + 5 a s / h)``
-    without parallelism, ``s b h (10 + 24/t + 5 a s/(h t))`` with TP, ``s b h (34/t +
-    5 a s/(h t))`` with TP and sequence parallelism, ``2 s b h`` with full recomputation (the
-    layer's input only)."""
-    s, b, h, a, t = float(seq), float(micro_batch), float(hidden), float(heads), float(tp)
-    if recompute:
-        return 2 * s * b * h
-    if sequence_parallel:
-        return s * b * h * (34 / t + 5 * a * s / (h * t))
-    return s * b * h * (10 + 24 / t + 5 * a * s / (h * t))
 
 
 def _vocab_layer(la: Any) -> bool:
