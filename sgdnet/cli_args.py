@@ -209,6 +209,9 @@ _VARIANT_FLAGS = (
     ("--stage", _int_at_least(1), "zero: ZeRO stage 1, 2 or 3 (= -o stage=...)"),
     ("--dtype", _choice("fp32", "bf16", "fp16"),
      "zero/fsdp: dtype of parameters and gradients on the wire (= -o dtype=...)"),
+    ("--reduce-dtype", _choice("fp32", "bf16", "fp16"),
+     "zero/fsdp: dtype of the gradients' reduce-scatters / all-reduces (default --dtype's; "
+     "FSDP MixedPrecision.reduce_dtype) (= -o reduce_dtype=...)"),
     ("--optimizer", _choice("sgd", "momentum", "adam", "adamw", "lamb"),
      "the optimizer whose step is timed on the shard each GPU owns (= -o optimizer=...)"),
     ("--accumulate", _int_at_least(1),

@@ -141,3 +141,32 @@ def test_coarse_agrees_with_fine_when_nothing_overlaps(variant, opts):
         assert fine < coarse
     else:
         assert coarse == pytest.approx(fine, rel=1e-9)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_backward_post_closed_form(n):
+    """FULL_SHARD, ``backward_prefetch="post"`` (BACKWARD_POST: unit ``k-1``'s all-gather is
+    issued when unit ``k``'s backward ends, before unit ``k``'s reduce-scatter), ``U`` equal
+    units, one collective ``c = c(S)``, ``c <= B``.
+
+    Derivation. Forward without prefetch: each all-gather waits for the forward before it,
+    ``U (c + F)``. Backward: the last unit's all-gather is issued at the end of the forward,
+    ``c``, then its backward ``B``. When unit ``k``'s backward ends, the stream runs ``ag(k-1)``
+    then ``rs(k)``; unit ``k-1``'s backward starts after ``ag(k-1)``, so each unit costs
+    ``c + B``, and ``rs(k)`` (``c``) ends ``2c <= c + B`` after that event, before the next
+    all-gather is issued: the stream is free and every reduce-scatter but the last is hidden.
+    After the first unit's backward, its reduce-scatter ``c``, then the optimizer ``u / n``,
+    which the next step's first all-gather waits for:
+    ``T = U (c + F) + U (c + B) + c + u / n = U (F + B) + (2U + 1) c + u / n``.
+    With ``forward_prefetch=True`` (and ``c <= F``: two all-gathers in flight, the next issued
+    when a forward ends) the forward exposes its first all-gather only, ``c + U F``, so
+    ``T = U (F + B) + (U + 2) c + u / n``. Against ``"none"`` (``3 U c``) BACKWARD_POST hides
+    ``U - 1`` reduce-scatters."""
+    U, F, B, S, u = 4, 0.01, 0.02, 4e6, 0.008
+    cc = c(S, n)
+    assert cc <= F and cc <= B  # the regime of the closed forms
+    prof = toy(U, F, B, S, u)
+    t = step_time("fsdp", prof, n, backward_prefetch="post", dtype="fp32")
+    assert t == pytest.approx(U * (F + B) + (2 * U + 1) * cc + u / n, rel=1e-9)
+    t = step_time("fsdp", prof, n, backward_prefetch="post", forward_prefetch=True, dtype="fp32")
+    assert t == pytest.approx(U * (F + B) + (U + 2) * cc + u / n, rel=1e-9)

@@ -206,3 +206,133 @@ def test_optimizer_step_is_charged_on_the_shard():
     rs = 3 * 3 * (n - 1) * (1e-5 + 4e6 / (n * 1e9))
     assert t["full"] == pytest.approx(prof.compute_s + rs + prof.optimizer_s / n, rel=1e-9)
     assert math.isclose(nets["full"].meta["unit_bytes"][0], 4e6)
+
+
+def _one_node(n):
+    """``n`` GPUs in one node (HYBRID_SHARD needs nodes; its cross-node groups are then one
+    GPU each)."""
+    topo = Topology(gpus_per_node=n, intra="nvlink", intra_bandwidth="300GB/s",
+                    intra_latency="3us", nics_per_node=1, nic_bandwidth="100Gbps")
+    return Cluster(workers=n, latency="15us", topology=topo)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_every_prefetch_combination_completes(n):
+    """Every sharding x backward_prefetch x forward_prefetch x limit_all_gathers on 2 and 3
+    GPUs runs (no DeadlockError), with a root unit (embeddings and final norm, whose
+    gradients are complete only at the end of the backward pass: BACKWARD_POST deadlocked on
+    it, the block after the root waiting for an all-gather issued by the root's
+    post-backward hook), with a unit of non-adjacent layers, and without a root."""
+    from sgdnet.errors import DeadlockError
+
+    profs = {"root": (toy(root=True), "block"), "plain": (toy(), "block"),
+             "split": (toy(), [["h.0.l0", "h.2.l1"], ["h.1.l0", "h.1.l1"]])}
+    cl = _one_node(n)
+    for sharding in ("full", "shard_grad_op", "no_shard", "hybrid"):
+        for bp in ("pre", "post", "none"):
+            for fp in (False, True):
+                for lag in (False, True):
+                    for what, (prof, wrap) in profs.items():
+                        net = build("fsdp", prof, cl, sharding=sharding, backward_prefetch=bp,
+                                    forward_prefetch=fp, limit_all_gathers=lag, wrap=wrap)
+                        try:
+                            r = simulate(net, steps=3 * n, warmup=n, replications=1, seed=0)
+                        except DeadlockError as e:  # pragma: no cover - the failure reported
+                            pytest.fail(f"{sharding}/{bp}/fp={fp}/lag={lag}/{what}: {e}")
+                        assert r.throughput.mean > 0
+
+
+def test_backward_post_gathers_before_the_reduce_scatter():
+    """BACKWARD_POST (``torch.distributed.fsdp.BackwardPrefetch``): the next unit's backward
+    all-gather is issued after the current unit's gradient computation, before its
+    reduce-scatter; with a root unit, the last block (whose prefetcher, the root, finishes its
+    gradients last) is all-gathered by its own pre-backward hook, as without prefetch."""
+    prof = toy(U=3, root=True)  # units: 0 root, 1..3 the blocks
+    cl = Cluster(workers=2, bandwidth=1e9, latency=1e-5)
+    order = build("fsdp", prof, cl, backward_prefetch="post").meta["collectives"]
+    bwd = order[order.index(("ag_f", 3)) + 1:]
+    assert bwd == [("ag_b", 3), ("ag_b", 2), ("rs", 3), ("ag_b", 1), ("rs", 2), ("rs", 1),
+                   ("rs", 0)]
+    order = build("fsdp", prof, cl, backward_prefetch="none").meta["collectives"]
+    assert order[order.index(("ag_f", 3)) + 1:] == [
+        ("ag_b", 3), ("rs", 3), ("ag_b", 2), ("rs", 2), ("ag_b", 1), ("rs", 1), ("rs", 0)]
+
+
+def _op_bytes(net, n, op):
+    """Bytes each GPU sends per step in the transfers of collectives of ``op``."""
+    r = simulate(net, steps=12 * n, warmup=4 * n, replications=1, seed=0)
+    tot = math.fsum(t.tags["bytes"] * float(r.firings(x)[0]) for x, t in net.transitions.items()
+                    if t.tags.get("kind") == "comm" and t.tags.get("stage") == "link"
+                    and t.tags.get("op") == op)
+    step = next(x for x, t in net.transitions.items() if t.tags.get("step"))
+    return tot / r.firings(step)[0] / n
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_reduce_dtype_fp32_with_bf16_parameters(n):
+    """``dtype="bf16", reduce_dtype="fp32"`` (FSDP ``MixedPrecision(param_dtype=bfloat16,
+    reduce_dtype=float32)``, DeepSpeed ``communication_data_type``): on a ring of ``n`` each
+    GPU sends ``(n-1)/n`` of each collective's buffer, so per step ``2 (n-1)/n P * 2 B`` of
+    FULL_SHARD's two all-gathers plus ``(n-1)/n P * 4 B`` of its reduce-scatter, ``P`` the
+    parameters (an fp32 profile: ``grad_bytes / 4``); ZeRO-1/2: one all-gather at 2 B and one
+    reduce-scatter at 4 B."""
+    prof = toy()
+    P = prof.grad_bytes / 4
+    f = (n - 1) / n
+    cl = Cluster(workers=n, bandwidth=1e9, latency=1e-5)
+    mixed = {"dtype": "bf16", "reduce_dtype": "fp32"}
+    for net in (build("fsdp", prof, cl, wrap=2, **mixed),
+                build("zero", prof, cl, stage=3, **mixed)):
+        ag, rs = _op_bytes(net, n, "all_gather"), _op_bytes(net, n, "reduce_scatter")
+        assert ag == pytest.approx(2 * f * P * 2, rel=1e-12)
+        assert rs == pytest.approx(f * P * 4, rel=1e-12)
+        assert wire_bytes(net, n) == pytest.approx(2 * f * P * 2 + f * P * 4, rel=1e-12)
+    for stage in (1, 2):
+        net = build("zero", prof, cl, stage=stage, bucket_bytes=1e6, **mixed)
+        assert _op_bytes(net, n, "all_gather") == pytest.approx(f * P * 2, rel=1e-12)
+        assert _op_bytes(net, n, "reduce_scatter") == pytest.approx(f * P * 4, rel=1e-12)
+    # NO_SHARD all-reduces gradients only: 2 (n-1)/n P at 4 B
+    net = build("fsdp", prof, cl, sharding="no_shard", **mixed)
+    assert wire_bytes(net, n) == pytest.approx(2 * f * P * 4, rel=1e-12)
+    # the coarse nets move the same bytes (one ring per phase, no op tag per collective)
+    coarse = build("fsdp", prof, cl, wrap=2, granularity="coarse", **mixed)
+    assert wire_bytes(coarse, n) == pytest.approx(2 * f * P * 2 + f * P * 4, rel=1e-12)
+    coarse = build("zero", prof, cl, stage=1, granularity="coarse", **mixed)
+    assert wire_bytes(coarse, n) == pytest.approx(f * P * 2 + f * P * 4, rel=1e-12)
+    # None is dtype's: the same net as reduce_dtype equal to dtype
+    same = build("fsdp", prof, cl, wrap=2, dtype="bf16", reduce_dtype="bf16")
+    assert wire_bytes(same, n) == pytest.approx(3 * f * P * 2, rel=1e-12)
+
+
+def test_hybrid_reduce_dtype_crosses_the_nics_in_fp32():
+    """HYBRID_SHARD's cross-node all-reduce of the 1/g shard is a gradient reduction: at
+    ``reduce_dtype``, ``2 (N-1)/N * P/g * 4 B`` per GPU over the NICs."""
+    g, N = 2, 2
+    prof = toy()
+    P = prof.grad_bytes / 4
+    net = build("fsdp", prof, two_nodes(g), sharding="hybrid", dtype="bf16", reduce_dtype="fp32")
+    assert wire_bytes(net, 2 * g, kind="nic_up") == pytest.approx(2 * (N - 1) / N * P / g * 4,
+                                                                  rel=1e-12)
+
+
+def test_reduce_dtype_option_cli_and_memory():
+    from sgdnet.workload.llms import mpt
+    from sgdnet.workload.memory import memory_for
+
+    assert get("fsdp").defaults()["reduce_dtype"] is None
+    assert get("zero").defaults()["reduce_dtype"] is None
+    with pytest.raises(SgdnetError, match="reduce_dtype"):
+        build("fsdp", toy(), Cluster(workers=2, bandwidth=1e9), reduce_dtype="int8")
+    p = build_parser()
+    a = p.parse_args(["predict", "--variant", "fsdp", "--dtype", "bf16", "--reduce-dtype", "fp32"])
+    assert dict(a.option) == {"dtype": "bf16", "reduce_dtype": "fp32"}
+    with pytest.raises(Exception, match="reduce-dtype"):
+        p.parse_args(["predict", "--variant", "fsdp", "--reduce-dtype", "fp8"])
+    # the gradients held in the reduce dtype: twice bf16's bytes in fp32
+    prof = mpt(n_layers=2, d_model=64, n_heads=4, vocab=100, seq_len=32)
+    cl = Cluster(workers=2, bandwidth=1e9)
+    spec = get("fsdp")
+    bf = memory_for("fsdp", spec.resolve({}), prof, cl)
+    fp = memory_for("fsdp", spec.resolve({"reduce_dtype": "fp32"}), prof, cl)
+    assert fp.grads == pytest.approx(2 * bf.grads, rel=1e-12)
+    assert fp.params == bf.params

@@ -17,7 +17,9 @@ Wrapped units (option ``wrap``)
     transition (:func:`.layers.merge_groups`, mean and variance kept): the net's compute
     grows with the units, not the layers.
 
-Per unit ``u`` of ``S_u`` wire bytes (:func:`.sharded_coarse.wire_factor` of ``dtype``)
+Per unit ``u`` of ``S_u`` wire bytes (:func:`.sharded_coarse.wire_factor` of ``dtype``; its
+gradients' reduce-scatters and all-reduces at ``reduce_dtype`` when given,
+:func:`.sharded_coarse.reduce_factor`, FSDP's ``MixedPrecision.reduce_dtype``)
     * FULL_SHARD and HYBRID_SHARD (``sharding="full"`` / ``"hybrid"``): an all-gather of its
       parameters before its forward, freed after it, an all-gather again before its backward
       (not for the root), a reduce-scatter of its gradients after its backward;
@@ -49,9 +51,17 @@ GPU has finished what comes before it; FSDP documents its prefetch options in th
       hook, after the reduce-scatter of the unit before (the backward is then fully
       serialised); ``"pre"`` (BACKWARD_PRE, the default): by the pre-backward hook of the
       unit before, so it overlaps that unit's gradient computation and goes before its
-      reduce-scatter; ``"post"`` (BACKWARD_POST): after the unit before's gradient computation,
-      before its reduce-scatter (the reduce-scatter then overlaps the next unit's backward).
-      (``torch.distributed.fsdp.BackwardPrefetch`` docs.)
+      reduce-scatter; ``"post"`` (BACKWARD_POST): by the post-backward hook of the unit
+      before, once its gradients are all computed, before its reduce-scatter (the
+      reduce-scatter then overlaps the next unit's backward). A prefetch only comes early: a
+      unit not yet all-gathered when its backward is due is all-gathered by its own
+      pre-backward hook (FSDP1 ``_pre_backward_hook`` unshards a handle no prefetch has;
+      ``_post_backward_reshard`` prefetches before ``_reduce_grad``,
+      ``torch/distributed/fsdp/_runtime_utils.py``). That is the case after a unit whose
+      layers are not adjacent, such as the root (embeddings and final norm): its gradients
+      are complete only after the embeddings' backward, at the end of the pass, so the
+      block after it in backward order is gathered by its own hook, after the root's final
+      norm. (``torch.distributed.fsdp.BackwardPrefetch`` docs.)
     * a reduce-scatter (all-reduce) by the unit's post-backward hook, when its backward ends.
 
 Collective streams
@@ -69,7 +79,10 @@ Collective streams
 Closed form (deterministic, homogeneous, one ring of ``n`` alike edges, FULL_SHARD,
 ``backward_prefetch="none"``, ``forward_prefetch=False``, no root): nothing overlaps, a step
 is ``sum_u (F_u + B_u) + sum_u 3 (n-1)(alpha + S_u/(n B)) + update_s / n``
-(tests/test_sharded_closed_forms.py).
+(tests/test_sharded_closed_forms.py). With ``backward_prefetch="post"`` and ``U`` equal
+units (``c`` one collective, ``c <= B``): each backward all-gather is exposed, each
+reduce-scatter but the last hidden behind the next unit's all-gather and backward,
+``U (F + B) + (2U + 1) c + update_s / n`` (same file).
 """
 
 from __future__ import annotations
@@ -90,6 +103,7 @@ from .sharded_coarse import (
     SHARDED_OPTIONS,
     build_coarse_fsdp,
     optimizer_step,
+    reduce_factor,
     shard_group_size,
     split_update,
     wire_factor,
@@ -189,8 +203,13 @@ def _schedule(S: int, fseg: list[int], lseg: list[int], reshard: list[bool], sha
                 t, key = pre_bwd(u), (1, 0)
             elif backward_prefetch == "pre":
                 t, key = pre_bwd(bwd[k - 1]), (1, 1)
-            else:
+            elif ev_b(fseg[bwd[k - 1]]) <= pre_bwd(u):
+                # the unit before's post-backward hook (its gradients all computed): before
+                # its reduce-scatter, issued at the same event
                 t, key = ev_b(fseg[bwd[k - 1]]), (0, 0)
+            else:  # that hook comes after u's backward (a unit of non-adjacent layers, the
+                # root): u's own pre-backward hook all-gathers it, as without prefetch
+                t, key = pre_bwd(u), (1, 0)
             ops.append(((t, *key, k), "ag_b", u, t))
         t = ev_b(fseg[u])
         ops.append(((t, 0, 1, k), "rs", u, t))
@@ -201,8 +220,8 @@ def _schedule(S: int, fseg: list[int], lseg: list[int], reshard: list[bool], sha
 def fsdp_net(model: ModelProfile, cluster: Cluster, *, sharding: str = "full",
              backward_prefetch: str = "pre", forward_prefetch: bool = False,
              limit_all_gathers: bool = True, wrap="block", dtype: str = "bf16",
-             algorithm: str = "ring", channels: int = 1, ring_form: str = "auto",
-             discipline: str = "flows", name: str | None = None) -> Net:
+             reduce_dtype: str | None = None, algorithm: str = "ring", channels: int = 1,
+             ring_form: str = "auto", discipline: str = "flows", name: str | None = None) -> Net:
     """The fine FSDP net of ``model`` (its step costs not folded) on ``cluster``."""
     n = cluster.workers
     net = Net(name or f"fsdp-{sharding}-fine")
@@ -214,7 +233,10 @@ def fsdp_net(model: ModelProfile, cluster: Cluster, *, sharding: str = "full",
     S, U = seg.n_layers, len(units)
     fseg = [owner.index(u) for u in range(U)]
     lseg = [S - 1 - owner[::-1].index(u) for u in range(U)]
-    sizes = [math.fsum(prof.layers[la].grad_bytes for la in u) * w for u in units]
+    grads = [math.fsum(prof.layers[la].grad_bytes for la in u) for u in units]
+    sizes = [g * w for g in grads]  # the all-gathers' bytes
+    rw = reduce_factor(prof, dtype, reduce_dtype)
+    rsizes = [g * rw for g in grads]  # the reduce-scatters' (all-reduces') bytes
     G = shard_group_size(cluster, sharding)
     reshard = [sharding in ("full", "hybrid") and u != root for u in range(U)]
     plan = _schedule(S, fseg, lseg, reshard, sharding, backward_prefetch, forward_prefetch,
@@ -273,7 +295,8 @@ def fsdp_net(model: ModelProfile, cluster: Cluster, *, sharding: str = "full",
                 outs = {i: [last[i]] for i in mem}
             if kind == "rs" and hybrid:  # each member's shard to its local rank's all-reduce
                 outs = {i: [f"rep.l{i % len(mem)}.u{u}.shard"] for i in mem}
-            shard_collective(net, fab, cluster, f"fs.{kind}.u{u}{sfx}", ops[kind], sizes[u],
+            shard_collective(net, fab, cluster, f"fs.{kind}.u{u}{sfx}", ops[kind],
+                             rsizes[u] if kind == "rs" else sizes[u],
                              inputs={}, outputs=outs, members=members,
                              before={issued[c, x]: len(mem), seq[c]: 1},
                              after=[seq[(c + 1) % C]],
@@ -287,15 +310,15 @@ def fsdp_net(model: ModelProfile, cluster: Cluster, *, sharding: str = "full",
                 outs = {i: [last[i]] for i in members} if k == len(rs) - 1 else {}
                 shard = f"rep.l{x}.u{u}.shard"
                 shard_collective(net, fab, cluster, f"rep.ar.u{u}.l{x}", "all_reduce",
-                                 sizes[u] / G, inputs={}, outputs=outs, members=members,
+                                 rsizes[u] / G, inputs={}, outputs=outs, members=members,
                                  before={shard: len(members), seq[k]: 1},
                                  after=[seq[(k + 1) % len(rs)]], tags={"unit": u},
                                  ring_form=ring_form)
     for i in range(n):
         outs = [trig[c, i] for c in sorted(initial)] + ([ready[i]] if ready else [])
         optimizer_step(net, fab, cluster, i, upd / G, inputs=[last[i]], outputs=outs)
-    net.meta.update(cluster=cluster, units=units, unit_bytes=sizes, root_unit=root,
-                    sharding=sharding, shard_group=G,
+    net.meta.update(cluster=cluster, units=units, unit_bytes=sizes, reduce_bytes=rsizes,
+                    root_unit=root, sharding=sharding, shard_group=G,
                     collectives=[(kind, u) for kind, u, _ in plan])
     return net
 
@@ -306,8 +329,8 @@ def fsdp_net(model: ModelProfile, cluster: Cluster, *, sharding: str = "full",
           warmup=lambda cluster, o: 3)
 def build_fine(model: ModelProfile, cluster: Cluster, *, sharding: str, backward_prefetch: str,
                forward_prefetch: bool, limit_all_gathers: bool, wrap, dtype: str,
-               optimizer: str, algorithm: str, channels: int, ring_form: str,
-               discipline: str) -> Net:
+               reduce_dtype: str | None, optimizer: str, algorithm: str, channels: int,
+               ring_form: str, discipline: str) -> Net:
     """Fine FSDP net (see the module docstring); ``optimizer`` is recorded, its step time is
     the profile's ``update_s``."""
     if sharding == "hybrid" and algorithm == "hierarchical":
@@ -316,5 +339,5 @@ def build_fine(model: ModelProfile, cluster: Cluster, *, sharding: str, backward
     del optimizer
     return fsdp_net(model, cluster, sharding=sharding, backward_prefetch=backward_prefetch,
                     forward_prefetch=forward_prefetch, limit_all_gathers=limit_all_gathers,
-                    wrap=wrap, dtype=dtype, algorithm=algorithm, channels=channels,
-                    ring_form=ring_form, discipline=discipline)
+                    wrap=wrap, dtype=dtype, reduce_dtype=reduce_dtype, algorithm=algorithm,
+                    channels=channels, ring_form=ring_form, discipline=discipline)

@@ -7,6 +7,15 @@ Shared arithmetic
       ``b / GRAD_DTYPES[profile dtype]`` parameters, so ``b * GRAD_DTYPES[dtype] /
       GRAD_DTYPES[profile dtype]`` bytes on the wire, for its gradient and its parameters
       alike.
+    * ``reduce_dtype`` (:data:`REDUCE_DTYPE`, :func:`reduce_factor`): the gradients'
+      reduce-scatters and all-reduces in another dtype than the parameters' all-gathers, as
+      PyTorch FSDP's ``MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)``
+      (``torch.distributed.fsdp.MixedPrecision`` docs; torchtitan's default
+      ``mixed_precision_reduce = "float32"``; Composer's ``DEFAULT`` FSDP mixed precision:
+      bf16 parameters, fp32 reductions) or DeepSpeed's ``communication_data_type``
+      (DeepSpeed configuration docs); None: ``dtype``. A tensor of ``P`` parameters then
+      moves ``P * GRAD_DTYPES[dtype]`` bytes per all-gather and ``P *
+      GRAD_DTYPES[reduce_dtype]`` per reduce-scatter.
     * :func:`split_update`: the profile with its zero_grad and loss folded into the layers (as
       :meth:`ModelProfile.with_step_costs_folded` does) and its optimizer step
       (:attr:`ModelProfile.update_s`) kept apart: a sharded net charges it once per step on
@@ -61,13 +70,27 @@ from .options import CHANNELS, DISCIPLINE, RING_FORM, Option, check_choice
 from .rings import channel_order, multi_gpu_nodes
 from .shard_collectives import node_groups, rank_groups, ring_phase, ring_rounds
 
-__all__ = ["DTYPE", "OPTIMIZER", "SHARD_ALGORITHM", "SHARDED_OPTIONS", "wire_factor", "split_update",
+__all__ = ["DTYPE", "REDUCE_DTYPE", "OPTIMIZER", "SHARD_ALGORITHM", "SHARDED_OPTIONS",
+           "wire_factor", "reduce_factor", "split_update",
            "optimizer_step", "shard_group_size", "wrap_units", "coarse_net", "build_coarse_zero",
            "build_coarse_fsdp"]
 
 DTYPE = Option("dtype", "bf16", "'fp32', 'bf16' or 'fp16': parameters and gradients on the "
-               "wire (all-gathers and reduce-scatters), scaled from the profile's gradient "
-               "dtype (meta.grad_dtype, fp32 when absent)", check_choice("fp32", "bf16", "fp16"))
+               "wire (all-gathers; reduce-scatters unless reduce_dtype), scaled from the "
+               "profile's gradient dtype (meta.grad_dtype, fp32 when absent)", check_choice("fp32", "bf16", "fp16"))
+
+
+def _check_reduce_dtype(v):
+    """``reduce_dtype``: None or one of ``fp32``, ``bf16``, ``fp16``."""
+    if v is None or v in GRAD_DTYPES:
+        return v
+    raise ValueError(f"must be None (the dtype option's) or one of {list(GRAD_DTYPES)}")
+
+
+REDUCE_DTYPE = Option("reduce_dtype", None, "None (= dtype) or 'fp32', 'bf16', 'fp16': the "
+                      "gradients' reduce-scatters and all-reduces on the wire (FSDP "
+                      "MixedPrecision.reduce_dtype, DeepSpeed communication_data_type); dtype "
+                      "stays the parameters' all-gathers", _check_reduce_dtype)
 OPTIMIZER = Option("optimizer", "adamw", "'sgd', 'momentum', 'adam' or 'adamw': the optimizer "
                    "(its step time is the profile's update_s, sgdnet.workload.optimizer; the "
                    "net charges it on each GPU's shard)",
@@ -80,9 +103,10 @@ SHARD_ALGORITHM = Option("algorithm", "ring", "'ring' (one ring over all GPUs, n
 
 
 #: The options both sharded variants take after their own (``accumulate`` comes from the
-#: registry): the wire dtype, the optimizer, the collectives' algorithm, channels and ring form,
+#: registry): the wire dtypes, the optimizer, the collectives' algorithm, channels and ring form,
 #: the network model.
-SHARDED_OPTIONS = (DTYPE, OPTIMIZER, SHARD_ALGORITHM, CHANNELS, RING_FORM, DISCIPLINE)
+SHARDED_OPTIONS = (DTYPE, REDUCE_DTYPE, OPTIMIZER, SHARD_ALGORITHM, CHANNELS, RING_FORM,
+                   DISCIPLINE)
 
 
 def wire_factor(profile: ModelProfile, dtype: str) -> float:
@@ -93,6 +117,12 @@ def wire_factor(profile: ModelProfile, dtype: str) -> float:
         raise VariantError(f"dtype {bad!r} is not one of {list(GRAD_DTYPES)}; pass "
                            "dtype='bf16', 'fp16' or 'fp32'")
     return GRAD_DTYPES[dtype] / GRAD_DTYPES[old]
+
+
+def reduce_factor(profile: ModelProfile, dtype: str, reduce_dtype: str | None) -> float:
+    """Wire bytes per profile gradient byte of the gradients' reductions: :func:`wire_factor`
+    of ``reduce_dtype``, or of ``dtype`` when it is None."""
+    return wire_factor(profile, dtype if reduce_dtype is None else reduce_dtype)
 
 
 def split_update(profile: ModelProfile) -> tuple[ModelProfile, float]:
@@ -260,41 +290,47 @@ def coarse_net(name: str, model: ModelProfile, cluster: Cluster, discipline: str
 
 
 def build_coarse_zero(model: ModelProfile, cluster: Cluster, *, stage: int, dtype: str,
-                      algorithm: str = "ring", discipline: str = "flows", **_ignored) -> Net:
+                      reduce_dtype: str | None = None, algorithm: str = "ring",
+                      discipline: str = "flows", **_ignored) -> Net:
     """Coarse ZeRO: stages 1 and 2 are compute, reduce-scatter of the gradients, the optimizer
     on ``1/N``, all-gather of the parameters; stage 3 is :func:`build_coarse_fsdp` with
     ``sharding="full"``."""
     if stage == 3:
         return build_coarse_fsdp(model, cluster, sharding="full", wrap="block", dtype=dtype,
-                                 algorithm=algorithm, discipline=discipline)
+                                 reduce_dtype=reduce_dtype, algorithm=algorithm,
+                                 discipline=discipline)
     prof, upd = split_update(model)
     S = prof.grad_bytes * wire_factor(prof, dtype)
+    R = prof.grad_bytes * reduce_factor(prof, dtype, reduce_dtype)
     net = coarse_net(f"zero{stage}-coarse", prof, cluster, discipline,
-                     [("all", [("reduce_scatter", S)])], [("all", [("all_gather", S)])],
+                     [("all", [("reduce_scatter", R)])], [("all", [("all_gather", S)])],
                      upd / cluster.workers, algorithm == "hierarchical")
     return net
 
 
 def build_coarse_fsdp(model: ModelProfile, cluster: Cluster, *, sharding: str = "full",
-                      wrap="block", dtype: str = "bf16", algorithm: str = "ring",
-                      discipline: str = "flows", **_ignored) -> Net:
+                      wrap="block", dtype: str = "bf16", reduce_dtype: str | None = None,
+                      algorithm: str = "ring", discipline: str = "flows", **_ignored) -> Net:
     """Coarse FSDP: compute, the step's collectives per wrapped unit (see the module
     docstring), the optimizer on the shard."""
     prof, upd = split_update(model)
     w = wire_factor(prof, dtype)
+    rw = reduce_factor(prof, dtype, reduce_dtype)
     units, root = wrap_units(prof, wrap)
-    sizes = [math.fsum(prof.layers[la].grad_bytes for la in u) * w for u in units]
+    grads = [math.fsum(prof.layers[la].grad_bytes for la in u) for u in units]
+    sizes = [g * w for g in grads]
+    rsizes = [g * rw for g in grads]
     G = shard_group_size(cluster, sharding)
     if sharding == "no_shard":
-        phases: list[Phase] = [("all", [("all_reduce", s) for s in sizes])]
+        phases: list[Phase] = [("all", [("all_reduce", s) for s in rsizes])]
     else:
         colls = []
-        for u, s in enumerate(sizes):
+        for u, (s, r) in enumerate(zip(sizes, rsizes)):
             gathers = 2 if sharding in ("full", "hybrid") and u != root else 1
-            colls += [("all_gather", s)] * gathers + [("reduce_scatter", s)]
+            colls += [("all_gather", s)] * gathers + [("reduce_scatter", r)]
         if sharding == "hybrid":
             g = cluster.topology.gpus_per_node
-            phases = [("nodes", colls), ("ranks", [("all_reduce", s / g) for s in sizes])]
+            phases = [("nodes", colls), ("ranks", [("all_reduce", r / g) for r in rsizes])]
         else:
             phases = [("all", colls)]
     hier = algorithm == "hierarchical" and sharding != "hybrid"
@@ -302,4 +338,5 @@ def build_coarse_fsdp(model: ModelProfile, cluster: Cluster, *, sharding: str = 
                      upd / G, hier)
     net.meta["units"] = units
     net.meta["unit_bytes"] = sizes
+    net.meta["reduce_bytes"] = rsizes
     return net

@@ -9,7 +9,8 @@ Stages 1 and 2
     ``reduce_independent_p_g_buckets_and_remove_grads`` in
     ``deepspeed/runtime/zero/stage_1_and_2.py``; :meth:`ModelProfile.buckets` ``"horovod"``),
     ``bucket_bytes`` on the wire (default DeepSpeed's ``reduce_bucket_size`` and
-    ``allgather_bucket_size``, 5e8 elements, at ``dtype``). Each bucket is reduce-scattered
+    ``allgather_bucket_size``, 5e8 elements, at ``dtype``; the buckets are cut at ``dtype``
+    whatever ``reduce_dtype``). Each bucket is reduce-scattered
     (every GPU keeps the reduced ``1/N`` it owns): stage 2 as soon as its last gradient is
     ready, during the backward pass; stage 1 after the whole backward pass (the issue's
     model: stage 1 partitions the optimizer states only, its gradients are reduced once the
@@ -21,7 +22,10 @@ Stages 1 and 2
     ``step()`` returns after the all-gather). All collectives of a step run one at a time on
     the data-parallel communicator, in issue order (a sequence of places, as ``allreduce``'s
     buckets). Bytes per GPU: ``(N-1)/N S`` reduce-scattered and ``(N-1)/N S`` gathered, DDP's
-    ``2 (N-1)/N S``.
+    ``2 (N-1)/N S``. With ``reduce_dtype`` (DeepSpeed's ``communication_data_type``: the
+    gradients' reduction in another dtype than the bf16/fp16 parameters, DeepSpeed
+    configuration docs) the reduce-scatters move ``S`` scaled to it, the all-gathers ``S`` at
+    ``dtype``.
 
 Stage 3
     Parameters sharded too: the net of ``fsdp`` with ``sharding="full"``, one unit per
@@ -50,6 +54,7 @@ from .sharded_coarse import (
     SHARDED_OPTIONS,
     build_coarse_zero,
     optimizer_step,
+    reduce_factor,
     split_update,
     wire_factor,
 )
@@ -79,28 +84,33 @@ OPTIONS = (
           coarse=build_coarse_zero, lockstep=True, own_step_costs=True,
           warmup=lambda cluster, o: 3)
 def build_fine(model: ModelProfile, cluster: Cluster, *, stage: int, bucket_bytes,
-               overlap_comm: bool, dtype: str, optimizer: str, algorithm: str, channels: int,
-               ring_form: str, discipline: str, max_layers) -> Net:
+               overlap_comm: bool, dtype: str, reduce_dtype: str | None, optimizer: str,
+               algorithm: str, channels: int, ring_form: str, discipline: str,
+               max_layers) -> Net:
     """Fine ZeRO net (see the module docstring); ``optimizer`` is recorded, its step time is
     the profile's ``update_s``."""
     del optimizer
     if stage == 3:
         return fsdp_net(model, cluster, sharding="full", backward_prefetch="pre",
                         forward_prefetch=True, limit_all_gathers=True, wrap="block",
-                        dtype=dtype, algorithm=algorithm, channels=channels,
+                        dtype=dtype, reduce_dtype=reduce_dtype, algorithm=algorithm,
+                        channels=channels,
                         ring_form=ring_form, discipline=discipline, name="zero3-fine")
     n = cluster.workers
     net = Net(f"zero{stage}-fine")
     fab = Fabric(net, cluster, discipline)
     prof, upd = split_update(model)
     w = wire_factor(prof, dtype)
+    rw = reduce_factor(prof, dtype, reduce_dtype)
     prof = group_layers(prof, max_layers, cluster.compute_cv)
     if bucket_bytes is None:
         from ..workload.compute import GRAD_DTYPES
 
         bucket_bytes = DEEPSPEED_BUCKET_ELEMENTS * GRAD_DTYPES[dtype]
     buckets = prof.buckets(bucket_bytes / w, "horovod")
-    sizes = [math.fsum(prof.layers[la].grad_bytes for la in b) * w for b in buckets]
+    grads = [math.fsum(prof.layers[la].grad_bytes for la in b) for b in buckets]
+    sizes = [g * w for g in grads]  # the all-gathers' bytes
+    rsizes = [g * rw for g in grads]  # the reduce-scatters'
     B = len(buckets)
     C = 2 * B  # B reduce-scatters then B all-gathers, one at a time
     seq = [net.place(f"z.seq{c}", 1 if c == 0 else 0).name for c in range(C)]
@@ -128,7 +138,7 @@ def build_fine(model: ModelProfile, cluster: Cluster, *, stage: int, bucket_byte
         outs = {i: [freed[i, b]] for i in range(n) if (i, b) in freed}
         if b == B - 1:
             outs = {i: [*outs.get(i, []), reduced[i]] for i in range(n)}
-        shard_collective(net, fab, cluster, f"z.rs.b{b}", "reduce_scatter", sizes[b],
+        shard_collective(net, fab, cluster, f"z.rs.b{b}", "reduce_scatter", rsizes[b],
                          inputs={}, outputs=outs, before={grad[b]: n, seq[b]: 1},
                          after=[seq[b + 1]], tags={"bucket": b},
                          algorithm=algorithm, channels=channels, ring_form=ring_form)
@@ -141,5 +151,6 @@ def build_fine(model: ModelProfile, cluster: Cluster, *, stage: int, bucket_byte
                          before={stepped: n, seq[B + b]: 1} if b == 0 else [seq[B + b]],
                          after=[seq[(B + b + 1) % C]], tags={"bucket": B - 1 - b},
                          algorithm=algorithm, channels=channels, ring_form=ring_form)
-    net.meta.update(cluster=cluster, buckets=buckets, bucket_bytes=sizes, stage=stage)
+    net.meta.update(cluster=cluster, buckets=buckets, bucket_bytes=sizes, reduce_bytes=rsizes,
+                    stage=stage)
     return net
