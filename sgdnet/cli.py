@@ -215,6 +215,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
         table.append(cells)
     print(_table(header, table, [True] * len(header)))
     print()
+    if all(p.variant == "pipeline" for _, p in preds):  # bubble, MFU, TFLOP/s per GPU
+        from .pipeline_metrics import pipeline_summary
+
+        print("\n".join(f"pipeline, {pipeline_summary(p)}" for _, p in preds))
     print(tta_table(rows) if tta else "", end="")
     hint = _channels_hint(args.variant, options, clusters[-1])
     if hint:
@@ -356,6 +360,18 @@ def cmd_choose(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    """``sgdnet plan``: the 3D-parallel plans that fit memory, fastest first."""
+    from .plan_search import format_plans, plan_from_args
+
+    _check_readable(args.cluster)
+    compiling = _prepare_engine()
+    study = plan_from_args(args)
+    _compiled(compiling)
+    print(json.dumps(study.to_dict(), indent=2) if args.json else format_plans(study))
+    return 0
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     """``sgdnet models``: the built-in profiles with their totals."""
     from . import models
@@ -438,7 +454,7 @@ def cmd_study(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``sgdnet`` argument parser, each sub-command bound to its function (``args.func``)."""
-    return _build_parser({"predict": cmd_predict, "study": cmd_study, "draw": cmd_draw, "trace": cmd_trace, "plot": cmd_plot, "choose": cmd_choose, "models": cmd_models})
+    return _build_parser({"predict": cmd_predict, "study": cmd_study, "draw": cmd_draw, "trace": cmd_trace, "plot": cmd_plot, "choose": cmd_choose, "plan": cmd_plan, "models": cmd_models})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -32,7 +32,7 @@ PREDICT_REPLICATIONS = 8
 TRACE_STEPS = 10
 TRACE_WARMUP = 5
 
-_COMMANDS = ("predict", "study", "draw", "trace", "plot", "choose", "models", "testbed",
+_COMMANDS = ("predict", "study", "draw", "trace", "plot", "choose", "plan", "models", "testbed",
              "calibrate")
 _DRAW_SUFFIXES = (".png", ".svg", ".pdf", ".dot", ".gv", ".pnml", ".xml")
 _FIG_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg")
@@ -523,6 +523,51 @@ def build_parser(commands: Mapping[str, Callable[[argparse.Namespace], int]] | N
                    help="draw cost against time with the front to FILE (.png/.svg/.pdf)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.set_defaults(func=commands.get("choose"))
+
+    p = sub.add_parser("plan", help="3D-parallel plans (tp x pp x dp x micro-batches): the "
+                                    "fastest that fits memory",
+                       description="Enumerate the valid tensor x pipeline x data parallel plans "
+                                   "of a model on the GPUs (tp dividing the GPUs per node, pp "
+                                   "the blocks), refuse those whose memory per GPU exceeds the "
+                                   "device's, predict the others (pipeline variant) and print "
+                                   "them by samples/s, the fastest that fits marked *.")
+    p.add_argument("--model", default="gpt2_xl", help="built-in model or profile .json "
+                                                      "(default: gpt2_xl)")
+    p.add_argument("--cluster", type=Path, default=None, metavar="FILE",
+                   help="a cluster file with a topology, --nodes of its nodes")
+    p.add_argument("--instance", default=None, metavar="NAME",
+                   help="an instance type of the catalog (e.g. p4d.24xlarge), --nodes of them")
+    p.add_argument("--nodes", type=_positive_int, default=None, metavar="N",
+                   help="nodes (instances) of --cluster / --instance")
+    p.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+                   help="GPUs of a cluster without a file or instance (no topology: tp=1)")
+    for flag, what in (("--tp", "tensor-parallel degrees (default: divisors of the GPUs per "
+                                "node)"),
+                       ("--pp", "pipeline depths (default: divisors of the blocks)"),
+                       ("--microbatches", "micro-batches per iteration (default: 4*pp, 1 "
+                                          "without pipelining)")):
+        p.add_argument(flag, type=_workers_list, default=None, metavar="A,B,...", help=what)
+    p.add_argument("--global-batch", type=_positive_int, default=None, metavar="B",
+                   help="samples per iteration instead of --microbatches: m = B/(dp*batch)")
+    p.add_argument("--schedules", default="1f1b", metavar="S,...",
+                   help="schedules among 1f1b, gpipe, interleaved (default: 1f1b)")
+    p.add_argument("--virtual-stages", type=_int_at_least(2), default=2, metavar="V",
+                   help="model chunks per device of the interleaved schedule (default: 2)")
+    p.add_argument("--device", default=None, metavar="GPU",
+                   help="the GPU whose memory the plans must fit (default: the model's or "
+                        "the instance's)")
+    p.add_argument("--batch-size", type=_positive_int, default=None, metavar="B",
+                   help="samples per micro-batch (default: the profile's), re-timed")
+    p.add_argument("--precision", choices=("fp32", "tf32", "fp16", "bf16"), default=None,
+                   help="numeric precision to re-time the model for (default: the profile's)")
+    p.add_argument("--granularity", choices=("fine", "coarse"), default="coarse",
+                   help="net granularity (default: coarse, quick)")
+    p.add_argument("-o", "--option", type=_option, action="append", default=[],
+                   metavar="KEY=VALUE", help="another pipeline option, repeatable (e.g. "
+                                             "recompute=true, zero_stage=1)")
+    _add_sim(p, 3, 1, 4)
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.set_defaults(func=commands.get("plan"))
 
     p = sub.add_parser("models", help="list the built-in model profiles with their totals",
                        description="List the built-in model profiles: layers, batch size, "

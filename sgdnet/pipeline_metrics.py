@@ -37,7 +37,8 @@ from .errors import SgdnetError, VariantError
 from .estimate import Estimate
 from .workload.parallelism import Parallelism, bubble_fraction, model_flops, plan_memory
 
-__all__ = ["PipelineReport", "pipeline_report", "in_flight_peak", "stage_memory"]
+__all__ = ["PipelineReport", "pipeline_report", "in_flight_peak", "stage_memory",
+           "pipeline_summary"]
 
 
 @dataclass(frozen=True)
@@ -172,3 +173,19 @@ def in_flight_peak(result: Any, stage: int, replica: int = 0, rep: int = 0) -> i
         held += x
         peak = max(peak, held)
     return peak
+
+
+def pipeline_summary(prediction: Any) -> str:
+    """One line of a ``pipeline`` prediction for ``sgdnet predict``: the plan, the closed-form
+    bubble, the predicted idle fraction (mean over the stages), TFLOP/s per GPU and MFU."""
+    rep = pipeline_report(prediction)
+    pl = rep.plan
+    idle = float(np.mean([e.mean for e in rep.idle.values()]))
+    parts = [f"{pl['tp'] * pl['pp'] * pl['dp']} GPUs: tp {pl['tp']} x pp {pl['pp']} x dp "
+             f"{pl['dp']}, m {pl['microbatches']} {pl['schedule']}", f"bubble {rep.bubble:.3f} "
+             f"(closed form), idle {idle:.3f} (predicted)"]
+    if rep.tflops_per_gpu is not None:
+        parts.append(f"{rep.tflops_per_gpu.mean:.1f} TFLOP/s per GPU")
+    if rep.mfu is not None:
+        parts.append(f"MFU {rep.mfu.mean:.3f}")
+    return "; ".join(parts)

@@ -116,7 +116,7 @@ def test_console_script_is_installed_and_runs(tmp_path):
 def test_parser_has_every_command():
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     assert set(sub.choices) == {"predict", "study", "draw", "trace", "plot", "models", "testbed",
-                                "calibrate", "choose"}
+                                "calibrate", "choose", "plan"}
 
 
 # ---------------------------------------------------------------------------- models

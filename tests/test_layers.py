@@ -29,6 +29,7 @@ RANK = {
     "anchor": 8.5,  # one-GPU anchoring: calls predict()
     "choose": 8.5,  # instances x nodes x variants, the Pareto front: calls predict()
     "accuracy": 8.5,  # update schedules of runs, their replay, time to accuracy: calls predict()
+    "plan_search": 8.5,  # (tp, pp, dp, m) plans that fit memory, fastest first: calls predict()
     "study": 9, "viz": 9, "testbed": 9,
     "cli_args": 9.5,  # the parser; cli binds the commands to it
     "cli_inputs": 9.7,  # what the commands share: inputs from the arguments, the cached net
