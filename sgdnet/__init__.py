@@ -42,6 +42,7 @@ from .errors import (
 from .net import Net
 from .net.compiled import compile_net
 from .pipeline_metrics import PipelineReport, pipeline_report
+from .plan_search import PlanStudy, best_plans
 from .prediction import (
     Prediction,
     ScalingPoint,
@@ -160,4 +161,6 @@ __all__ = [
     "optimizer_step_seconds",
     "with_optimizer",
     "Parallelism",
+    "best_plans",
+    "PlanStudy",
 ]
