@@ -26,20 +26,11 @@ of many more partial sums: its relative slowdown must exceed DDP's, beyond both 
 import math
 
 import pytest
+from test_sharded_closed_forms import BW, LAT, toy  # the same toy profile and links
 
 from sgdnet import simulate
 from sgdnet.variants import build
-from sgdnet.workload import Cluster, ModelProfile, reduce_scatter_time
-
-BW, LAT = 1e9, 1e-5
-
-
-def toy(U=4, F=0.01, B=0.02, nbytes=4e6, u=0.008, per_unit=2):
-    """``U`` blocks of ``per_unit`` layers, ``F`` / ``B`` per block, ``nbytes`` fp32 gradient
-    bytes per block, optimizer step ``u``."""
-    lays = [{"name": f"h.{k}.l{j}", "forward_s": F / per_unit, "backward_s": B / per_unit,
-             "grad_bytes": nbytes / per_unit} for k in range(U) for j in range(per_unit)]
-    return ModelProfile("toy", lays, 8, optimizer_s=u)
+from sgdnet.workload import Cluster, reduce_scatter_time
 
 
 def cluster(n, f=1.0, cv=0.0):
