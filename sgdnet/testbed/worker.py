@@ -22,8 +22,22 @@ the workers. Jobs:
       gradient hook; the optimizer step waits for all of them.
     * ``ddp``: ``DistributedDataParallel(bucket_cap_mb=...)``.
 
+    * ``ssp``: ``async-ps`` plus the stale-synchronous bound of ``staleness`` ``s`` (Ho et
+      al. 2013): after worker ``w``'s ``c``-th step has fully arrived, the PS sends ``w`` a
+      small "go" message once every worker's ``c - s``-th step has arrived; ``w`` waits for it
+      before its next forward (the parameters themselves are returned at once).
+
     Every worker records the ``perf_counter`` time at the end of each step (step-end
     timestamps; CLOCK_MONOTONIC, common to all processes of the machine).
+
+    Optional (PS schemes, :mod:`.tasklog`): ``task`` (a built-in task of
+    :mod:`sgdnet.accuracy.tasks`, e.g. ``"logreg"``), ``task_lr``, ``task_seed`` -- every worker
+    also computes that task's gradient on its own batch stream on the task parameters it last
+    pulled and sends it (with their version) beside its layers; the PS applies it as it applies
+    the layers and rank 0 records, per update, the time, the worker(s), the version each
+    gradient was computed on and the held-out loss. ``slow`` = ``{"rank", "fwd_s", "bwd_s"}``:
+    that worker sleeps ``fwd_s[i]`` after layer ``i``'s forward wait and ``bwd_s[i]`` before
+    layer ``i``'s push (a slower worker, per layer, as ``Cluster.speeds`` models it).
 ``p2p``, ``incast``, ``costs``, ``profile``
     Calibration measurements (see :mod:`sgdnet.testbed.bench`).
 
@@ -46,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from .ops import ps_apply
+from .tasklog import TAG_GO, TaskClient, TaskServer
 
 __all__ = ["main", "TAG_PULL"]
 
@@ -74,10 +89,15 @@ def _load_flat(layer: Any, flat: Any) -> None:
 class _PSClient:
     """Worker side of sync/async PS: push a layer from its gradient hook, pull before forward."""
 
-    def __init__(self, model: Any, ps: int):
+    def __init__(self, model: Any, ps: int, task: TaskClient | None = None,
+                 slow: dict | None = None, ssp: bool = False):
         from .models import param_layers
 
         self.ps = ps
+        self.task = task
+        self.slow = slow
+        self.ssp = ssp
+        self.go: Any = None
         self.layers = param_layers(model)
         self.params = [list(m.parameters(recurse=False)) for m in self.layers]
         self.left = [len(p) for p in self.params]
@@ -97,6 +117,13 @@ class _PSClient:
         if self.left[i]:
             return
         self.left[i] = len(self.params[i])
+        if self.slow is not None:
+            time.sleep(self.slow["bwd_s"][i])
+        if self.task is not None and i == len(self.layers) - 1:  # the first layer pushed
+            self.task.push()
+        if self.ssp and i == 0:  # the last layer pushed: the step is complete
+            gb = torch.zeros(1)
+            self.go = (dist.irecv(gb, self.ps, tag=TAG_GO), gb)
         flat = torch.cat([q.grad.reshape(-1) for q in self.params[i]])
         if self.sends[i] is not None:
             self.sends[i][0].wait()
@@ -105,11 +132,18 @@ class _PSClient:
         self.pulls[i] = (dist.irecv(buf, self.ps, tag=TAG_PULL + i), buf)
 
     def _before(self, i: int, _m: Any, _inp: Any) -> None:
+        if i == 0 and self.go is not None:
+            self.go[0].wait()
+            self.go = None
+        if i == 0 and self.task is not None:
+            self.task.pull()
         pp = self.pulls[i]
         if pp is not None:
             pp[0].wait()
             _load_flat(self.layers[i], pp[1])
             self.pulls[i] = None
+        if self.slow is not None and _m is not None:
+            time.sleep(self.slow["fwd_s"][i])
 
     def finish(self) -> None:
         for i in range(len(self.layers)):
@@ -121,7 +155,8 @@ class _PSClient:
             h.remove()
 
 
-def _ps_server(model: Any, workers: list[int], steps: int, lr: float, sync: bool) -> None:
+def _ps_server(model: Any, workers: list[int], steps: int, lr: float, sync: bool,
+               task: TaskServer | None = None, staleness: int | None = None) -> None:
     import torch
     import torch.distributed as dist
 
@@ -138,6 +173,8 @@ def _ps_server(model: Any, workers: list[int], steps: int, lr: float, sync: bool
         pend = {(w, i): deque([post(w, i)]) for w in workers for i in range(L)}
         sends: list[list[Any]] = [[] for _ in range(L)]
         for step in range(steps):
+            if task is not None:
+                task.sync_round(workers)
             for i in reversed(range(L)):
                 acc = None
                 for w in workers:
@@ -157,12 +194,17 @@ def _ps_server(model: Any, workers: list[int], steps: int, lr: float, sync: bool
 
     lock = threading.Lock()
     errors: list[str] = []
+    cond = threading.Condition()
+    done = dict.fromkeys(workers, 0)
+    gos: dict[int, Any] = {}
 
     def serve(w: int) -> None:
         try:
             nxt = {i: post(w, i) for i in range(L)}
             out: list[Any] = [None] * L
             for step in range(steps):
+                if task is not None:
+                    task.async_update(w, lock)
                 for i in reversed(range(L)):
                     work, buf = nxt[i]
                     work.wait()
@@ -174,6 +216,18 @@ def _ps_server(model: Any, workers: list[int], steps: int, lr: float, sync: bool
                     if out[i] is not None:
                         out[i][0].wait()
                     out[i] = (dist.isend(snap, w, tag=TAG_PULL + i), snap)
+                if staleness is not None:
+                    with cond:
+                        done[w] = step + 1
+                        cond.notify_all()
+                        while step + 1 < steps and min(done.values()) < step + 1 - staleness:
+                            cond.wait()
+                    if w in gos:
+                        gos[w][0].wait()
+                    g = torch.ones(1)
+                    gos[w] = (dist.isend(g, w, tag=TAG_GO), g)
+            if w in gos:
+                gos[w][0].wait()
             for o in out:
                 if o is not None:
                     o[0].wait()
@@ -204,12 +258,23 @@ def _train(job: dict, rank: int, world: int, groups: dict) -> dict:
     model, x, y = build(job["model"], int(job["batch"]), seed=int(job.get("seed", 0)))
     workers = list(range(1, world))
     out: dict[str, Any] = {"scheme": scheme}
-    if scheme in ("sync-ps", "async-ps"):
+    if scheme in ("sync-ps", "async-ps", "ssp"):
+        tname = job.get("task")
+        ssp = scheme == "ssp"
         if rank == 0:
-            _ps_server(model, workers, total, lr, sync=scheme == "sync-ps")
+            ts = None if not tname else TaskServer(tname, float(job["task_lr"]))
+            _ps_server(model, workers, total, lr, sync=scheme == "sync-ps", task=ts,
+                       staleness=int(job["staleness"]) if ssp else None)
+            if ts is not None:
+                out["task_log"] = ts.log()
             return out
-        client = _PSClient(model, 0)
+        tc = None if not tname else TaskClient(tname, rank, 0, int(job["batch"]),
+                                               int(job.get("task_seed", 0)))
+        slow = job.get("slow")
+        slow = slow if slow is not None and int(slow["rank"]) == rank else None
+        client = _PSClient(model, 0, tc, slow, ssp)
         stamps = []
+        out["t_start"] = time.perf_counter()
         for _ in range(total):
             for p in model.parameters():
                 p.grad = None
@@ -237,7 +302,7 @@ def _train(job: dict, rank: int, world: int, groups: dict) -> dict:
         out["buckets"] = _ddp_buckets(net)
         return out
     if scheme != "ring":
-        raise ValueError(f"unknown scheme {scheme!r}; use sync-ps, async-ps, ring or ddp")
+        raise ValueError(f"unknown scheme {scheme!r}; use sync-ps, async-ps, ssp, ring or ddp")
     layers = param_layers(model)
     params = [list(m.parameters(recurse=False)) for m in layers]
     left = [len(p) for p in params]
