@@ -425,12 +425,11 @@ def _memory(spec: Any, prof: ModelProfile, clu: Cluster, options: Mapping[str, A
     """Memory per GPU of the configuration (:func:`sgdnet.workload.memory.memory_for`, on the
     options as the build resolves them), checked against the device's when ``check``."""
     from .workload.memory import check_fits, known_device, memory_for
-    from .workload.parallelism import memory_for_plan
 
     opts = spec.resolve({k: v for k, v in options.items() if k != "heuristics"})
     dev = known_device(prof, device)
-    if spec.name == "pipeline":  # the stage that needs the most, not the whole model per GPU
-        mem = memory_for_plan(prof, clu, opts, dev)
+    if spec.memory is not None:  # the variant's own count (pipeline: its busiest stage)
+        mem = spec.memory(prof, clu, opts, dev)
     else:
         mem = memory_for(spec.name, opts, prof, clu, dev)
     if check:

@@ -66,6 +66,7 @@ from ..workload.parallelism import (
     Parallelism,
     block_of_layer,
     grad_dtype_rule,
+    memory_for_plan,
     schedule_ops,
     stage_partition,
     transformer_shape,
@@ -558,7 +559,8 @@ def _prepare(model: ModelProfile, granularity: str, options: dict) -> ModelProfi
 
 @register("pipeline", summary="3D-parallel transformer training (tensor x pipeline x data "
           "parallelism, Megatron-LM): GPipe, 1F1B, interleaved 1F1B", options=OPTIONS,
-          coarse=build_coarse, lockstep=True, warmup=lambda cluster, o: 2, prepare=_prepare)
+          coarse=build_coarse, lockstep=True, warmup=lambda cluster, o: 2, prepare=_prepare,
+          memory=memory_for_plan)
 def build_fine(model: ModelProfile, cluster: Cluster, **opts) -> Net:
     """The fine pipeline net (module docstring)."""
     return _build(model, cluster, False, **opts)

@@ -57,6 +57,11 @@ class VariantSpec:
         resolved profile and the caller's options before anything else: a variant's own
         transformation of the profile, and its refusals of generic options it does not model
         (``pipeline`` keeps its step costs apart and refuses ``accumulate``).
+    memory : callable or None
+        ``f(profile, cluster, options, device) -> MemoryBreakdown or None``: the memory per GPU
+        of a variant whose GPUs do not each hold what
+        :func:`sgdnet.workload.memory.memory_for` counts (``pipeline``: its busiest stage);
+        ``None`` means ``memory_for``.
     """
 
     name: str
@@ -69,6 +74,7 @@ class VariantSpec:
     module: str = field(default="", compare=False)
     own_step_costs: bool = False
     prepare: Callable[[Any, str, dict], Any] | None = None
+    memory: Callable[[Any, Any, dict, Any], Any] | None = None
 
     def option_names(self) -> list[str]:
         """Names of the accepted options, in declaration order."""
@@ -294,6 +300,7 @@ def register(
     warmup: Callable[[Any, dict], int] | None = None,
     own_step_costs: bool = False,
     prepare: Callable[[Any, str, dict], Any] | None = None,
+    memory: Callable[[Any, Any, dict, Any], Any] | None = None,
 ) -> Callable[[BuildFn], BuildFn]:
     """Decorator registering a variant; it decorates the fine-grained builder.
 
@@ -338,6 +345,7 @@ def register(
             module=mod,
             own_step_costs=own_step_costs,
             prepare=prepare,
+            memory=memory,
         )
         return fine
 
