@@ -90,10 +90,14 @@ def _check_out_dir(path: Path | None) -> None:
 
 
 def _check_readable(path: Path | str | None) -> None:
-    """An input file must be a readable file: a missing or unreadable one (or a directory) is a
-    file error, exit status 1, as the README says."""
+    """An input file must be a readable file: a missing or unreadable one is a file error, exit
+    status 1, as the README says; a directory is a bad value (a usage error, exit status 2, one
+    line naming it), as the loaders' own ``... is a directory; give a file`` (issue #43: every
+    hostile input ends in a one-line project error, exit 2)."""
     if path is None:
         return
+    if Path(path).is_dir():
+        raise _UsageError(f"{str(path)!r} is a directory; give a file")
     with open(path, "rb"):  # FileNotFoundError, PermissionError, IsADirectoryError
         pass
 

@@ -75,6 +75,9 @@ LIMITS: dict[str, int] = {
 }
 
 
+_LARGEST = 10**308  # every limit is compared with floats too: keep it finite
+
+
 def limit(name: str) -> int:
     """The current value of limit ``name`` (``SGDNET_<NAME>`` in the environment wins).
 
@@ -91,8 +94,9 @@ def limit(name: str) -> int:
         value = int(raw)
     except ValueError:
         value = 0
-    if value < 1:
-        raise SgdnetError(f"{env}={raw!r} must be a positive integer (a size limit)")
+    if value < 1 or value > _LARGEST:
+        raise SgdnetError(f"{env}={raw!r} must be a positive integer (a size limit) of at most "
+                          f"{_LARGEST:.0e}")
     return value
 
 

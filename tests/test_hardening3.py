@@ -298,6 +298,27 @@ def test_what_used_to_run_forever_is_refused_within_the_timeout(case, error, tmp
     assert p.stdout.startswith(f"REFUSED {error}"), p.stdout
 
 
+def test_a_clock_the_flows_made_nan_still_meets_the_event_budget(tmp_path):
+    # with the firing limit raised out of the way, rates of 1e-300 B/s make the flows' clock
+    # inf - inf = nan; no completion ever matches it, and the run used to spin past its event
+    # budget and Ctrl-C (the checks lived in the completion loop)
+    p = subprocess.run([sys.executable, "-c", HANG_SCRIPT, "bandwidth"], capture_output=True,
+                       text=True, timeout=120, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(REPO),
+                            "SGDNET_MAX_FIRING_S": str(10**308)})
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.startswith("REFUSED SimulationError"), p.stdout
+    assert "event budget" in p.stdout
+
+
+def test_a_limit_beyond_any_float_is_refused(monkeypatch):
+    from sgdnet.limits import limit
+
+    monkeypatch.setenv("SGDNET_MAX_FIRING_S", str(10**400))
+    with pytest.raises(sgdnet.SgdnetError, match="SGDNET_MAX_FIRING_S.*at most 1e\\+308"):
+        limit("max_firing_s")
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["predict", "--variant", "sync-ps", "--model", "resnet18", "--workers", "2",
       "--bandwidth", "1e-300bps", "--steps", "5", "--no-progress"], "max_firing_s"),
@@ -305,6 +326,8 @@ def test_what_used_to_run_forever_is_refused_within_the_timeout(case, error, tmp
       "--steps", "5", "--no-progress"], "max_config_nodes"),
     (["predict", "--variant", "sync-ps", "--model", "resnet18", "--cluster", "{binary}",
       "--steps", "5", "--no-progress"], "not UTF-8"),
+    (["predict", "--variant", "sync-ps", "--model", "resnet18", "--cluster", "{dir}",
+      "--steps", "5", "--no-progress"], "is a directory; give a file"),
     # 4,096 workers x ResNet-50's 107 layers: at least 438,272 transitions, refused unbuilt
     (["draw", "sync-ps", "--workers", "4096", "--granularity", "fine", "--out", "{dot}"],
      "at least 438,272 transitions"),
@@ -313,7 +336,8 @@ def test_the_cli_refuses_with_one_line_and_exit_2(argv, needle, tmp_path, capsys
     from sgdnet.cli import EXIT_USAGE, main
 
     files = {"bomb": _write(tmp_path, "bomb.yaml", BOMB),
-             "binary": _write(tmp_path, "b.yaml", bytes(range(256))), "dot": tmp_path / "x.dot"}
+             "binary": _write(tmp_path, "b.yaml", bytes(range(256))), "dot": tmp_path / "x.dot",
+             "dir": tmp_path}
     code = main([a.format(**files) for a in argv])
     out, err = capsys.readouterr()
     assert code == EXIT_USAGE == 2, err

@@ -2345,6 +2345,7 @@ def run_replication(
             same = 0
             now = tn
         nt_touched = _I0
+        ev0 = events
         while not hole and eh_n > 0 and ekt[0] == now:
             s = eh[0]
             if not ((eh_n > 1 and ekt[1] == now) or (eh_n > 2 and ekt[2] == now)):
@@ -2476,6 +2477,21 @@ def run_replication(
                     break
         if stop:
             break
+        if events == ev0:
+            # nothing completed at the next event time: only a clock the flows made NaN (rates
+            # of ~1e-300 B/s, inf - inf) does this, and the loop would spin with no completion
+            # (issue #43); the pass counts as one against the budget and the halt poll, as a
+            # completion does (a healthy run always completes the heap's head here)
+            events += 1
+            if events > ev_limit:
+                if events > max_events:
+                    status = ST_BUDGET
+                    break
+                if halt[0] != 0:
+                    status = ST_HALTED
+                    break
+                prog[0] = nsteps
+                ev_limit = min(max_events, events + HALT_POLL)
         if hole and nt_touched > 0:
             hole = _FALSE
             eh_n = _e_pop(eh, ekt, eks, eh_pos, eh_n)
