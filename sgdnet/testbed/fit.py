@@ -12,9 +12,14 @@ how well they fit, so the tests can feed synthetic measurements with known param
 * :func:`fit_share_cv` -- how unevenly ``k`` concurrent flows into (out of) one host share its
   link: the CV of a message's bytes that makes max-min sharing reproduce the spread of their
   measured completion times.
+* :func:`interval` -- a figure measured by ``n`` independent repeats of the calibration: the
+  mean and its 95 % Student-t confidence interval (:func:`t95`).
 
 A fitted intercept that comes out negative (noise on a tiny latency) is clamped to 0 and the
-returned ``notes`` say so; it is not an error.
+returned ``notes`` say so; it is not an error. ``fit_link`` and ``fit_linear`` take ``reject``:
+a point whose relative residual exceeds it is dropped from the fit (worst first, at most a third
+of the points) and named in the notes and in ``dropped``, so one noisy point cannot drag a
+figure (the issue #37 case: a 4-byte round trip 100 % off that made the latency 0).
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ import numpy as np
 
 from ..errors import CalibrationError as FitError
 
-__all__ = ["LinkFit", "IncastFit", "LinearFit", "ShareFit", "fit_link", "fit_incast",
-           "fit_linear", "fit_share_cv", "maxmin_spread"]
+__all__ = ["LinkFit", "IncastFit", "LinearFit", "ShareFit", "Interval", "fit_link", "fit_incast",
+           "fit_linear", "fit_share_cv", "maxmin_spread", "interval", "t95", "figure_intervals",
+           "judge_quality", "tolerance", "MAX_REL_CI", "MAX_FIT_RESIDUAL"]
 
 
 def _arrays(x: Sequence[float], y: Sequence[float], what: str, min_distinct: int = 2
@@ -65,6 +71,8 @@ class LinkFit:
     burst: float
     max_rel_residual: float
     notes: tuple[str, ...] = ()
+    #: sizes dropped from the fit (relative residual above ``reject``)
+    dropped: tuple[float, ...] = ()
 
     def time(self, nbytes: float) -> float:
         """Predicted one-way time of ``nbytes`` (after an idle period), seconds."""
@@ -72,7 +80,7 @@ class LinkFit:
 
 
 def fit_link(sizes: Sequence[float], times: Sequence[float], *, burst: bool = True,
-             bandwidth: float | None = None) -> LinkFit:
+             bandwidth: float | None = None, reject: float | None = None) -> LinkFit:
     """Fit a link's latency, bandwidth and token-bucket burst to one-way message times.
 
     Least squares on relative residuals (weights ``1/t``), so small messages fix ``alpha``
@@ -89,11 +97,16 @@ def fit_link(sizes: Sequence[float], times: Sequence[float], *, burst: bool = Tr
     bandwidth : float, optional
         A bandwidth measured otherwise (e.g. from back-to-back streams, bytes/s); only
         ``alpha`` (and the burst) are then fitted.
+    reject : float, optional
+        Drop the point of largest relative residual while it exceeds ``reject`` (e.g. 0.25),
+        at most a third of the points, keeping enough to fit; each drop is noted and listed in
+        ``LinkFit.dropped``. ``None`` (default): keep every point.
 
     Returns
     -------
     LinkFit
-        ``alpha`` clamped at 0 (with a note) when the fit gives a negative intercept.
+        ``alpha`` clamped at 0 (with a note) when the fit gives a negative intercept;
+        ``max_rel_residual`` over the points kept.
 
     Raises
     ------
@@ -104,6 +117,28 @@ def fit_link(sizes: Sequence[float], times: Sequence[float], *, burst: bool = Tr
     s, t = _arrays(sizes, times, "fit_link", 3 if burst else 2)
     if bandwidth is not None and not (math.isfinite(bandwidth) and bandwidth > 0):
         raise FitError(f"fit_link: bandwidth={bandwidth!r} must be a finite number > 0")
+    fit = _fit_link(s, t, burst, bandwidth)
+    need = (3 if burst else 2) + (0 if bandwidth is None else -1) + 1
+    dropped: list[float] = []
+    notes = list(fit.notes)
+    while reject is not None and len(s) - 1 >= need and len(dropped) < len(sizes) // 3:
+        rel = np.abs(np.array([fit.time(x) for x in s]) - t) / t
+        i = int(np.argmax(rel))
+        if rel[i] <= reject:
+            break
+        dropped.append(float(s[i]))
+        notes.append(f"dropped the {s[i]:.0f}-byte point: relative residual {rel[i]:.0%} > "
+                     f"{reject:.0%} (measured {t[i] * 1e6:.1f} us, fit {fit.time(s[i]) * 1e6:.1f}"
+                     " us)")
+        s, t = np.delete(s, i), np.delete(t, i)
+        fit = _fit_link(s, t, burst, bandwidth)
+        notes += [n for n in fit.notes if n not in notes]
+    return LinkFit(fit.alpha, fit.bandwidth, fit.burst, fit.max_rel_residual, tuple(notes),
+                   tuple(dropped))
+
+
+def _fit_link(s: np.ndarray, t: np.ndarray, burst: bool, bandwidth: float | None) -> LinkFit:
+    """One least-squares fit of :func:`fit_link` on all of ``s``, ``t``."""
     w = 1.0 / t
     ones = np.ones_like(s)
 
@@ -116,15 +151,34 @@ def fit_link(sizes: Sequence[float], times: Sequence[float], *, burst: bool = Tr
             (c0,), sse = _wls([ones], t - c1 * x, w)
         return float(c0), float(c1), sse
 
+    def sse(bs: np.ndarray) -> np.ndarray:
+        """Weighted squared error of the best (alpha, 1/B) for every candidate burst at once
+        (the 2x2 normal equations in closed form; a degenerate candidate scores inf)."""
+        u = np.broadcast_to(w, (len(bs), len(s)))
+        v = np.maximum(s[None, :] - bs[:, None], 0.0) * w
+        if bandwidth is None:
+            suu, suv, svv = (u * u).sum(1), (u * v).sum(1), (v * v).sum(1)
+            sy, svy = u.sum(1), v.sum(1)  # y = w t = 1
+            det = suu * svv - suv * suv
+            ok = det > 1e-12 * suu * np.maximum(svv, 1e-300)
+            c0 = np.where(ok, (sy * svv - suv * svy) / np.where(ok, det, 1.0), 0.0)
+            c1 = np.where(ok, (suu * svy - suv * sy) / np.where(ok, det, 1.0), 0.0)
+        else:
+            c1 = np.full(len(bs), 1.0 / bandwidth)
+            c0 = (u * (1.0 - c1[:, None] * v)).sum(1) / (u * u).sum(1)
+            ok = np.ones(len(bs), dtype=bool)
+        r = c0[:, None] * u + c1[:, None] * v - 1.0
+        return np.where(ok, (r * r).sum(1), np.inf)
+
     if burst:
         lo, hi = max(float(np.min(s[s > 0])) if np.any(s > 0) else 1.0, 1.0) / 4, float(np.max(s))
         grid = np.concatenate([[0.0], np.geomspace(lo, hi, 300)])
-        best = min(grid, key=lambda b: solve(float(b))[2])
+        best = float(grid[int(np.argmin(sse(grid)))])
         if best > 0:  # refine between the neighbouring grid points
             i = int(np.searchsorted(grid, best))
             a_, b_ = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
             fine = np.linspace(a_, b_, 201)
-            best = min(fine, key=lambda b: solve(float(b))[2])
+            best = float(fine[int(np.argmin(sse(fine)))])
         b = float(best)
     else:
         b = 0.0
@@ -150,6 +204,8 @@ class IncastFit:
     c: float
     e1: float
     notes: tuple[str, ...] = field(default=())
+    #: largest ``|curve(k) - table[k]| / table[k]``
+    max_rel_residual: float = 0.0
 
     def efficiency(self, k: int) -> float:
         """The fitted curve at ``k`` flows."""
@@ -171,10 +227,12 @@ def fit_incast(flows: Sequence[int], goodput: Sequence[float], bandwidth: float)
     Returns
     -------
     IncastFit
-        ``table[k]`` = mean goodput / bandwidth; ``e1`` the efficiency at one flow (the
-        measured one, or the curve's intercept when ``k = 1`` was not measured) and ``c >= 0``
-        by least squares on ``e1 / e(k) - 1 = c (k - 1)`` (clamped at 0 with a note if the
-        goodput grows with ``k``).
+        ``table[k]`` = mean goodput / bandwidth, at most 1 (a goodput above the sustained
+        bandwidth is noise of one or the other measurement: written as 1, noted); ``e1`` the
+        efficiency at one flow (the measured one, or the curve's intercept when ``k = 1`` was
+        not measured) and ``c >= 0`` by least squares on ``e1 / e(k) - 1 = c (k - 1)`` (clamped
+        at 0 with a note if the goodput grows with ``k``: the table then keeps the measured
+        efficiencies, capped at 1, and the curve is flat).
     """
     k = np.asarray(flows, dtype=float)
     g = np.asarray(goodput, dtype=float)
@@ -187,9 +245,15 @@ def fit_incast(flows: Sequence[int], goodput: Sequence[float], bandwidth: float)
     if not (math.isfinite(bandwidth) and bandwidth > 0):
         raise FitError(f"fit_incast: bandwidth={bandwidth!r} must be a finite number > 0")
     table = {int(kk): float(np.mean(g[k == kk]) / bandwidth) for kk in sorted(set(k.tolist()))}
+    notes: list[str] = []
+    over = {kk: v for kk, v in table.items() if v > 1.0}
+    if over:
+        notes.append("efficiency above 1 at k = " + ", ".join(f"{kk} ({v:.3f})" for kk, v
+                                                             in over.items())
+                     + ": goodput measured above the sustained bandwidth (noise), written as 1")
+        table = {kk: min(v, 1.0) for kk, v in table.items()}
     ks = np.array(list(table), dtype=float)
     es = np.array(list(table.values()))
-    notes: list[str] = []
     if 1 in table:
         e1 = table[1]
     elif len(ks) >= 2:  # extrapolate 1/e linearly to k = 1
@@ -203,12 +267,16 @@ def fit_incast(flows: Sequence[int], goodput: Sequence[float], bandwidth: float)
         x = ks[m] - 1.0
         c = float(x @ y / (x @ x))
         if c < 0:
-            notes.append(f"goodput grows with the number of flows (c = {c:.3g}); clamped c to 0")
+            notes.append(f"goodput does not fall with the number of flows (c = {c:.3g}): the "
+                         "curve's c is clamped to 0 (flat); the table keeps the measured "
+                         "efficiencies, at most 1")
             c = 0.0
     else:
         c = 0.0
         notes.append("only one flow count measured: no incast slope")
-    return IncastFit(table, c, float(e1), tuple(notes))
+    f = IncastFit(table, c, float(e1), tuple(notes))
+    res = max(abs(f.efficiency(kk) - v) / v for kk, v in table.items())
+    return IncastFit(table, c, float(e1), tuple(notes), float(res))
 
 
 @dataclass(frozen=True)
@@ -219,15 +287,37 @@ class LinearFit:
     slope: float
     max_rel_residual: float
     notes: tuple[str, ...] = ()
+    #: x values dropped from the fit (relative residual above ``reject``)
+    dropped: tuple[float, ...] = ()
 
 
-def fit_linear(x: Sequence[float], y: Sequence[float], what: str = "cost") -> LinearFit:
+def fit_linear(x: Sequence[float], y: Sequence[float], what: str = "cost", *,
+               reject: float | None = None) -> LinearFit:
     """A per-item + per-byte cost ``y = c0 + c1 x`` by least squares on relative residuals.
 
     ``c0 < 0`` is clamped to 0 (noted); ``c1 < 0`` is clamped to 0 (noted) too, e.g. a CPU
-    cost per byte lost in the noise.
+    cost per byte lost in the noise. ``reject``: as :func:`fit_link` (drop the worst point while
+    its relative residual exceeds it; at most a third of the points, 3 kept).
     """
     xa, ya = _arrays(x, y, f"fit_linear({what})")
+    f = _fit_linear(xa, ya, what)
+    dropped: list[float] = []
+    notes = list(f.notes)
+    while reject is not None and len(xa) > 3 and len(dropped) < len(x) // 3:
+        rel = np.abs(f.intercept + f.slope * xa - ya) / ya
+        i = int(np.argmax(rel))
+        if rel[i] <= reject:
+            break
+        dropped.append(float(xa[i]))
+        notes.append(f"{what}: dropped the point at {xa[i]:.0f}: relative residual "
+                     f"{rel[i]:.0%} > {reject:.0%}")
+        xa, ya = np.delete(xa, i), np.delete(ya, i)
+        f = _fit_linear(xa, ya, what)
+        notes += [n for n in f.notes if n not in notes]
+    return LinearFit(f.intercept, f.slope, f.max_rel_residual, tuple(notes), tuple(dropped))
+
+
+def _fit_linear(xa: np.ndarray, ya: np.ndarray, what: str) -> LinearFit:
     (c0, c1), _ = _wls([np.ones_like(xa), xa], ya, 1.0 / ya)
     notes = []
     if c1 < 0:
@@ -322,3 +412,154 @@ def fit_share_cv(flows: Sequence[int], ends: Sequence[Sequence[float]], *,
         notes.append(f"sharing: spread beyond the grid (cv >= {cv:g}); clamped")
     return ShareFit(cv=cv, measured=measured, fitted={k: float(table[k][i]) for k in measured},
                     runs=sum(len(v) for v in by_k.values()), notes=tuple(notes))
+
+
+# --------------------------------------------------------------------------- intervals
+#: Two-sided 95 % quantiles of Student's t for 1..30 degrees of freedom (NIST/SEMATECH
+#: e-Handbook of Statistical Methods, section 1.3.6.7.2, "Critical values of the Student's t
+#: distribution", https://www.itl.nist.gov/div898/handbook/eda/section3/eda3672.htm).
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+        2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def t95(df: int) -> float:
+    """Two-sided 95 % quantile of Student's t with ``df >= 1`` degrees of freedom (the table
+    up to 30, then the Cornish-Fisher expansion around the normal quantile 1.95996)."""
+    if df < 1:
+        raise FitError(f"t95: df={df} must be >= 1")
+    if df <= len(_T95):
+        return _T95[df - 1]
+    z = 1.959964
+    return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A figure from ``n`` independent repeats: ``value`` (their mean), the 95 % confidence
+    interval ``[lo, hi]`` of the mean (``None`` for one repeat) and the repeats' ``sd``."""
+
+    value: float
+    lo: float | None
+    hi: float | None
+    n: int
+    sd: float
+
+    def covers(self, x: float) -> bool:
+        """Whether ``x`` is inside the interval (``False`` without one)."""
+        return self.lo is not None and self.hi is not None and self.lo <= x <= self.hi
+
+    def rel_half_width(self) -> float | None:
+        """Half the interval's width over ``|value|`` (``inf`` for a zero value with a
+        non-zero width, ``None`` without an interval)."""
+        if self.lo is None or self.hi is None:
+            return None
+        h = (self.hi - self.lo) / 2
+        return h / abs(self.value) if self.value else (0.0 if h == 0 else math.inf)
+
+
+def interval(samples: Sequence[float]) -> Interval:
+    """Mean and 95 % Student-t confidence interval of the mean of independent ``samples``:
+    ``mean +- t95(n - 1) sd / sqrt(n)``. One sample gives no interval (``lo = hi = None``).
+
+    Raises
+    ------
+    CalibrationError
+        No samples, or one that is not finite.
+    """
+    x = np.asarray(list(samples), dtype=float)
+    if x.size == 0 or not np.all(np.isfinite(x)):
+        raise FitError(f"interval: need finite samples, got {x.tolist()}")
+    m = float(np.mean(x))
+    if x.size == 1:
+        return Interval(m, None, None, 1, 0.0)
+    sd = float(np.std(x, ddof=1))
+    h = t95(x.size - 1) * sd / math.sqrt(x.size)
+    return Interval(m, m - h, m + h, int(x.size), sd)
+
+
+#: Default largest half-width of a figure's 95 % interval relative to its value.
+MAX_REL_CI = 0.25
+#: Largest relative residual a fit may keep (after dropping points) before it is judged bad.
+MAX_FIT_RESIDUAL = 0.5
+#: Figures judged on an absolute half-width (their value may be near 0): name prefix -> width.
+#: ``share_cv``: the predictions need it to about +-0.1 (docs/validation.md, sensitivity).
+_ABS_CI = {"link.share_cv.": 0.1, "incast.in.c": 0.05, "incast.out.c": 0.05}
+#: Figures that are fitted (their residual is judged), by name prefix.
+_FITTED = ("link.latency", "link.burst", "incast.", "cpu.reduce", "ps.")
+
+
+def tolerance(name: str, max_rel_ci: float = MAX_REL_CI) -> tuple[str, float]:
+    """How a figure's interval is judged: ``("abs", width)`` or ``("rel", fraction)``."""
+    for p, w in _ABS_CI.items():
+        if name.startswith(p):
+            return "abs", w
+    return "rel", max_rel_ci
+
+
+def figure_intervals(samples: dict[str, Sequence[float]],
+                     residuals: dict[str, Sequence[float | None]] | None = None, *,
+                     latency_se: float | None = None) -> dict[str, dict]:
+    """Each figure's entry of a cluster file's ``calibration.figures`` from its value in each
+    repeat: ``value`` (mean), ``ci95`` (:func:`interval`, clipped at 0, every figure being
+    >= 0; ``None`` for one repeat), ``n``, ``sd`` and ``worst_rel_residual`` (the largest over
+    the repeats' fits). ``link.latency`` is *below resolution* (``below_resolution: true``,
+    ``upper_bound``) when its interval reaches 0, a repeat's fit clamped it to 0, or its mean is
+    within two standard errors ``latency_se`` of 0: it must then be shown as ``< upper_bound``,
+    not as a measured value."""
+    out: dict[str, dict] = {}
+    for name, xs in samples.items():
+        iv = interval(xs)
+        rs = [r for r in (residuals or {}).get(name, ()) if r is not None]
+        e: dict = {"value": iv.value,
+                   "ci95": None if iv.lo is None else [max(iv.lo, 0.0), iv.hi],
+                   "n": iv.n, "sd": iv.sd, "worst_rel_residual": max(rs) if rs else None}
+        if name == "link.latency":
+            se2 = 2 * (latency_se or 0.0)
+            if (iv.lo is not None and iv.lo <= 0) or min(xs) <= 0 or iv.value < se2:
+                e["below_resolution"] = True
+                e["upper_bound"] = max(iv.hi or 0.0, iv.value + se2, max(xs))
+        out[name] = e
+    return out
+
+
+def judge_quality(figures: dict[str, dict], quiet_rows: Sequence[dict] = (), *, n: int,
+                  max_rel_ci: float = MAX_REL_CI, max_residual: float = MAX_FIT_RESIDUAL
+                  ) -> dict:
+    """The calibration's verdict from :func:`figure_intervals` and the quiet gate's rows.
+
+    ``quality`` is ``"low"`` when a figure's interval is wider than :func:`tolerance` allows,
+    a fitted figure kept a relative residual above ``max_residual``, or a job was noisy
+    (``row["noisy"]``); ``"unjudged"`` with one repeat (no intervals); else ``"good"``.
+    ``problems`` say which and by how much; ``warnings`` what is not a failure (a latency
+    below resolution, one repeat).
+    """
+    problems: list[str] = []
+    warnings: list[str] = []
+    for name, e in figures.items():
+        if e.get("below_resolution"):
+            warnings.append(f"{name} below resolution: < {e['upper_bound'] * 1e6:.0f} us")
+        elif e["ci95"] is not None:
+            kind, tol = tolerance(name, max_rel_ci)
+            lo, hi = e["ci95"]
+            half = (hi - lo) / 2
+            if kind == "abs" and half > tol:
+                problems.append(f"{name}: 95% interval +-{half:.3g} wider than +-{tol:g}")
+            elif kind == "rel" and half > tol * abs(e["value"]):
+                rel = half / abs(e["value"]) if e["value"] else math.inf
+                problems.append(f"{name}: 95% interval +-{rel:.0%} of the value, wider than "
+                                f"+-{tol:.0%}")
+        r = e.get("worst_rel_residual")
+        if r is not None and name.startswith(_FITTED) and r > max_residual \
+                and not e.get("below_resolution"):
+            problems.append(f"{name}: its fit is {r:.0%} off at its worst point (> "
+                            f"{max_residual:.0%}) after dropping outliers")
+    noisy = [r for r in quiet_rows if r.get("noisy")]
+    if noisy:
+        problems.append(f"quiet gate: other processes used up to "
+                        f"{max(float(r['other_cores']) for r in noisy):.2f} cores during "
+                        f"{len(noisy)} of {len(quiet_rows)} jobs")
+    if n < 2:
+        warnings.append("one repeat: no intervals, quality not judged (use --repeats 3 or more)")
+    quality = "low" if problems else ("unjudged" if n < 2 else "good")
+    return {"quality": quality, "problems": problems, "warnings": warnings}

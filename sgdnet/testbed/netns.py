@@ -36,7 +36,7 @@ from ..units import nbytes as _parse_bytes
 from ..workload._quantity import seconds as _parse_seconds
 
 __all__ = ["EmulatedCluster", "PREFIX", "cleanup_stale", "can_create_namespaces",
-           "netem_available"]
+           "netem_available", "parse_burst", "tc_size"]
 
 #: Prefix of every namespace this module creates.
 PREFIX = "sgdtb"
@@ -57,6 +57,34 @@ def _run(cmd: Sequence[str], check: bool = True, timeout: float = 30.0
         raise TestbedError(f"command failed ({p.returncode}): {' '.join(cmd)}: "
                            f"{(p.stderr or p.stdout).strip()}")
     return p
+
+
+def parse_burst(value: float | str, what: str = "burst") -> float:
+    """A token-bucket depth in bytes, unambiguous for tc users.
+
+    sgdnet's sizes (:mod:`sgdnet.units`): ``KB`` = 1000 bytes, ``KiB`` = 1024 bytes, ``B`` or a
+    bare number = bytes. tc reads ``64kb`` or ``64k`` as 64 KiB (tc(8), "Parameters": "kb or k
+    = Kilobytes", 1024), while sgdnet reads a lowercase ``b`` as bits (``64kb`` = 8000 bytes):
+    so a size in bits (``kb``, ``kbit``, ``Mb``, ...) is refused here, naming both readings.
+    """
+    if isinstance(value, str):
+        m = re.match(r"^\s*([0-9.eE+-]+)\s*([A-Za-z]*)\s*$", value)
+        unit = m.group(2) if m else ""
+        if m and unit and (unit[-1] == "b" or unit.endswith("bit") or unit in ("k", "K")):
+            x = float(m.group(1))
+            bits = (f"sgdnet reads a lowercase 'b' as bits ({_parse_bytes(value, what=what):.0f}"
+                    " bytes)" if unit not in ("k", "K") else "sgdnet has no bare 'k'")
+            raise TestbedError(
+                f"{what}={value!r} is ambiguous: tc reads {x:g}kb or {x:g}k as {x:g} KiB "
+                f"({x * 1024:.0f} bytes), {bits}; write {x:g}KiB ({x * 1024:.0f} bytes, tc's "
+                f"{x:g}kb) or {x:g}KB ({x * 1000:.0f} bytes), or a number of bytes")
+    return _parse_bytes(value, what=what)
+
+
+def tc_size(nbytes: float) -> str:
+    """``nbytes`` as tc writes bytes exactly: ``"65536b"`` (tc(8): "b or a bare number =
+    Bytes"), rounded to a whole byte."""
+    return f"{int(round(nbytes))}b"
 
 
 def _list_ns() -> list[str]:
@@ -155,11 +183,14 @@ class EmulatedCluster:
     rate : float or str
         Link rate each direction, bytes/s or a string (``"100Mbit/s"``).
     burst : float or str
-        Token-bucket depth, bytes (``"64KB"``); must hold at least one full-size packet.
+        Token-bucket depth, bytes (``"64KB"`` = 64000, ``"64KiB"`` = 65536, tc's ``64kb``;
+        :func:`parse_burst` refuses the ambiguous ``"64kb"``); passed to tc as exact bytes;
+        must hold at least one full-size packet.
     delay : float or str
         One-way delay added on each side (``"1ms"``); needs netem (raises if missing).
     queue_latency : float or str
-        ``tbf latency``: how long a packet may wait in the shaper queue before being dropped.
+        ``tbf latency``: how long a packet may wait in the shaper queue before being dropped
+        (default 100 ms; ``sgdnet calibrate --queue``), passed to tc in microseconds.
 
     Examples
     --------
@@ -173,12 +204,15 @@ class EmulatedCluster:
             raise TestbedError(f"hosts={hosts!r}: must be an integer in 1..200")
         self.hosts = hosts
         self.rate = _parse_rate(rate, what="testbed rate")
-        self.burst = _parse_bytes(burst, what="testbed burst")
+        self.burst = parse_burst(burst, what="testbed burst")
         if self.burst < 2000:
             raise TestbedError(f"burst={burst!r}: must hold at least one 1500-byte packet "
                                "(use e.g. '16KB' or more)")
         self.delay = _parse_seconds(delay, what="testbed delay")
         self.queue_latency = _parse_seconds(queue_latency, what="tbf queue latency")
+        if not self.queue_latency > 0:
+            raise TestbedError(f"queue={queue_latency!r}: the tbf queue latency must be > 0 "
+                               "(e.g. '100ms', the default)")
         self.token = f"{PREFIX}-{os.getpid()}"
         self.netem: bool | None = None
         self._up = False
@@ -265,10 +299,10 @@ class EmulatedCluster:
         """(Re)shape every link, both directions, to ``rate`` (and ``burst``)."""
         self.rate = _parse_rate(rate, what="testbed rate")
         if burst is not None:
-            self.burst = _parse_bytes(burst, what="testbed burst")
+            self.burst = parse_burst(burst, what="testbed burst")
         r = f"{self.rate * 8:.0f}bit"
-        b = f"{int(self.burst)}b"
-        lat = f"{self.queue_latency * 1e3:.0f}ms"
+        b = tc_size(self.burst)
+        lat = f"{self.queue_latency * 1e6:.0f}us"
         for i in range(self.hosts):
             for ns, dev in ((self.ns(i), "eth0"), (self.switch, f"p{i}")):
                 _run(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], check=False)

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 __all__ = ["cpu_jiffies", "loadavg", "other_cores", "process_cpu_snapshot", "top_others",
-           "DEFAULT_THRESHOLD_CORES"]
+           "DEFAULT_THRESHOLD_CORES", "advice", "sample_other_cores"]
 
 #: Other tenants' CPU (in cores) above which a job is flagged noisy.
 DEFAULT_THRESHOLD_CORES = 0.5
@@ -65,6 +65,39 @@ def other_cores(busy0: float, busy1: float, own_cpu_s: float, wall_s: float) -> 
     if not wall_s > 0:
         raise ValueError(f"wall_s={wall_s!r} must be > 0")
     return max(0.0, (busy1 - busy0 - own_cpu_s) / wall_s)
+
+
+def sample_other_cores(seconds: float = 1.0) -> float:
+    """Cores the rest of the machine uses over ``seconds`` while this process sleeps (the
+    check ``sgdnet calibrate`` makes before it starts)."""
+    import time
+
+    b0 = cpu_jiffies()[0]
+    c0 = time.process_time()
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    wall = time.monotonic() - t0
+    return other_cores(b0, cpu_jiffies()[0], time.process_time() - c0, wall)
+
+
+def advice(cores: float, threshold: float, *, jobs: Sequence[str] = (), when: str = "",
+           top: Sequence[Mapping] = ()) -> str:
+    """The quiet gate's message when other processes used ``cores`` (> ``threshold``): what
+    happened, what it does to the figures and what to do about it."""
+    where = f" during {len(jobs)} job(s) ({', '.join(map(str, jobs[:6]))}" \
+            f"{', ...' if len(jobs) > 6 else ''})" if jobs else (f" {when}" if when else "")
+    heavy = ", ".join(f"{r['name']} (pid {r['pid']}, {float(r['cores']):.2f} cores)"
+                      for r in list(top)[:3])
+    return (f"quiet gate: other processes used {cores:.2f} cores{where}, above the threshold "
+            f"{threshold:g}{'; heaviest: ' + heavy if heavy else ''}. The timings (CPU costs "
+            "per byte, share_cv, latency) are then inflated and spread out. What to do: stop "
+            "other jobs on this machine and calibrate again; or keep them off the calibration's "
+            "cores (e.g. 'taskset -c 1 sgdnet calibrate ...' with the others on core 0; the gate "
+            "still counts them, so add --quiet-threshold); or "
+            "raise --repeats (e.g. 5) so the intervals in the file's calibration block show "
+            "the spread; or, if this load is the normal condition of the cluster you predict, "
+            "accept it with --quiet-threshold CORES. Going on: the file records the gate's "
+            "verdict and the command exits with status 3 (calibrated, low quality).")
 
 
 def process_cpu_snapshot() -> dict[int, tuple[str, float]]:

@@ -14,10 +14,18 @@ Transfers (the network model, option ``discipline``)
     share). The active flows' rates are the max-min fair allocation over all links, so a
     parameter server's downlink is shared fairly by the workers pushing into it and a
     worker's own messages do not overtake each other. Per-message noise (``comm_cv``)
-    multiplies the bytes. The CPU pays ``send_s_per_byte * b`` on the sender's compute before
-    the flow and ``recv_s_per_byte * b`` (plus ``reduce_s_per_byte * b`` where the receiver
-    reduces) on the receiver's compute after it, held for that work only. The data arrives
-    ``cluster.latency`` after its last byte left (a pure delay stage, ``name + ".lat"``).
+    multiplies the bytes. With ``cluster.cpu_overlap`` the CPU's per-byte work overlaps the
+    flow: the sender's ``send_s_per_byte`` and the receiver's ``recv_s_per_byte`` are
+    two more links of the flow's path (:meth:`Fabric.cpu_link`, bandwidth ``1 / s_per_byte``),
+    so the work runs while the bytes move and only its excess over the link time delays the
+    message (one message alone: ``b * max(1/B, send_s_per_byte, recv_s_per_byte)``), and a
+    host's concurrent messages share its CPU max-min fairly (gloo's TCP pairs read into the
+    destination buffer as segments arrive). With ``cpu_overlap=False`` (the default) the
+    sender's compute pays ``send_s_per_byte * b`` before the flow and the receiver's
+    ``recv_s_per_byte * b`` after it, held for that work only. A reducing receiver's
+    ``reduce_s_per_byte * b`` (adding the data to its own, which needs the whole message) is a
+    stage on its compute after the flow in both. The data arrives ``cluster.latency`` after
+    its last byte left (a pure delay stage, ``name + ".lat"``).
 
     ``"fifo"`` and ``"ps"`` (the earlier NIC models, kept for comparisons and closed forms): a
     *link* stage holds the sender's uplink and the receiver's downlink (FIFO resources, or
@@ -65,6 +73,7 @@ from ..errors import VariantError
 from ..net import Net
 from ..workload import Cluster, ring_allreduce_time, tree_allreduce_time
 from .durations import duration
+from .tcp_ramp import pacing_cap, ramp_delay
 
 __all__ = ["Host", "Fabric", "DISCIPLINES"]
 
@@ -120,7 +129,7 @@ class Fabric:
         self.flows = discipline == "flows"
         self.nic_discipline = "priority" if priority else discipline
         self._res: dict[str, str] = {}
-        self._paths: dict[tuple[Host, Host], list[str]] = {}
+        self._paths: dict[tuple, list[str]] = {}  # (src, dst[, "cpu"]) -> links
         self._ps_hosts: dict[int, Host] = {}  # a frozen cluster's shard hosts, asked per piece
         # what a transfer's link stage needs per (src, dst, lane), for every TransferBatch on
         # this fabric (the resources exist once made; see TransferBatch._pair)
@@ -241,6 +250,37 @@ class Fabric:
             self._paths[src, dst] = got
         return list(got)
 
+    def cpu_link(self, host: Host, direction: str) -> str | None:
+        """The link standing for ``host``'s per-byte CPU work on the messages it sends
+        (``direction="tx"``, bandwidth ``1 / cluster.send_s_per_byte``) or receives (``"rx"``,
+        ``1 / cluster.recv_s_per_byte``), created on first use (``w{i}.txcpu`` /
+        ``w{i}.rxcpu``, ``ps{k}.txcpu`` / ``ps{k}.rxcpu``; kind ``"tx_cpu"`` / ``"rx_cpu"``);
+        None when that cost is 0 or ``cluster.cpu_overlap`` is off (the cost is then a
+        transition before / after the flow)."""
+        c = self.cluster
+        spb = c.send_s_per_byte if direction == "tx" else c.recv_s_per_byte
+        if not (self.flows and c.cpu_overlap and spb > 0):
+            return None
+        kind, i = host
+        stem = f"w{i}" if kind == "worker" else f"ps{i}"
+        name = f"{stem}.{direction}cpu"
+        if name not in self._res:
+            self.net.link(name, 1.0 / spb, host=self.host_name(host), kind=f"{direction}_cpu")
+            self._res[name] = name
+        return name
+
+    def flow_path(self, src: Host, dst: Host) -> list[str]:
+        """:meth:`path` with the sender's and the receiver's CPU links (:meth:`cpu_link`) at its
+        ends: a message's per-byte CPU work runs while its bytes move, at the max-min rate of
+        the whole path, so one message alone takes ``b * max(1/B, send_s_per_byte,
+        recv_s_per_byte)`` and a host's CPU is shared by its concurrent messages."""
+        got = self._paths.get((src, dst, "cpu"))
+        if got is None:
+            tx, rx = self.cpu_link(src, "tx"), self.cpu_link(dst, "rx")
+            got = [*([tx] if tx else []), *self.path(src, dst), *([rx] if rx else [])]
+            self._paths[src, dst, "cpu"] = got
+        return list(got)
+
     def latency(self, src: Host, dst: Host) -> float:
         """One-way latency from ``src`` to ``dst``: the topology's ``intra_latency`` between
         two GPUs of one node, else ``cluster.latency``."""
@@ -291,9 +331,12 @@ class Fabric:
         The link stage (named ``name``) consumes ``inputs`` and produces ``link_outputs`` when
         its bytes are through; ``outputs`` are produced when the data has arrived (after the
         latency stage ``name + ".lat"``, omitted when latency is 0, and with flows after the
-        receiver's CPU work ``name + ".recv"``). With flows the link stage is a flow over
-        :meth:`up` ``(src)`` and :meth:`down` ``(dst)`` on the connection ``src->dst``, preceded
-        by the sender's CPU work ``name + ".send"`` when ``cluster.send_s_per_byte > 0``; with
+        receiver's CPU work ``name + ".recv"`` when there is any left after the flow: the
+        reduction, and with ``cluster.cpu_overlap=False`` the receive copy). With flows the link
+        stage is a flow over :meth:`flow_path` ``(src, dst)`` (:meth:`up` ``(src)``,
+        :meth:`down` ``(dst)`` and with ``cpu_overlap`` the hosts' CPU links) on the connection
+        ``src->dst``, preceded by the sender's CPU work ``name + ".send"`` when
+        ``cluster.send_s_per_byte > 0`` and ``cpu_overlap`` is off; with
         ``fifo``/``ps`` it holds :meth:`link_resources` for ``nbytes / bandwidth(src, dst)``
         seconds. ``reduce``: the receiver also adds the data to its own (a reduction step), at
         ``cluster.reduce_s_per_byte`` (flows only). ``comm_cv`` is the noise of the bytes.
@@ -321,7 +364,8 @@ class Fabric:
         link_outputs, outputs = list(link_outputs), list(outputs)
         names: list[str] = []
         ins = list(inputs)
-        if self.flows and c.send_s_per_byte > 0:
+        ovl = self.flows and c.cpu_overlap
+        if self.flows and c.send_s_per_byte > 0 and not ovl:
             sent = net.place(f"{name}:sent")
             net.transition(f"{name}.send", duration(nbytes * c.send_s_per_byte, ccv),
                            inputs={p: 1 for p in ins}, outputs={sent: 1},
@@ -329,24 +373,27 @@ class Fabric:
                            tags={**tg, "stage": "send"})
             names.append(f"{name}.send")
             ins = [sent.name]
-        recv_s = (c.recv_s_per_byte + c.reduce_s_per_byte * float(reduce)) * nbytes
+        recv_s = ((0.0 if ovl else c.recv_s_per_byte) + c.reduce_s_per_byte * float(reduce)) \
+            * nbytes
         arrived = outputs
         if self.flows and recv_s > 0:
             arrived = [net.place(f"{name}:arrived").name]
         ltags = {**tg, "stage": "link", "bytes": nbytes}
         lat = self.latency(src, dst) if latency is None else float(latency)
+        lat += self.tcp_ramp(nbytes, src, dst)
         cv = self.flow_cv(share) if messages == 1 else self.flow_cv(share) / math.sqrt(messages)
+        cap = self.flow_cap(share, src, dst)
         if lat > 0:
             wire = net.place(f"{name}.wire")
             self._link_stage(name, nbytes, src, dst, ins, [*link_outputs, wire.name], ltags,
-                             priority, lane, cv)
+                             priority, lane, cv, cpu=True, cap=cap)
             net.transition(f"{name}.lat", Deterministic(lat), inputs={wire: 1},
                            outputs={p: 1 for p in arrived}, servers=math.inf,
                            tags={**tg, "stage": "latency"})
             names += [name, f"{name}.lat"]
         else:
             self._link_stage(name, nbytes, src, dst, ins, [*link_outputs, *arrived], ltags,
-                             priority, lane, cv)
+                             priority, lane, cv, cpu=True, cap=cap)
             names.append(name)
         if arrived is not outputs:
             net.transition(f"{name}.recv", duration(recv_s, ccv),
@@ -367,6 +414,29 @@ class Fabric:
         extra = 0.0 if share is None or not self.flows else getattr(c, f"share_cv_{share}")
         return math.hypot(c.comm_cv, extra) if extra > 0 else c.comm_cv
 
+    def flow_cap(self, share: str | None, src: Host, dst: Host) -> float:
+        """The rate cap of a flow that is one of several connections into (``share="in"``,
+        ``dst``'s downlink) or out of (``"out"``, ``src``'s uplink) one host: BBR's pace while
+        sharing, :func:`~.tcp_ramp.pacing_cap` of that link among the workers exchanging with
+        the host (``cluster.workers``, less one for a colocated shard's own worker) with factor
+        ``cluster.tcp_pacing``; ``math.inf`` without flows, ``share`` or ``tcp_pacing``."""
+        c = self.cluster
+        if not self.flows or share is None or c.tcp_pacing <= 0:
+            return math.inf
+        host = dst if share == "in" else src
+        bw = self.down_bw(host) if share == "in" else self.up_bw(host)
+        k = c.workers - (1 if host[0] == "worker" else 0)
+        return pacing_cap(bw, max(1, k), c.tcp_pacing)
+
+    def tcp_ramp(self, nbytes: float, src: Host, dst: Host) -> float:
+        """Seconds a message's slow-start restart adds (:func:`~.tcp_ramp.ramp_delay` at
+        :meth:`bandwidth` ``(src, dst)``, ``cluster.tcp_rtt`` and ``tcp_init_window``); 0
+        without flows or with ``tcp_rtt`` 0."""
+        c = self.cluster
+        if not self.flows or c.tcp_rtt <= 0:
+            return 0.0
+        return ramp_delay(nbytes, self.bandwidth(src, dst), c.tcp_rtt, c.tcp_init_window)
+
     def reduces_cost(self) -> bool:
         """Whether a reducing transfer takes longer than a plain one (:meth:`transfer`'s
         ``reduce``: flows with ``cluster.reduce_s_per_byte > 0``)."""
@@ -374,18 +444,21 @@ class Fabric:
 
     def _link_stage(self, name: str, nbytes: float, src: Host, dst: Host, inputs: list,
                     outputs: list, tags: dict, priority: int, lane: int = 0,
-                    cv: float | None = None) -> None:
+                    cv: float | None = None, cpu: bool = False,
+                    cap: float = math.inf) -> None:
         """The stage that occupies the network: a flow, or a NIC-holding transition (bytes or
-        time with CV ``cv``, default ``cluster.comm_cv``)."""
+        time with CV ``cv``, default ``cluster.comm_cv``). ``cpu``: the flow also crosses the
+        hosts' CPU links (:meth:`flow_path`); ``cap``: its rate cap (:meth:`flow_cap`)."""
         net, c = self.net, self.cluster
         cv = c.comm_cv if cv is None else cv
         if self.flows:
             key = f"{self.host_name(src)}->{self.host_name(dst)}" + (f"#{lane}" if lane else "")
-            net.transfer(name, duration(nbytes, cv), self.path(src, dst),
+            path = self.flow_path(src, dst) if cpu else self.path(src, dst)
+            net.transfer(name, duration(nbytes, cv), path,
                          inputs={p: 1 for p in inputs}, outputs={p: 1 for p in outputs},
                          connection=key,
                          connection_tags={"host": self.host_name(src)},
-                         priority=priority, tags=tags)
+                         cap=None if cap == math.inf else cap, priority=priority, tags=tags)
             return
         net.transition(name, duration(nbytes / self.bandwidth(src, dst), cv),
                        inputs={p: 1 for p in inputs}, outputs={p: 1 for p in outputs},

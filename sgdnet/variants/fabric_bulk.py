@@ -133,7 +133,8 @@ class TransferBatch:
     # -------------------------------------------------------------- transfers
     def _pair(self, src: Host, dst: Host, lane: int) -> tuple | None:
         """What a transfer's link stage needs from ``src`` to ``dst`` on ``lane``, its
-        resources created as :meth:`.Fabric._link_stage` creates them: ``(resources, latency,
+        resources created as :meth:`.Fabric._link_stage` creates them (with flows the links of
+        :meth:`.Fabric.flow_path`, CPU links included): ``(resources, latency,
         bandwidth)`` (bandwidth None with flows); None when the batch leaves it to the checked
         way (a path link that is not a flow link or has a latency of its own)."""
         key = (src, dst, lane)
@@ -141,7 +142,7 @@ class TransferBatch:
             return self._pairs[key]
         fab, net = self.fabric, self.net
         if fab.flows:
-            links = fab.path(src, dst)
+            links = fab.flow_path(src, dst)
             rs = [net.resources.get(ln) for ln in links]
             if not links or any(r is None or r.discipline != "flow" or r.latency != 0
                                 for r in rs):
@@ -201,7 +202,8 @@ class TransferBatch:
         els: list[Place | Transition] = []  # in the checked path's order
         names = []
         arcs = dict.fromkeys(ins, 1)
-        if fab.flows and c.send_s_per_byte > 0:
+        ovl = fab.flows and c.cpu_overlap
+        if fab.flows and c.send_s_per_byte > 0 and not ovl:
             sent = f"{name}:sent"
             els.append(new_place(sent, 0, {}))
             els.append(new_transition(
@@ -210,7 +212,8 @@ class TransferBatch:
                 priority=priority))
             names.append(f"{name}.send")
             arcs = {sent: 1}
-        recv_s = (c.recv_s_per_byte + c.reduce_s_per_byte * float(reduce)) * nbytes
+        recv_s = ((0.0 if ovl else c.recv_s_per_byte) + c.reduce_s_per_byte * float(reduce)) \
+            * nbytes
         arrived = outputs
         if fab.flows and recv_s > 0:
             arrived = [f"{name}:arrived"]
@@ -221,6 +224,8 @@ class TransferBatch:
         res, lat, bw = pair
         if latency is not None:
             lat = float(latency)
+        lat += fab.tcp_ramp(nbytes, src, dst)
+        cap = fab.flow_cap(share, src, dst)
         work = duration(nbytes, cv) if bw is None else duration(nbytes / bw, cv)
         # each transition's tags a dict of its own, keys in the checked path's order
         ltags = {"kind": "comm", "step": False, **tags, "stage": "link", "bytes": nbytes}
@@ -230,6 +235,7 @@ class TransferBatch:
             els.append(new_place(wire, 0, {}))
             els.append(new_transition(name, work, arcs, dict.fromkeys([*link_outputs, wire], 1),
                                       res, ltags, priority=priority))
+            els[-1].flow_cap = cap
             d = self._lats.get(lat)
             if d is None:
                 d = self._lats[lat] = Deterministic(lat)
@@ -241,6 +247,7 @@ class TransferBatch:
             els.append(new_transition(name, work, arcs,
                                       dict.fromkeys([*link_outputs, *arrived], 1), res, ltags,
                                       priority=priority))
+            els[-1].flow_cap = cap
             names.append(name)
         if arrived is not outputs:
             els.append(new_transition(

@@ -132,7 +132,8 @@ class Cluster:
         CPU (or GPU) time per byte the sending host spends handing a message to the network
         (copy), the receiving host spends taking it in (copy), and a reducing receiver (a ring
         all-reduce step, a PS aggregating) spends adding it, seconds/byte; held on that host's
-        compute resource for that work only, before (send) or after (recv, reduce) the flow.
+        compute resource for that work only, before (send) or after (recv, reduce) the flow,
+        or with ``cpu_overlap`` send and receive worked while the bytes move.
         0 (default) for GPUs with copy engines (NCCL); gloo/CPU clusters measure them with
         ``sgdnet calibrate``. Used by the ``flows`` discipline.
     incast : sequence of float
@@ -148,6 +149,24 @@ class Cluster:
         phase. The parameter-server nets add it (in quadrature to ``comm_cv``) to the pushes
         into, and the pulls out of, a PS host that serves two or more workers. 0 (default):
         max-min exactly.
+    cpu_overlap : bool
+        ``True``: with flows, ``send_s_per_byte`` and ``recv_s_per_byte`` are worked while the
+        bytes move (CPU links in the flow's path, :meth:`Fabric.cpu_link
+        <sgdnet.variants.fabric.Fabric.cpu_link>`): one message alone takes
+        ``max(link time, CPU time)``, as gloo's TCP transport reads into the destination
+        buffer as segments arrive (issue #37). ``False`` (default; the emulated testbed's
+        hosts share two cores, where the costs before / after the flow predict its rings
+        better, docs/validation.md): the costs held on the host's compute before (send) and
+        after (receive) the flow.
+    tcp_pacing : float
+        BBR's pace while sharing (:func:`sgdnet.variants.tcp_ramp.pacing_cap`): a flow that is
+        one of ``k`` connections into / out of a PS host is capped at ``tcp_pacing * B / k``;
+        0 (default): no cap.
+    tcp_rtt, tcp_init_window : float
+        Round-trip time of an idle path (seconds) and the initial window (bytes, 10 x 1448):
+        with ``tcp_rtt > 0`` every message pays the slow-start restart of
+        :func:`sgdnet.variants.tcp_ramp.ramp_delay` (a connection idle beyond its RTO with
+        ``tcp_slow_start_after_idle=1``); 0 (default): none.
     topology : Topology or dict or None
         Nodes of ``gpus_per_node`` GPUs, their interconnect, NICs and fabric
         (:class:`~sgdnet.workload.topology.Topology`; a dict of its fields is converted).
@@ -193,6 +212,10 @@ class Cluster:
     topology: Any = None
     share_cv_in: float = 0.0
     share_cv_out: float = 0.0
+    cpu_overlap: bool = False
+    tcp_pacing: float = 0.0
+    tcp_rtt: float | str = 0.0
+    tcp_init_window: float | str = 14480.0
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -240,6 +263,18 @@ class Cluster:
         for f in ("share_cv_in", "share_cv_out"):
             s(self, f, _cvf(getattr(self, f), f))
         s(self, "shard_min_bytes", _size(self.shard_min_bytes, "shard_min_bytes"))
+        tp = self.tcp_pacing
+        if isinstance(tp, bool) or not isinstance(tp, (int, float)) or not (
+                math.isfinite(tp) and tp >= 0):
+            raise ClusterError(f"Cluster.tcp_pacing={tp!r}: a pace / fair-share ratio >= 0 "
+                               "(0: no pacing model; 'sgdnet.testbed.tcp_probe' measures it)")
+        s(self, "tcp_pacing", float(tp))
+        s(self, "tcp_rtt", _time(self.tcp_rtt, "tcp_rtt"))
+        s(self, "tcp_init_window", _size(self.tcp_init_window, "tcp_init_window"))
+        if not isinstance(self.cpu_overlap, bool):
+            raise ClusterError(f"Cluster.cpu_overlap={self.cpu_overlap!r}: must be True (per-byte "
+                               "send/receive CPU work runs while the bytes move) or False (before "
+                               "/ after the flow)")
         if not isinstance(self.comm_uses_compute, bool):
             raise ClusterError(f"Cluster.comm_uses_compute={self.comm_uses_compute!r}: must be "
                                "True (transfers also hold the receiving host's compute) or False")

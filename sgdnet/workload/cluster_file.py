@@ -31,6 +31,10 @@ from the same calibration once it exists::
     local_step_s: {tb-mlp: 0.0021}     # one local SGD step (forward, backward, optimizer), by model
     notes: ["alpha fitted negative (-3us), clamped to 0"]
     measurements: {...}                # the raw calibration data, free-form
+    calibration:                       # optional: each figure's quality (sgdnet calibrate)
+      repeats: 3                       #   read back as given, unused by the models
+      quality: good                    #   or low (with the problems listed)
+      figures: {link.latency: {value: 2.1e-4, ci95: [1.9e-4, 2.3e-4], n: 3, worst_rel_residual: 0.08}}
     topology:                          # optional: nodes of GPUs (sgdnet.workload.Topology)
       gpus_per_node: 8                 # workers (GPUs) must be a multiple
       intra: nvlink                    # or pcie (through the host bridge)
@@ -80,8 +84,9 @@ __all__ = ["SCHEMA", "Link", "ClusterFile", "load_cluster_file"]
 SCHEMA = 1
 
 _TOP = ("sgdnet_cluster", "name", "workers", "ps_hosts", "ps_placement", "comm_uses_compute",
-        "link", "hosts", "cpu", "ps", "local_step_s", "notes", "measurements", "topology")
-_LINK = ("bandwidth", "latency", "burst", "incast", "table", "share_cv")
+        "link", "hosts", "cpu", "ps", "local_step_s", "notes", "measurements", "topology",
+        "calibration")
+_LINK = ("bandwidth", "latency", "burst", "incast", "table", "share_cv", "tcp_pacing")
 _SHARE = ("in", "out")
 _CPU = ("send_s_per_byte", "recv_s_per_byte", "reduce_s_per_byte")
 _PS = ("update_s_per_byte", "update_s_per_tensor")
@@ -141,6 +146,9 @@ class Link:
         of the measured completion times (:func:`sgdnet.testbed.fit.fit_share_cv`); the
         parameter-server nets apply it to pushes into (pulls out of) a PS host that serves
         two or more workers (``Cluster.share_cv_in`` / ``share_cv_out``).
+    tcp_pacing : float, optional
+        BBR's pace while sharing, as :func:`sgdnet.testbed.tcp_probe.probe_cluster` measures
+        it (``Cluster.tcp_pacing``, :func:`sgdnet.variants.tcp_ramp.pacing_cap`); >= 0.
     """
 
     bandwidth: float | str
@@ -149,10 +157,18 @@ class Link:
     incast: Mapping[int, float] | None = None
     table: tuple[tuple[float, float], ...] | None = None
     share_cv: Mapping[str, float] | None = None
+    tcp_pacing: float | None = None
 
     def __post_init__(self) -> None:
         s = object.__setattr__
         s(self, "bandwidth", _num(self.bandwidth, "rate", "link.bandwidth"))
+        tp = self.tcp_pacing
+        if tp is not None:
+            if isinstance(tp, bool) or not isinstance(tp, (int, float)) or not (
+                    math.isfinite(tp) and tp >= 0):
+                raise ClusterError(f"link.tcp_pacing={tp!r}: a pace / fair-share ratio must be "
+                                   "a finite number >= 0 (0: no pacing cap)")
+            s(self, "tcp_pacing", float(tp))
         if self.share_cv is not None:
             sc = _keys(self.share_cv, _SHARE, "link.share_cv")
             for k, v in sc.items():
@@ -230,6 +246,8 @@ class Link:
             d["table"] = [list(r) for r in self.table]
         if self.share_cv is not None:
             d["share_cv"] = dict(self.share_cv)
+        if self.tcp_pacing is not None:
+            d["tcp_pacing"] = self.tcp_pacing
         return d
 
     @classmethod
@@ -293,6 +311,8 @@ class ClusterFile:
         What calibration noticed (a clamped negative alpha, a noisy run, ...).
     measurements : mapping
         Raw calibration data, kept as given.
+    calibration : mapping
+        The calibration's quality report (figures with 95 % intervals), kept as given.
     topology : Topology or mapping or None
         Nodes of GPUs, interconnect, NICs and fabric (:class:`~sgdnet.workload.Topology`).
     """
@@ -310,6 +330,9 @@ class ClusterFile:
     notes: tuple[str, ...] = ()
     measurements: Mapping[str, Any] = field(default_factory=dict)
     topology: Any = None
+    #: Each calibrated figure's value, 95 % interval, repeats and worst residual, and the
+    #: calibration's verdict (``sgdnet calibrate``; free-form, kept as given, unused by models).
+    calibration: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -360,6 +383,10 @@ class ClusterFile:
         if not isinstance(self.measurements, Mapping):
             raise ClusterError(f"measurements={self.measurements!r}: must be a mapping")
         s(self, "measurements", dict(self.measurements))
+        if not isinstance(self.calibration, Mapping):
+            raise ClusterError(f"calibration={self.calibration!r:.80}: must be a mapping (the "
+                               "block 'sgdnet calibrate' writes), or leave it out")
+        s(self, "calibration", dict(self.calibration))
 
     # ------------------------------------------------------------------ per-host links
     def uplink(self, host: str) -> Link:
@@ -381,7 +408,7 @@ class ClusterFile:
         charges the CPU per byte instead), the ``cpu`` per-byte costs (``send_s_per_byte``,
         ``recv_s_per_byte``, ``reduce_s_per_byte``) and the link's incast curve (``incast``:
         the efficiency for 1..the largest measured flow count), the link's ``share_cv``
-        (``share_cv_in``, ``share_cv_out``). Not used by the nets:
+        (``share_cv_in``, ``share_cv_out``) and ``tcp_pacing``. Not used by the nets:
         ``burst`` and ``table`` (a sustained flow sees the bandwidth; the burst only shortens
         a message after an idle period).
 
@@ -411,6 +438,8 @@ class ClusterFile:
                                  for k in range(1, max(self.link.incast) + 1))
         for d in (self.link.share_cv or {}):
             kw[f"share_cv_{d}"] = self.link.share_cv[d]
+        if self.link.tcp_pacing is not None:
+            kw["tcp_pacing"] = self.link.tcp_pacing
         if isinstance(n, int) and not isinstance(n, bool) and n >= 1:
             ups = {self.uplink(f"worker{i}").bandwidth for i in range(n)}
             downs = {self.downlink(f"worker{i}").bandwidth for i in range(n)}
@@ -441,7 +470,7 @@ class ClusterFile:
         if self.hosts:
             d["hosts"] = {h: {k: v.to_dict() for k, v in dirs.items()}
                           for h, dirs in self.hosts.items()}
-        for key in ("cpu", "ps", "local_step_s", "measurements"):
+        for key in ("cpu", "ps", "local_step_s", "measurements", "calibration"):
             if getattr(self, key):
                 d[key] = dict(getattr(self, key))
         if self.notes:
@@ -468,7 +497,7 @@ class ClusterFile:
                 if isinstance(d["notes"], str) or not isinstance(d["notes"], list):
                     raise ClusterError(f"notes={d['notes']!r}: must be a list of strings")
                 d["notes"] = tuple(d["notes"])
-            for k in ("hosts", "cpu", "ps", "local_step_s", "measurements"):
+            for k in ("hosts", "cpu", "ps", "local_step_s", "measurements", "calibration"):
                 if d.get(k, ...) is None:
                     d[k] = {}
             return cls(**d)

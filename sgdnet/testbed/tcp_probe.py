@@ -1,0 +1,324 @@
+"""TCP on the cluster, measured by micro-benchmarks (issue #37): the parameters of
+:mod:`sgdnet.variants.tcp_ramp`, never from training runs.
+
+Plain TCP sockets between two or more hosts (``python -m sgdnet.testbed.tcp_probe sink PORT``
+on the receivers, ``... send SPEC`` on the sender), read with ``getsockopt(TCP_INFO)``
+(``struct tcp_info`` of ``include/uapi/linux/tcp.h``: ``tcpi_rto`` at byte 8, ``snd_mss`` 16,
+``rtt`` 68, ``snd_cwnd`` 80, ``pacing_rate`` 104, ``bytes_acked`` 120, ``min_rtt`` 148;
+what ``ss -ti`` prints):
+
+- **idle path**: round-trip time of 1-byte ping-pongs (min and median), MSS, the congestion
+  window of a fresh connection (the initial window, 10 segments by RFC 6928), the RTO, the
+  congestion control and ``net.ipv4.tcp_slow_start_after_idle`` of the sender's namespace;
+- **after idle**: the time of one message sent after an idle gap longer than the RTO against
+  the same message sent right after another (the slow-start restart, if any, is the
+  difference), and the window the connection restarted from;
+- **sharing** (``share_repeats`` times): ``k`` connections out of one host send 1 MiB
+  messages (each acked, as a PS's pulls) at once for ``stream_s`` seconds, all idle ``gap_s``
+  (below the RTO), then the first sends one message alone; its time against the same
+  message sent after being alone is ``rho``. BBR paces a flow at its bandwidth estimate, the
+  maximum delivery rate of its last round trips (Cardwell et al., ACM Queue 14(5), 2016),
+  which after sharing is about ``B / k``; a window-based control takes the free link at
+  once. ``tcp_pacing = k rho`` (>= 1; 0, no cap, when ``rho >= 0.97``) is the factor of
+  :func:`sgdnet.variants.tcp_ramp.pacing_cap` that makes a lone flow after sharing run at
+  ``rho B``. The connections' pacing rates while they share are kept too
+  (``pace_over_fair``).
+
+:func:`probe_cluster` runs them on an :class:`~sgdnet.testbed.netns.EmulatedCluster`;
+:func:`summarize` turns the raw record into the figures and the Cluster fields
+(``{"tcp_pacing": ...}``); the after-idle excess is reported, not turned into
+``Cluster.tcp_rtt`` (on the emulated testbed it is 0: the initial window covers the pipe).
+:func:`with_probe` writes the result into a cluster file (``sgdnet calibrate`` calls both).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import TestbedError
+
+__all__ = ["tcp_info", "probe_cluster", "summarize", "with_probe", "sender", "sink"]
+
+PORT = 29650
+_HDR = struct.Struct("!Q")
+
+
+def tcp_info(sock: socket.socket) -> dict[str, float]:
+    """The fields of ``TCP_INFO`` this module uses (seconds, bytes, bytes/s)."""
+    raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 168)
+    u32 = lambda off: struct.unpack_from("I", raw, off)[0]  # noqa: E731
+    u64 = lambda off: struct.unpack_from("Q", raw, off)[0]  # noqa: E731
+    return {"rto_s": u32(8) * 1e-6, "mss": u32(16), "rtt_s": u32(68) * 1e-6,
+            "cwnd": u32(80), "pacing_Bps": float(u64(104)), "bytes_acked": u64(120),
+            "min_rtt_s": u32(148) * 1e-6 if len(raw) >= 152 else None}
+
+
+def _recv_exact(c: socket.socket, n: int) -> None:
+    view = memoryview(bytearray(min(n, 1 << 20)))
+    while n > 0:
+        got = c.recv_into(view, min(n, len(view)))
+        if got == 0:
+            raise ConnectionError("peer closed")
+        n -= got
+
+
+def sink(port: int = PORT) -> None:
+    """Accept connections; each sends messages ``[8-byte length][payload]``; the sink answers
+    one byte when a payload is in (length 0 ends the connection). Runs until killed."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", port))
+    srv.listen(64)
+
+    def serve(c: socket.socket) -> None:
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            while True:
+                hdr = bytearray(8)
+                _recv_exact_into(c, hdr)
+                (n,) = _HDR.unpack(hdr)
+                if n == 0:
+                    return
+                _recv_exact(c, n)
+                c.sendall(b"k")
+        except (ConnectionError, OSError):
+            return
+        finally:
+            c.close()
+
+    print("ready", flush=True)
+    while True:
+        c, _ = srv.accept()
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+
+
+def _recv_exact_into(c: socket.socket, buf: bytearray) -> None:
+    view, got = memoryview(buf), 0
+    while got < len(buf):
+        k = c.recv_into(view[got:])
+        if k == 0:
+            raise ConnectionError("peer closed")
+        got += k
+
+
+def _msg(c: socket.socket, payload: memoryview) -> float:
+    """Send one message and wait for its one-byte answer; seconds."""
+    t = time.perf_counter()
+    c.sendall(_HDR.pack(len(payload)))
+    c.sendall(payload)
+    if c.recv(1) != b"k":
+        raise ConnectionError("bad answer")
+    return time.perf_counter() - t
+
+
+def _connect(addr: str, port: int, sndbuf: int | None = None) -> socket.socket:
+    for _ in range(100):
+        try:
+            c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            if sndbuf:  # bounded, so a stopped stream's queue drains in tens of ms
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+            c.settimeout(30)
+            c.connect((addr, port))
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return c
+        except OSError:
+            c.close()
+            time.sleep(0.05)
+    raise TestbedError(f"tcp_probe: cannot connect to {addr}:{port}")
+
+
+def sender(spec: dict) -> dict[str, Any]:
+    """The sender's side (see the module docstring); ``spec``: ``peers`` (addresses, the
+    first one for the idle-path and after-idle tests), ``port``, ``sizes``, ``idle_s``,
+    ``repeats``, ``stream_s``."""
+    port = int(spec.get("port", PORT))
+    peers = list(spec["peers"])
+    rec: dict[str, Any] = {}
+    for k in ("tcp_slow_start_after_idle", "tcp_congestion_control"):
+        rec[k] = Path(f"/proc/sys/net/ipv4/{k}").read_text().strip()
+    c = _connect(peers[0], port)
+    rec["fresh"] = tcp_info(c)
+    one = memoryview(b"x")
+    rtts = [_msg(c, one) for _ in range(int(spec.get("pings", 30)))]
+    rec["ping_s"] = rtts
+    buf = memoryview(bytearray(max(spec["sizes"])))
+    after: list[dict] = []
+    for size in spec["sizes"]:
+        for _ in range(int(spec.get("repeats", 3))):
+            _msg(c, buf[:size])
+            warm = _msg(c, buf[:size])  # right after another: the window is open
+            time.sleep(float(spec.get("idle_s", 0.6)))
+            before = tcp_info(c)
+            idle = _msg(c, buf[:size])
+            after.append({"bytes": size, "warm_s": warm, "idle_s": idle,
+                          "cwnd_before": before["cwnd"], "rto_s": before["rto_s"]})
+    rec["after_idle"] = after
+    c.sendall(_HDR.pack(0))
+    c.close()
+    # k connections out of this host streaming at once (never application-limited), then all
+    # but the first stop: how fast the survivor takes the freed link (BBR: at its old pace)
+    rec["sharing"] = [_share(peers, port, float(spec.get("stream_s", 1.5)),
+                             float(spec.get("gap_s", 0.1)))
+                      for _ in range(int(spec.get("share_repeats", 5)))]
+    return rec
+
+
+def _share(peers: list[str], port: int, stream_s: float, gap_s: float,
+           size: int = 1 << 20) -> dict[str, Any]:
+    """One sharing run: ``len(peers)`` connections send ``size``-byte messages (each acked, as
+    a PS's pulls are) at once for ``stream_s``, all idle ``gap_s`` (below the RTO: no
+    slow-start restart), then the first sends one message alone (``after_share_s``); then,
+    after it sent one more alone and idled ``gap_s`` again, the same message
+    (``after_alone_s``). TCP_INFO of every connection every 10 ms while they share."""
+    socks = [_connect(p, port) for p in peers]
+    stop = threading.Event()
+    buf = memoryview(bytearray(size))
+
+    def stream(s: socket.socket) -> None:
+        while not stop.is_set():
+            _msg(s, buf)
+
+    ths = [threading.Thread(target=stream, args=(s,), daemon=True) for s in socks]
+    t0 = time.perf_counter()
+    for t in ths:
+        t.start()
+    samples = []
+    while time.perf_counter() - t0 < stream_s:
+        time.sleep(0.01)
+        samples.append([time.perf_counter() - t0, [tcp_info(s) for s in socks]])
+    stop.set()
+    for t in ths:
+        t.join(timeout=30)
+    time.sleep(gap_s)
+    after_share = _msg(socks[0], buf)
+    _msg(socks[0], buf)
+    time.sleep(gap_s)
+    after_alone = _msg(socks[0], buf)
+    for s in socks:
+        s.sendall(_HDR.pack(0))
+        s.close()
+    return {"flows": len(socks), "bytes": size, "gap_s": gap_s, "after_share_s": after_share,
+            "after_alone_s": after_alone, "samples": samples}
+
+
+def summarize(rec: dict, rate_Bps: float | None = None, payload_ratio: float = 1448 / 1514
+              ) -> dict[str, Any]:
+    """Figures of one :func:`sender` record: RTT, MSS, initial window, RTO, slow start after
+    idle, the after-idle excess per size, the sharing pace ``tcp_pacing`` (pacing rate over
+    ``payload_ratio * rate / k``, median over the samples after the first second, when every
+    flow has bytes acked), and ``cluster``: the Cluster fields to use."""
+    fresh = rec["fresh"]
+    ping = sorted(rec["ping_s"])
+    out: dict[str, Any] = {
+        "rtt_min_s": ping[0], "rtt_median_s": statistics.median(ping),
+        "mss": fresh["mss"], "init_cwnd": fresh["cwnd"], "init_window_B": fresh["cwnd"] *
+        fresh["mss"], "rto_s": fresh["rto_s"],
+        "slow_start_after_idle": int(rec["tcp_slow_start_after_idle"]),
+        "congestion_control": rec["tcp_congestion_control"]}
+    by: dict[int, list[dict]] = {}
+    for a in rec["after_idle"]:
+        by.setdefault(a["bytes"], []).append(a)
+    out["after_idle"] = {str(b): {"warm_s": statistics.median(x["warm_s"] for x in v),
+                                  "idle_s": statistics.median(x["idle_s"] for x in v),
+                                  "excess_s": statistics.median(x["idle_s"] - x["warm_s"]
+                                                                for x in v),
+                                  "cwnd_before": [x["cwnd_before"] for x in v]}
+                         for b, v in by.items()}
+    runs = rec["sharing"]
+    k = runs[0]["flows"]
+    out["sharing_flows"] = k
+    beff = None if rate_Bps is None else payload_ratio * rate_Bps
+    pace, alone = [], []
+    for sh in runs:
+        for t, infos in sh["samples"]:
+            if t >= 0.5:
+                pace += [i["pacing_Bps"] for i in infos]
+        # a message alone right after sharing, against the same message after being alone
+        alone.append(sh["after_alone_s"] / sh["after_share_s"])
+    out["pacing_median_Bps"] = statistics.median(pace) if pace else None
+    out["pace_over_fair"] = (out["pacing_median_Bps"] * k / beff) if (pace and beff) else None
+    # the model's cap: a flow whose k - 1 peers are idle runs at rho B = factor B / k:
+    # factor = k rho (>= 1); none when it is as fast as after being alone
+    out["alone_fraction"] = statistics.median(alone) if alone else None
+    out["alone_fractions"] = alone
+    rho = out["alone_fraction"]
+    out["tcp_pacing"] = 0.0 if rho is None or rho >= 0.97 else max(1.0, k * rho)
+    out["cluster"] = {"tcp_pacing": round(out["tcp_pacing"], 3)}
+    out["summary"] = (f"rtt {out['rtt_min_s'] * 1e6:.0f} us (median "
+                      f"{out['rtt_median_s'] * 1e6:.0f}), mss {out['mss']}, IW {out['init_cwnd']}, "
+                      f"rto {out['rto_s'] * 1e3:.0f} ms, {out['congestion_control']}, "
+                      f"slow start after idle {out['slow_start_after_idle']}, {k} flows: pace "
+                      f"{out['pace_over_fair'] or 0:.2f} x fair share, a message alone after "
+                      f"sharing at {rho or 0:.2f} of its speed after being alone -> tcp_pacing "
+                      f"{out['tcp_pacing']:.2f}")
+    return out
+
+
+def with_probe(cf: Any, probe: dict[str, Any]) -> Any:
+    """``cf`` (a :class:`~sgdnet.workload.cluster_file.ClusterFile`) with ``link.tcp_pacing``
+    from a :func:`probe_cluster` result and its figures (without the raw record) in
+    ``measurements.tcp``."""
+    import dataclasses
+
+    meas = dict(cf.measurements)
+    meas["tcp"] = {k: v for k, v in probe.items() if k != "raw"}
+    link = dataclasses.replace(cf.link, tcp_pacing=float(probe["tcp_pacing"]))
+    return cf.replace(link=link, measurements=meas)
+
+
+def probe_cluster(cluster: Any, flows: int = 4, sizes: tuple[int, ...] = (16384, 262144, 1 << 20),
+                  idle_s: float = 0.6, stream_s: float = 3.0, timeout_s: float = 120.0
+                  ) -> dict[str, Any]:
+    """Run the probe on an emulated cluster: sinks on hosts ``1..flows``, the sender on host 0
+    (a PS host's pulls: ``flows`` connections out of one host); the record and its
+    :func:`summarize`."""
+    if not 1 <= flows < cluster.hosts:
+        raise TestbedError(f"flows={flows}: the cluster has {cluster.hosts} hosts (one sends)")
+    exe = [sys.executable, "-m", "sgdnet.testbed.tcp_probe"]
+    sinks = [subprocess.Popen(cluster.exec_args(i, [*exe, "sink", str(PORT)]),
+                              stdout=subprocess.PIPE, text=True) for i in range(1, flows + 1)]
+    try:
+        for p in sinks:
+            if p.stdout.readline().strip() != "ready":
+                raise TestbedError("tcp_probe: a sink did not start")
+        spec = {"peers": [cluster.addr(i) for i in range(1, flows + 1)], "port": PORT,
+                "sizes": list(sizes), "idle_s": idle_s, "stream_s": stream_s}
+        p = subprocess.run(cluster.exec_args(0, [*exe, "send", json.dumps(spec)]),
+                           capture_output=True, text=True, timeout=timeout_s)
+        if p.returncode != 0:
+            raise TestbedError(f"tcp_probe sender failed:\n{p.stderr[-2000:]}")
+        rec = json.loads(p.stdout)
+    finally:
+        for s in sinks:
+            s.terminate()
+            s.wait(timeout=5)
+    out = summarize(rec, cluster.rate)
+    out["raw"] = {k: v for k, v in rec.items() if k != "sharing"}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``sink [PORT]`` or ``send SPEC_JSON`` (prints the record as JSON)."""
+    a = sys.argv[1:] if argv is None else argv
+    if a and a[0] == "sink":
+        sink(int(a[1]) if len(a) > 1 else PORT)
+        return 0
+    if len(a) == 2 and a[0] == "send":
+        print(json.dumps(sender(json.loads(a[1]))))
+        return 0
+    print("usage: python -m sgdnet.testbed.tcp_probe sink [PORT] | send SPEC_JSON",
+          file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
