@@ -20,6 +20,11 @@ Usage::
 
     sudo /work/venv/bin/python scripts/validate_tta_testbed.py --run --out runs.json
     python scripts/validate_tta_testbed.py --from runs.json          # prediction + table only
+    python scripts/validate_tta_testbed.py --from a.json --from b.json --out all.json  # pooled
+
+Besides the time to the target and the band, each scheme's row has every worker's mean step
+period, measured (between the PS's updates that hold that worker's gradients) and predicted
+(the same on the replayed schedules): the slow worker's period is what SSP paces everyone at.
 """
 
 from __future__ import annotations
@@ -90,6 +95,16 @@ def held(t, loss, grid, loss0):
     return v
 
 
+def step_periods(times_by_worker: list[list[np.ndarray]], n: int) -> list[float]:
+    """Per worker: the mean interval between its consecutive gradients' updates, pooled over
+    runs (each run's intervals averaged, then the runs')."""
+    out = []
+    for w in range(n):
+        per = [float(np.mean(np.diff(t[w]))) for t in times_by_worker if t[w].size > 1]
+        out.append(float(np.mean(per)) if per else math.nan)
+    return out
+
+
 def compare(data: dict, args, prof) -> list[dict]:
     from sgdnet.accuracy import Target
     from sgdnet.accuracy.tta import time_to_accuracy
@@ -123,6 +138,10 @@ def compare(data: dict, args, prof) -> list[dict]:
         inside_late = float(np.mean((pm[late] >= lo[late]) & (pm[late] <= hi[late])))
         pred = float(np.nanmean(tta.wall_time.samples))
         mm = float(np.nanmean(meas))
+        m_times = [[np.asarray([t for t, ws in zip(r["time"], r["workers"]) if w in ws])
+                    for w in range(n)] for r in runs]
+        p_times = [[sc.update_time[sc.grad_update[sc.grad_worker == w]] for w in range(n)]
+                   for sc in tta.schedules]
         rows.append({"scheme": s, "measured_s": meas.tolist(), "measured_mean_s": mm,
                      "predicted_s": [float(x) for x in tta.wall_time.samples],
                      "predicted_mean_s": pred, "err": pred / mm - 1.0,
@@ -132,18 +151,23 @@ def compare(data: dict, args, prof) -> list[dict]:
                          [u - 1 - v for u, rr in enumerate(r["reads"], 1) for v in rr])
                          for r in runs])) if s != "sync-ps" else 0.0,
                      "predicted_staleness": float(tta.staleness.mean),
+                     "measured_step_s": step_periods(m_times, n),
+                     "predicted_step_s": step_periods(p_times, n),
                      "inside_band": inside, "inside_band_after_10pct": inside_late,
                      "predict_s": time.monotonic() - t1})
         print(f"{s:8s} measured {mm:6.2f} s {np.round(meas, 2)}  predicted {pred:6.2f} s  "
-              f"err {pred / mm - 1:+.1%}  band {inside:.0%} ({inside_late:.0%} after 10 %)",
-              flush=True)
+              f"err {pred / mm - 1:+.1%}  band {inside:.0%} ({inside_late:.0%} after 10 %)  "
+              f"step s/worker measured {np.round(rows[-1]['measured_step_s'], 3)} predicted "
+              f"{np.round(rows[-1]['predicted_step_s'], 3)}", flush=True)
     return rows
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--run", action="store_true", help="run the testbed (root)")
-    ap.add_argument("--from", dest="src", type=Path, help="measured runs (JSON) to compare")
+    ap.add_argument("--from", dest="src", type=Path, action="append",
+                    help="measured runs (JSON) to compare; repeat to pool campaigns (their "
+                         "runs together, repeats renumbered)")
     ap.add_argument("--out", type=Path, help="write measured runs and comparison (JSON)")
     ap.add_argument("--rate", default="200Mbit/s")
     ap.add_argument("--workers", type=int, default=4)
@@ -164,8 +188,22 @@ def main(argv=None) -> int:
     prof = ModelProfile.load(args.profile)
     if args.run:
         data = measure(args, prof)
-    elif args.src is not None:
-        data = json.loads(args.src.read_text())
+    elif args.src:
+        parts = [json.loads(f.read_text()) for f in args.src]
+        data = {"meta": parts[0]["meta"], "runs": parts[0]["runs"] if len(parts) == 1 else []}
+        for k, part in enumerate(parts if len(parts) > 1 else []):
+            if any(part["meta"][key] != parts[0]["meta"][key] for key in
+                   ("rate", "workers", "slow_factor", "lr", "staleness")):
+                ap.error(f"{args.src[k]} was run with other settings than {args.src[0]}")
+            base = sum(p["meta"]["repeats"] for p in parts[:k])
+            data["runs"] += [{**r, "repeat": r["repeat"] + base, "campaign": k}
+                             for r in part["runs"]]
+        if len(parts) > 1:
+            data["meta"] = {**parts[0]["meta"],
+                            "repeats": sum(p["meta"]["repeats"] for p in parts),
+                            "campaigns": [{"file": str(f), "started": p["meta"].get("started"),
+                                           "elapsed_s": p["meta"].get("elapsed_s")}
+                                          for f, p in zip(args.src, parts)]}
     else:
         ap.error("give --run or --from FILE")
     data["comparison"] = compare(data, args, prof)

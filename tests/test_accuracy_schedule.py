@@ -146,3 +146,55 @@ def test_errors():
         Schedule.from_reads([0, 2])
     s = Schedule.from_reads([0, 0, 1], workers=[0, 1, 0])
     assert list(s.staleness) == [0, 1, 1] and list(s.grad_step) == [0, 0, 1]
+
+
+# ------------------------------------------------------------- per-node aggregation (node tag)
+def _node_cluster(g: int) -> sgdnet.Cluster:
+    from sgdnet.workload.topology import Topology
+
+    return sgdnet.Cluster(workers=4, speeds=(1.0, 1.0, 1.0, 0.5),
+                          topology=Topology(gpus_per_node=g, nic_bandwidth="10Gbps"))
+
+
+def _sched(variant: str, cl, **kw):
+    return schedule_of(sgdnet.predict(variant, "resnet50", cl, granularity="coarse", steps=40,
+                                      warmup=0, replications=1, trace=True, seed=0, **kw))
+
+
+@pytest.mark.parametrize("variant", ["async-ps", "ssp", "dssp", "sync-ps"])
+def test_nodes_of_one_gpu_give_the_per_gpu_schedule(variant):
+    """On nodes of one GPU per-node aggregation changes nothing (the per-GPU net is the
+    oracle, as in tests/test_ps_aggregation.py), so neither does the schedule read from it."""
+    a = _sched(variant, _node_cluster(1))
+    b = _sched(variant, _node_cluster(1), aggregation="node")
+    assert a.updates == b.updates > 30
+    for k in ("grad_update", "grad_worker", "grad_read", "grad_samples", "grad_step"):
+        assert np.array_equal(getattr(a, k), getattr(b, k)), k
+    np.testing.assert_allclose(a.update_time, b.update_time, rtol=1e-12)
+
+
+@pytest.mark.parametrize("variant", ["async-ps", "ssp", "dssp"])
+def test_per_node_async_updates_sum_the_gpus_of_one_node(variant):
+    """Nodes of 2 GPUs: every update applies one gradient of each GPU of one node (node 0 =
+    GPUs 0, 1), all read the same version, and each node's GPUs have as many gradients as the
+    node has updates."""
+    s = _sched(variant, _node_cluster(2), aggregation="node")
+    assert s.updates > 20
+    for u in range(s.updates):
+        sel = s.grad_update == u
+        w = s.grad_worker[sel]
+        assert sorted(w.tolist()) in ([0, 1], [2, 3])
+        assert np.unique(s.grad_read[sel]).size == 1
+    assert np.all(s.staleness >= 0)
+    node = s.grad_worker // 2
+    for m in (0, 1):
+        assert np.unique(s.grad_update[node == m]).size == np.sum(node == m) // 2
+
+
+def test_per_node_time_to_accuracy_runs():
+    from sgdnet.accuracy import Target, time_to_accuracy
+
+    r = time_to_accuracy("async-ps", "resnet50", _node_cluster(2),
+                         Target("logreg", loss=0.45), replications=2, steps=80,
+                         method="replay", aggregation="node")
+    assert r.reached == 2 and r.wall_time.mean > 0

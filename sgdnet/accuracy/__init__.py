@@ -12,11 +12,11 @@ from .noise_scale import (
 )
 from .replay import Curve, replay
 from .schedule import Schedule, schedule_of, schedules
-from .target import Target
+from .target import Target, parse_target
 from .tasks import LogisticTask, MLPTask, Task, batch_stream, get_task, task_names
 from .tta import TimeToAccuracy, noise_model, time_to_accuracy
 
 __all__ = ["Schedule", "schedule_of", "schedules", "Task", "LogisticTask", "MLPTask",
-           "get_task", "task_names", "batch_stream", "Curve", "replay", "Target",
+           "get_task", "task_names", "batch_stream", "Curve", "replay", "Target", "parse_target",
            "TimeToAccuracy", "time_to_accuracy", "noise_model", "NoiseScaleModel",
            "steps_for_batch", "examples_for_batch", "fit_steps", "simple_noise_scale"]

@@ -17,7 +17,9 @@ Version
     *update* is a completed group of the server's ``kind="update"`` transitions: for ``sync-ps``
     and ``backup`` the ``c``-th firings of the update transitions without a ``worker`` tag; for
     ``async-ps``, ``ssp`` and ``dssp`` the ``c``-th firings of the update transitions of worker
-    ``j`` (one per gradient). Fine nets update layer by layer; the whole-model version exists
+    ``j`` (one per gradient); with ``aggregation="node"`` the ``c``-th firings of node
+    ``m``'s update transitions, each applying the mean of the ``c``-th gradients of the node's
+    GPUs, which all read what the node pulled. Fine nets update layer by layer; the whole-model version exists
     when the last piece of its group is applied (the group's latest end). For all-reduce
     variants an update is the end of a round's all-reduces (the ``c``-th firings of the
     collectives' ``*.end`` transitions; the latest step completion of the round without one).
@@ -232,6 +234,37 @@ def _worker_sets(tags: list[dict], n: int) -> dict[str, list[list[int]]]:
     return out
 
 
+def _node_members(tags: list[dict], n: int, sets: dict) -> list[int]:
+    """Per-node aggregation (:mod:`sgdnet.variants.ps_aggregate`): each worker's node, from
+    the transitions tagged with both; every worker of a node reads what its node pulls (each
+    GPU pulls a part and broadcasts it), so its pull sets become the node's; the node's update
+    transitions (tagged ``node``, no ``worker``) go to ``sets["node_update"]``."""
+    member = [-1] * n
+    pulls: dict[int, list[int]] = {}
+    links: dict[int, list[int]] = {}
+    ups: dict[int, list[int]] = {}
+    for i, t in enumerate(tags):
+        m, w = t.get("node"), t.get("worker")
+        if not isinstance(m, (int, np.integer)):
+            continue
+        if isinstance(w, (int, np.integer)) and 0 <= w < n:
+            member[int(w)] = int(m)
+            if t.get("direction") == "pull" or t.get("role") == "pull":
+                pulls.setdefault(int(m), []).append(i)
+                if t.get("stage") != "latency":
+                    links.setdefault(int(m), []).append(i)
+        elif t.get("kind") == "update":
+            ups.setdefault(int(m), []).append(i)
+    if min(member) < 0:
+        raise VariantError(f"per-node net: worker {member.index(-1)} has no transition tagged "
+                           "with its node; cannot read its schedule")
+    sets["node_update"] = ups
+    for w in range(n):
+        sets["pull"][w] = pulls.get(member[w], [])
+        sets["pull_link"][w] = links.get(member[w], [])
+    return member
+
+
 def _batches(prediction: Any) -> list[int]:
     n = prediction.cluster.workers
     bs = prediction.meta.get("batch_sizes")
@@ -261,10 +294,14 @@ def _ps(prediction: Any, f: _Firings) -> Schedule:
     n = prediction.cluster.workers
     sets = _worker_sets(tags, n)
     bs = _batches(prediction)
-    if prediction.options.get("aggregation", "none") != "none":
+    aggregation = prediction.options.get("aggregation", "none")
+    member = list(range(n))  # the update group (server-side member) of each worker's gradient
+    if aggregation == "node" and variant != "backup":
+        member = _node_members(tags, n, sets)
+    elif aggregation != "none":
         raise VariantError(f"accuracy schedules of {variant!r} with aggregation="
-                           f"{prediction.options['aggregation']!r} are not read yet (per-node "
-                           "updates carry a 'node' tag, not 'worker'); use aggregation='none'")
+                           f"{aggregation!r} are not read; use aggregation='none'"
+                           + ("" if variant == "backup" else " or 'node'"))
     sync = variant in PS_SYNC
     if sync:
         agg = [i for i, t in enumerate(tags) if t.get("kind") == "update" and "worker" not in t]
@@ -273,11 +310,13 @@ def _ps(prediction: Any, f: _Firings) -> Schedule:
         vkey = [(-1, c) for c in range(vt.size)]
     else:
         parts, vkey = [], []
-        for w in range(n):
-            if not sets["update"][w]:
+        for w in sorted(set(member)):
+            ups = sets["update"][w] if aggregation == "none" else sets["node_update"][w]
+            if not ups:
                 raise VariantError(f"net of {variant!r} has no kind='update' transition of "
-                                   f"worker {w}; cannot read its schedule")
-            g = f.group(sets["update"][w], "max")
+                                   f"{'worker' if aggregation == 'none' else 'node'} {w}; "
+                                   "cannot read its schedule")
+            g = f.group(ups, "max")
             parts.append(g)
             vkey += [(w, c) for c in range(g.size)]
         vt = np.concatenate(parts) if parts else np.zeros(0)
@@ -318,7 +357,7 @@ def _ps(prediction: Any, f: _Firings) -> Schedule:
         pos = {k: i for i, k in enumerate(vkey)}
         for w in range(n):
             step_end = f.group(sets["step"][w], "max")
-            keys = [(w if not sync else -1, c) for c in range(step_end.size)]
+            keys = [(member[w] if not sync else -1, c) for c in range(step_end.size)]
             js = [pos.get(k) for k in keys]
             m = next((c for c, j in enumerate(js) if j is None), len(js))
             if m == 0:

@@ -10,7 +10,7 @@ from typing import Any
 from ..errors import VariantError
 from .tasks import get_task
 
-__all__ = ["Target", "DEFAULT_LR"]
+__all__ = ["Target", "DEFAULT_LR", "parse_target", "TARGET_KEYS"]
 
 #: Learning rate of the built-in tasks when the target gives none: stable for every schedule
 #: of staleness 0 at batch 32 on these tasks (a larger one makes sequential SGD noisier at
@@ -88,3 +88,75 @@ class Target:
             f"accuracy >= {self.accuracy:g}"
         held = f" (mean of {self.window} evaluations)" if self.window > 1 else ""
         return f"{self.task_name}: {what}{held}"
+
+    @classmethod
+    def parse(cls, text: str, **defaults: Any) -> Target:
+        """A target from its one-string spelling (:func:`parse_target`)."""
+        return parse_target(text, **defaults)
+
+    def spec(self) -> str:
+        """The one-string spelling :func:`parse_target` reads back (built-in tasks):
+        ``"digits:acc=0.95"``, ``"logreg:loss=0.4,lr=0.2,window=3"``."""
+        parts = [f"loss={self.loss:g}" if self.loss is not None else f"acc={self.accuracy:g}"]
+        if self.lr is not None:
+            parts.append(f"lr={self.lr:g}")
+        for key, default in (("window", 1), ("seed", 0), ("eval_every", None)):
+            v = getattr(self, key)
+            if v != default:
+                parts.append(f"{key}={v}")
+        return f"{self.task_name}:{','.join(parts)}"
+
+
+#: Keys of the one-string spelling (:func:`parse_target`) and the ``Target`` field each sets.
+TARGET_KEYS = {"loss": "loss", "acc": "accuracy", "accuracy": "accuracy", "lr": "lr",
+               "window": "window", "seed": "seed", "eval_every": "eval_every"}
+_INT_KEYS = ("window", "seed", "eval_every")
+_EXAMPLE = "write e.g. digits:acc=0.95 or logreg:loss=0.4,lr=0.2"
+
+
+def parse_target(text: Any, **defaults: Any) -> Target:
+    """A :class:`Target` from ``TASK:KEY=VALUE[,KEY=VALUE...]``: ``"digits:acc=0.95"``,
+    ``"logreg:loss=0.4,lr=0.2,window=3"`` (the CLI's ``--target``, a study's ``target`` axis).
+
+    Keys (:data:`TARGET_KEYS`): ``loss`` or ``acc`` / ``accuracy`` (exactly one), and optional
+    ``lr``, ``window``, ``seed``, ``eval_every``; ``defaults`` (``Target`` fields) fill what the
+    text leaves out, the text wins. A :class:`Target` is returned as it is.
+
+    Raises
+    ------
+    VariantError
+        Not a string of that form, an unknown task or key, a key twice, a value that is not a
+        number, or a target :class:`Target` refuses; the message names the bad part.
+    """
+    if isinstance(text, Target):
+        return text
+    if not isinstance(text, str):
+        raise VariantError(f"target {text!r} is not a string; {_EXAMPLE}")
+    task, sep, rest = text.strip().partition(":")
+    task = task.strip()
+    if not sep or not task or not rest.strip():
+        raise VariantError(f"target {text!r} is not TASK:KEY=VALUE (loss= or acc=); {_EXAMPLE}")
+    fields: dict[str, Any] = {}
+    for item in rest.split(","):
+        key, eq, val = (x.strip() for x in item.partition("="))
+        if not eq or not key or not val:
+            raise VariantError(f"target {text!r}: {item.strip()!r} is not KEY=VALUE; {_EXAMPLE}")
+        name = TARGET_KEYS.get(key.lower())
+        if name is None:
+            raise VariantError(f"target {text!r}: unknown key {key!r}; use some of "
+                               f"{sorted(TARGET_KEYS)}")
+        if name in fields:
+            raise VariantError(f"target {text!r}: {key!r} given twice (or acc= and accuracy=)")
+        try:
+            fields[name] = int(val) if name in _INT_KEYS else float(val)
+        except ValueError:
+            kind = "an integer" if name in _INT_KEYS else "a number"
+            raise VariantError(f"target {text!r}: {key}={val!r} is not {kind}") from None
+    if "loss" not in fields and "accuracy" not in fields:
+        raise VariantError(f"target {text!r} gives neither loss= nor acc=; {_EXAMPLE}")
+    kw = {k: v for k, v in defaults.items() if k not in ("loss", "accuracy")}
+    kw.update(fields)
+    try:
+        return Target(task, **kw)
+    except VariantError as e:
+        raise VariantError(f"target {text!r}: {e}") from None

@@ -129,11 +129,16 @@ def _sigint_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def _default_runner() -> Callable[..., Any]:
+def _default_runner(tta: bool = False) -> Callable[..., Any]:
     """:func:`sgdnet.predict`, the runner of a study that names none, in the form that re-rates
     the net of an earlier row of this process when only the bandwidth differs (same results;
-    :mod:`.rerate`). Imported when a row runs, so importing the study layer does not import
-    the engine."""
+    :mod:`.rerate`); for a row with a target (``tta``), the time to accuracy
+    (:func:`sgdnet.accuracy.report.study_runner`). Imported when a row runs, so importing the
+    study layer does not import the engine."""
+    if tta:
+        from ..accuracy.report import study_runner
+
+        return study_runner
     from .rerate import predict
 
     return predict
@@ -149,7 +154,8 @@ def _run_task(task: _Task) -> tuple[int, dict[str, Any], bool]:
     failed = False
     try:
         variant, model, cluster, kwargs = _build_call(task.params)
-        runner = task.runner if task.runner is not None else _default_runner()
+        runner = (task.runner if task.runner is not None
+                  else _default_runner("target" in kwargs))
         prediction = runner(variant, model, cluster, seed=task.seed, **kwargs)
         metrics = summarize(prediction)
     except SgdnetError as e:

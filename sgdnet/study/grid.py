@@ -27,7 +27,7 @@ from .executors import (
     _Task,
     local_pool,
 )
-from .rows import _CONFIG_KEYS, _check_keys, _flatten, _speedup, row_id, row_seed
+from .rows import _CONFIG_KEYS, _check_keys, _flatten, _speedup, row_id, row_seed, row_target
 from .table import StudyResult, TableLock, _TableWriter, resumed_rows, table_path
 
 __all__ = ["Study"]
@@ -83,8 +83,12 @@ class Study:
     grid : mapping of str to list, optional
         Axes of a full factorial grid: parameter name -> values, expanded in the order given
         (the last axis varies fastest). Names: any :func:`sgdnet.predict` keyword, a Cluster
-        field as ``"cluster.<field>"`` (a ``"cluster"`` mapping of axes is flattened), or
-        ``"model.batch_size"`` / ``"model.speed"`` / ``"model.cv"``.
+        field as ``"cluster.<field>"`` (a ``"cluster"`` mapping of axes is flattened),
+        ``"model.batch_size"`` / ``"model.speed"`` / ``"model.cv"``, or a time-to-accuracy
+        target: ``"target"`` (``"logreg:loss=0.4"``, a mapping of Target fields) and
+        ``"target.<field>"`` (``target.loss``, ``target.accuracy``, ``target.lr``...): such a
+        row reports the time to it (:func:`sgdnet.accuracy.report.study_runner`; a custom
+        runner gets ``target=`` a :class:`sgdnet.accuracy.Target`).
     configs : sequence of mapping, optional
         Explicit configurations; combined with ``grid`` as configs x grid.
     fixed : mapping, optional
@@ -310,6 +314,8 @@ class Study:
                                                              and hasattr(v, "layers"))):
                     raise StudyError(f"Study {key}={v!r:.80} must be a name (str)"
                                      + (" or a ModelProfile" if key == "model" else ""))
+        for c in self._configs:  # a target that does not parse fails here, not row by row
+            row_target(c)
         variants_seen = {c.get("variant") for c in self._configs}
         models_seen = {c.get("model") for c in self._configs}
         try:

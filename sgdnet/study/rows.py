@@ -16,7 +16,7 @@ from typing import Any
 from .._check import finite_or_none as _finite
 from ..errors import StudyError
 
-__all__ = ["METRIC_COLUMNS", "row_id", "row_seed", "summarize"]
+__all__ = ["METRIC_COLUMNS", "row_id", "row_seed", "summarize", "row_target"]
 
 #: Fixed metric columns of a row, in table order (``util_*`` columns follow ``efficiency``).
 METRIC_COLUMNS = (
@@ -31,6 +31,9 @@ _METRIC_SET = set(METRIC_COLUMNS)
 _RESERVED = {"row_id", "seed", "runner", *METRIC_COLUMNS, *_TAIL_COLUMNS}
 _TOP_KEYS = {"variant", "model", "cluster"}
 _MODEL_FIELDS = ("batch_size", "speed", "cv")
+#: ``target.<field>`` axes (time to accuracy, :class:`sgdnet.accuracy.Target`; ``acc`` is
+#: ``accuracy``)
+_TARGET_FIELDS = ("task", "loss", "accuracy", "acc", "lr", "seed", "eval_every", "window")
 _CONFIG_KEYS = {"grid", "configs", "fixed", "replications", "seed", "out", "name", "on_error",
                "common_random_numbers"}
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
@@ -150,9 +153,13 @@ def _check_keys(params: Mapping[str, Any], where: str) -> None:
             if field not in _MODEL_FIELDS:
                 raise StudyError(f"{where}: 'model.{field}' cannot be varied; model fields are "
                                  f"{', '.join('model.' + f for f in _MODEL_FIELDS)}")
+        elif head == "target":
+            if field not in _TARGET_FIELDS:
+                raise StudyError(f"{where}: 'target.{field}' is not a target field; fields are "
+                                 f"{', '.join('target.' + f for f in _TARGET_FIELDS)}")
         else:
-            raise StudyError(f"{where}: {key!r}: dotted names must start with 'cluster.' or "
-                             "'model.'")
+            raise StudyError(f"{where}: {key!r}: dotted names must start with 'cluster.', "
+                             "'model.' or 'target.'")
 
 
 def _canon_json(obj: Any) -> str:
@@ -214,17 +221,63 @@ def row_seed(params: Mapping[str, Any], study_seed: int, common: bool = False) -
     return int(ss.generate_state(1, np.uint64)[0] >> np.uint64(1))
 
 
+def row_target(params: Mapping[str, Any]) -> Any:
+    """The time-to-accuracy target of a row (:class:`sgdnet.accuracy.Target`), or None: its
+    ``target`` (a spelling ``"logreg:loss=0.4"``, a mapping of Target fields or a Target) with
+    its ``target.<field>`` values over it (``target.loss`` replaces an accuracy, and the
+    reverse; without ``target`` the task is ``logreg``).
+
+    Raises
+    ------
+    StudyError
+        A target that does not parse or that :class:`~sgdnet.accuracy.Target` refuses.
+    """
+    fields = {("accuracy" if k == "target.acc" else k[len("target."):]): v
+              for k, v in params.items() if k.startswith("target.")}
+    base = params.get("target")
+    if base is None and not fields:
+        return None
+    import dataclasses as dc
+
+    from ..accuracy.target import Target, parse_target
+    from ..errors import SgdnetError
+
+    try:
+        if base is None:
+            base_kw: dict[str, Any] = {"task": "logreg"}
+        elif isinstance(base, Mapping):
+            base_kw = {("accuracy" if k == "acc" else str(k)): v for k, v in base.items()}
+        else:
+            t = base if isinstance(base, Target) else parse_target(base)
+            base_kw = {f.name: getattr(t, f.name) for f in dc.fields(Target)}
+        if "loss" in fields:
+            base_kw.pop("accuracy", None)
+        if "accuracy" in fields:
+            base_kw.pop("loss", None)
+        base_kw.update(fields)
+        return Target(**base_kw)
+    except (SgdnetError, TypeError) as e:
+        msg = e.args[0] if e.args else e
+        raise StudyError(f"study row target {base!r} {fields or ''}: {msg}") from None
+
+
 def _build_call(params: Mapping[str, Any]) -> tuple[Any, Any, Any, dict]:
-    """``(variant, model, cluster, kwargs)`` for the runner from flat parameters."""
+    """``(variant, model, cluster, kwargs)`` for the runner from flat parameters (a row with a
+    ``target`` or ``target.<field>`` passes ``target=`` a :class:`sgdnet.accuracy.Target`)."""
     kwargs: dict[str, Any] = {}
     cluster_kw: dict[str, Any] = {}
     model_kw: dict[str, Any] = {}
+    target = row_target(params)
+    if target is not None:
+        kwargs["target"] = target
     for key, value in params.items():
         head, _, field = key.partition(".")
         if head == "cluster" and field:
             cluster_kw[field] = value
         elif head == "model" and field:
             model_kw[field] = value
+        elif head == "target":
+            continue
         elif key not in _TOP_KEYS:
             kwargs[key] = value
     variant = params.get("variant")

@@ -30,10 +30,13 @@ from . import quiet
 from .netns import EmulatedCluster
 
 __all__ = ["launch", "run_campaign", "summarize_job", "summarize_runs", "SCHEMES",
-           "rotate"]
+           "DEFAULT_SCHEMES", "rotate"]
 
-#: Training schemes of the testbed (see :mod:`sgdnet.testbed.worker`).
-SCHEMES = ("sync-ps", "async-ps", "ring", "ddp")
+#: Training schemes of the testbed (see :mod:`sgdnet.testbed.worker`); ``ssp`` is ``async-ps``
+#: with the stale-synchronous bound ``staleness`` (the model's ``ssp`` variant).
+SCHEMES = ("sync-ps", "async-ps", "ssp", "ring", "ddp")
+#: The schemes a campaign runs unless told (the grid of the issue #13 validation).
+DEFAULT_SCHEMES = ("sync-ps", "async-ps", "ring", "ddp")
 #: Shortest job the quiet gate judges (``/proc/stat`` ticks are 10 ms), seconds.
 MIN_GATE_WALL_S = 0.25
 _PKG_ROOT = str(Path(__file__).resolve().parents[2])
@@ -172,11 +175,13 @@ def _rate(stamps: Sequence[float], w: int) -> float:
 
 def run_campaign(*, model: str = "tb-mlp", batch: int = 32, workers: Sequence[int] = (1, 2, 3, 4),
                  rates: Sequence[str | float] = ("100Mbit/s", "200Mbit/s"),
-                 schemes: Sequence[str] = SCHEMES, repeats: int = 3, steps: int = 12,
+                 schemes: Sequence[str] = DEFAULT_SCHEMES, repeats: int = 3, steps: int = 12,
                  warmup: int = 3, bucket_cap_mb: float = 0.5, burst: str | float = "64KB",
                  delay: str | float = 0.0, threshold_cores: float = quiet.DEFAULT_THRESHOLD_CORES,
-                 timeout_s: float = 300.0, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run the grid and return the results (see the module docstring).
+                 timeout_s: float = 300.0, log: Callable[[str], None] = print,
+                 staleness: int = 3) -> dict[str, Any]:
+    """Run the grid and return the results (see the module docstring); ``staleness`` is
+    the ``ssp`` scheme's bound ``s`` (default 3, the model's ``ssp`` default).
 
     Returns
     -------
@@ -191,6 +196,8 @@ def run_campaign(*, model: str = "tb-mlp", batch: int = 32, workers: Sequence[in
     for s in schemes:
         if s not in SCHEMES:
             raise TestbedError(f"unknown scheme {s!r}; use some of {list(SCHEMES)}")
+    if isinstance(staleness, bool) or not isinstance(staleness, int) or staleness < 0:
+        raise TestbedError(f"staleness={staleness!r}: the ssp bound must be an int >= 0")
     if repeats < 1 or steps < 2 or warmup < 1:
         raise TestbedError(f"repeats={repeats}, steps={steps}, warmup={warmup}: need repeats >= 1, "
                            "steps >= 2, warmup >= 1")
@@ -199,7 +206,7 @@ def run_campaign(*, model: str = "tb-mlp", batch: int = 32, workers: Sequence[in
     bps = [units.bandwidth(r, what="testbed rate") for r in rates]
     hosts = max(workers) + 1
     meta = {"model": model, "batch": batch, "workers": list(workers), "rates_Bps": bps,
-            "schemes": list(schemes), "repeats": repeats, "steps": steps, "warmup": warmup,
+            "schemes": list(schemes), "staleness": staleness, "repeats": repeats, "steps": steps, "warmup": warmup,
             "bucket_cap_mb": bucket_cap_mb, "burst_B": units.nbytes(burst), "delay_s": delay,
             "threshold_cores": threshold_cores, "cpus": os.cpu_count(),
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -215,7 +222,8 @@ def run_campaign(*, model: str = "tb-mlp", batch: int = 32, workers: Sequence[in
                     order = rotate(list(schemes), rep + n)
                     jobs = [{"kind": "train", "id": s, "scheme": s, "steps": steps,
                              "warmup": warmup, "model": model, "batch": batch,
-                             "bucket_cap_mb": bucket_cap_mb} for s in order]
+                             "bucket_cap_mb": bucket_cap_mb, "staleness": staleness}
+                            for s in order]
                     res = launch(cl, n + 1, jobs, timeout_s=timeout_s)
                     launches.append({"repeat": rep, "rate_Bps": rate, "workers": n,
                                      "wall_s": res["wall_s"], "loadavg": res["loadavg"],
