@@ -12,7 +12,7 @@
 Every sub-command has ``--help``. Bad arguments and invalid input (an :class:`~sgdnet.SgdnetError`)
 print one line ``sgdnet <command>: error: ...`` on stderr and exit with status 2; an unreadable
 or unwritable file (a missing output directory included: no directory is ever created) exits
-with 1; an interrupted run with 130; a closed stdout pipe (``| head``) with 141, silently. Set ``SGDNET_DEBUG=1`` to see the
+with 1; ``sgdnet calibrate`` whose file is written but of low quality with 3; an interrupted run with 130; a closed stdout pipe (``| head``) with 141, silently. Set ``SGDNET_DEBUG=1`` to see the
 traceback of an error.
 """
 
@@ -106,6 +106,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
     preds = []
+    from . import netcache
+    from .variants import get as _variant
+    from .variants.budget import spec_work_check
+
+    for cluster in clusters:  # a run simulate would refuse as too long: before any build (#43)
+        if not netcache.holds(args.variant, model, cluster, args.granularity, options):
+            spec_work_check(_variant(args.variant), model, cluster, args.granularity, options,
+                            args.steps, args.warmup, args.replications)
     first = _cached_net(args, model, clusters[0], options)  # bad variant/options: error before JIT
     compiling = _prepare_engine()
     for i, cluster in enumerate(clusters):
@@ -454,7 +462,13 @@ def cmd_study(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``sgdnet`` argument parser, each sub-command bound to its function (``args.func``)."""
-    return _build_parser({"predict": cmd_predict, "study": cmd_study, "draw": cmd_draw, "trace": cmd_trace, "plot": cmd_plot, "choose": cmd_choose, "plan": cmd_plan, "models": cmd_models})
+    return _build_parser(_COMMAND_FUNCS)
+
+
+#: the function of each sub-command (``args.func``)
+_COMMAND_FUNCS = {"predict": cmd_predict, "study": cmd_study, "draw": cmd_draw,
+                  "trace": cmd_trace, "plot": cmd_plot, "choose": cmd_choose, "plan": cmd_plan,
+                  "models": cmd_models}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -475,12 +489,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     cmd = f"sgdnet {argv[0]}" if argv and argv[0] in _COMMANDS else "sgdnet"
     try:
-        parser = build_parser()
+        # only the parsers this command needs (the testbed's import the testbed package)
+        parser = _build_parser(_COMMAND_FUNCS, command=argv[0] if argv else None)
         args = parser.parse_args(argv)
         if getattr(args, "func", None) is None:
             parser.print_help()
             return EXIT_USAGE
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        from . import netcache
+
+        netcache.flush()  # a compiled net still being written (while it simulated) is whole
+        return status
     except _UsageError as e:
         if debug:
             raise

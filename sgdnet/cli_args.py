@@ -12,7 +12,8 @@ from typing import Any, NoReturn
 
 from .errors import SgdnetError
 
-__all__ = ["build_parser", "EXIT_USAGE", "EXIT_IO", "EXIT_FAILED_ROWS", "EXIT_PIPE"]
+__all__ = ["build_parser", "EXIT_USAGE", "EXIT_IO", "EXIT_FAILED_ROWS", "EXIT_PIPE",
+           "EXIT_LOW_QUALITY"]
 
 #: Exit status of bad arguments and invalid input.
 EXIT_USAGE = 2
@@ -20,6 +21,10 @@ EXIT_USAGE = 2
 EXIT_IO = 1
 #: Exit status of a study some of whose rows failed (they are recorded in the table).
 EXIT_FAILED_ROWS = 1
+#: Exit status of ``sgdnet calibrate`` when the file was written but its quality is low (an
+#: interval too wide, a bad fit, or the quiet gate flagged a job; ``calibration.problems``);
+#: ``sgdnet.testbed.commands.EXIT_LOW_QUALITY`` is the same number.
+EXIT_LOW_QUALITY = 3
 #: Exit status when the reader of stdout went away (``| head``): 128 + SIGPIPE, as a shell
 #: reports a command killed by it; nothing is printed.
 EXIT_PIPE = 141
@@ -350,16 +355,32 @@ def _add_training(p: argparse.ArgumentParser) -> None:
                    help="samples per epoch, with --epochs (ImageNet-1k: 1281167)")
 
 
+def _target_spec(text: str) -> str:
+    """``--target digits:acc=0.95``: checked here (:func:`sgdnet.accuracy.target.parse_target`),
+    kept as text (the other options fill what it leaves out)."""
+    from .accuracy.target import parse_target
+    from .errors import SgdnetError
+
+    try:
+        parse_target(text)
+    except SgdnetError as e:
+        raise argparse.ArgumentTypeError(str(e.args[0] if e.args else e)) from None
+    return text
+
+
 def _add_target(p: argparse.ArgumentParser) -> None:
     """``--target-loss`` / ``--target-accuracy`` with ``--task`` (``sgdnet predict``): the time
     to accuracy (:func:`sgdnet.accuracy.time_to_accuracy`)."""
     g = p.add_argument_group("time to accuracy (the run's update schedule replayed on a task)")
     t = g.add_mutually_exclusive_group()
+    t.add_argument("--target", type=_target_spec, default=None, metavar="TASK:KEY=V",
+                   help="task and target in one, e.g. digits:acc=0.95 or "
+                        "logreg:loss=0.34,lr=0.2 (keys loss, acc, lr, window, seed, eval_every)")
     t.add_argument("--target-loss", type=_positive_float, default=None, metavar="L",
                    help="held-out loss to reach, e.g. 0.34 (task logreg)")
     t.add_argument("--target-accuracy", type=_positive_float, default=None, metavar="A",
                    help="held-out accuracy to reach, a fraction, e.g. 0.84")
-    g.add_argument("--task", default="logreg", metavar="NAME",
+    g.add_argument("--task", default=None, metavar="NAME",
                    help="the task replayed: logreg, mlp (numpy teacher-student tasks) or "
                         "digits (with scikit-learn) (default: logreg)")
     g.add_argument("--lr", type=_positive_float, default=None, metavar="LR",
@@ -384,8 +405,8 @@ def _add_sim(p: argparse.ArgumentParser, steps: int, warmup: int, replications: 
     g.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (default: 0)")
 
 
-def build_parser(commands: Mapping[str, Callable[[argparse.Namespace], int]] | None = None
-                 ) -> argparse.ArgumentParser:
+def build_parser(commands: Mapping[str, Callable[[argparse.Namespace], int]] | None = None,
+                 *, command: str | None = None) -> argparse.ArgumentParser:
     """The ``sgdnet`` argument parser (sub-commands predict, study, draw, trace, plot, models,
     testbed, calibrate).
 
@@ -394,6 +415,11 @@ def build_parser(commands: Mapping[str, Callable[[argparse.Namespace], int]] | N
     commands : mapping, optional
         The function run for each sub-command, by name (``args.func``); :func:`sgdnet.cli.build_parser`
         passes the CLI's own. Without it the parser only parses.
+    command : str, optional
+        The sub-command about to be parsed (the first argument): when it is one of the others,
+        ``testbed`` and ``calibrate`` are left out, whose parsers import the testbed package
+        (fits, network namespaces: ~0.1 s of a ``sgdnet predict`` that needs none of it; issue
+        #41). None or anything else: every sub-command (``sgdnet --help`` lists them all).
     """
     commands = commands or {}
     from ._version import __version__
@@ -575,7 +601,8 @@ def build_parser(commands: Mapping[str, Callable[[argparse.Namespace], int]] | N
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=commands.get("models"))
 
-    from .testbed.commands import add_parsers as _add_testbed_parsers
+    if command not in _COMMANDS or command in ("testbed", "calibrate"):
+        from .testbed.commands import add_parsers as _add_testbed_parsers
 
-    _add_testbed_parsers(sub)  # sgdnet testbed, sgdnet calibrate
+        _add_testbed_parsers(sub)  # sgdnet testbed, sgdnet calibrate
     return top

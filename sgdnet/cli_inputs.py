@@ -240,9 +240,19 @@ def _cached_net(args: argparse.Namespace, model: Any, cluster: Any,
     compiled nets when a previous run built it (:mod:`sgdnet.netcache`), else built now."""
     from . import netcache
 
-    cn, meta, _ = netcache.load_or_build(
+    cn, meta, hit = netcache.load_or_build(
         args.variant, model, cluster, args.granularity, options,
         lambda: _build_net(args, args.variant, model, cluster))
+    note = meta.get("layer_fallback")
+    if hit and isinstance(note, dict) and "built_bytes" in note:
+        # the build that warned was an earlier run's: the same warning for the same net
+        import warnings
+
+        from .variants import get
+        from .variants.budget import fallback_message
+
+        warnings.warn(fallback_message(note, f"{get(args.variant).name} on {cluster.workers} "
+                                             "workers"), UserWarning, stacklevel=2)
     return cn, meta
 
 

@@ -36,6 +36,9 @@ LIMITS: dict[str, int] = {
     # estimated resident bytes of a fine net (built and compiled); a bigger one is built with
     # its layers merged into fewer groups, and says so (sgdnet.variants.budget)
     "max_net_bytes": 2 * 2**30,
+    # bytes of the CLI's on-disk cache of compiled nets (sgdnet.netcache): the least recently
+    # used files are deleted beyond it (a compact fine net of 1,024 workers is ~50 MB)
+    "max_net_cache_bytes": 2**30,
     # places + transitions of a net sgdnet draw builds (a lower bound is checked before it
     # is built: a fine net has at least one transition per layer and worker); a drawing of
     # more is unreadable at max_drawing_px, and building it takes minutes

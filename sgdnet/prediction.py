@@ -396,6 +396,12 @@ def predict_net(variant: str, model: str | ModelProfile, cluster: Cluster | Mapp
     if warmup is not None:
         warmup = _count(warmup, "warmup", 0)
     memory = _memory(spec, prof, clu, options, device, check_memory)
+    if net is None and not netcache.holds(spec.name, prof, clu, granularity, options,
+                                          disk=False):
+        # a run simulate would refuse as too long: refused before the build (#43)
+        from .variants.budget import spec_work_check
+
+        spec_work_check(spec, prof, clu, granularity, options, steps, warmup or 0, replications)
     # no cyclic collection from the build to the end of the simulation: a net built here is
     # millions of objects, all alive until it is dropped below (then freed by reference
     # counting), which each collection in between would walk (1.4 s of 11 s CPU for the fine

@@ -72,13 +72,21 @@ def test_predict_plot_in_missing_directory_fails_before_simulating(tmp_path, cap
 
 def test_unreadable_files_exit_1_as_the_readme_says(tmp_path, capsys):
     cases = [["study", str(tmp_path / "no-such.yaml")],
-             ["study", str(tmp_path)],  # a directory
              ["predict", "--variant", "sync-ps", "--model", str(tmp_path / "none.json")],
              ["predict", "--variant", "sync-ps", "--cluster", str(tmp_path / "none.yaml")]]
     for argv in cases:
         code, out, err = run(capsys, *argv)
         assert code == EXIT_IO, (argv, err)
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_directory_given_for_a_file_is_a_usage_error(tmp_path, capsys):
+    # issue #43: a directory is a bad value, not an unreadable file: exit 2, one line naming it
+    for argv in (["study", str(tmp_path)],
+                 ["predict", "--variant", "sync-ps", "--cluster", str(tmp_path)]):
+        code, out, err = run(capsys, *argv)
+        assert code == 2, (argv, err)
+        assert err.strip().count("\n") == 0 and "is a directory; give a file" in err
 
 
 def test_closed_stdout_pipe_is_silent(tmp_path):

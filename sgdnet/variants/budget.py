@@ -31,14 +31,15 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
-from ..errors import SgdnetError
+from ..errors import SgdnetError, SimulationError
 from ..limits import limit
 from ..units import format_bytes
 from ..workload import Cluster, ModelProfile
 from .layers import group_layers
 
 __all__ = ["BYTES_PER_ELEMENT", "MARGIN", "PROBE_FROM", "SCALE_FROM", "ElementCounter", "announce",
-           "estimate_elements", "fit_layer_groups", "fit_profile"]
+           "estimate_elements", "fallback_message", "fit_layer_groups", "fit_profile", "run_work_floor",
+           "check_run_work_early", "spec_work_check"]
 
 #: Resident bytes of one place or transition of a built and compiled net (measured, rounded up).
 BYTES_PER_ELEMENT = 1800
@@ -299,15 +300,142 @@ def announce(note: dict, elements: int, what: str) -> None:
     """Record the built net's size in ``note`` (``built_bytes``: its places and transitions at
     :data:`BYTES_PER_ELEMENT`) and warn that ``what`` fell back to coarser layer groups."""
     note["built_bytes"] = elements * BYTES_PER_ELEMENT
+    warnings.warn(fallback_message(note, what), stacklevel=4)
+
+
+def fallback_message(note: dict, what: str) -> str:
+    """The warning of :func:`announce` for ``note`` (a net's ``meta["layer_fallback"]``, its
+    ``built_bytes`` recorded): also what the CLI says of a net loaded from its cache, whose
+    build (and warning) happened in an earlier run."""
     how = f"merged into {note['layer_groups']} groups"
     if note.get("merged_small"):
         how += " of at least shard_min_bytes of gradients each (every group split over all shards)"
-    warnings.warn(
-        f"{what}: the fine net of all {note['layers']} layers would take "
-        f"~{format_bytes(note['estimated_bytes'])}, over the memory budget of "
-        f"{format_bytes(note['budget_bytes'])} (max_net_bytes), so it was built with its layers "
-        f"{how} (~{format_bytes(note['built_bytes'])}); "
-        "pass max_layers=N to choose the groups, granularity='coarse', or raise the budget "
-        "with SGDNET_MAX_NET_BYTES=N",
-        stacklevel=4,
-    )
+    return (f"{what}: the fine net of all {note['layers']} layers would take "
+            f"~{format_bytes(note['estimated_bytes'])}, over the memory budget of "
+            f"{format_bytes(note['budget_bytes'])} (max_net_bytes), so it was built with its "
+            f"layers {how} (~{format_bytes(note['built_bytes'])}); "
+            "pass max_layers=N to choose the groups, granularity='coarse', or raise the budget "
+            "with SGDNET_MAX_NET_BYTES=N")
+
+
+def run_work_floor(build: Callable[..., Any], cluster: Cluster, step_completions: int,
+                   replications: int, *, fine: bool) -> dict | None:
+    """A lower bound of what ``simulate``'s run-size check (``engine.api.check_run_work``:
+    transitions x ``ceil(step_completions / step transitions)`` x runs) will count for the net
+    of ``build`` on ``cluster``, found without building that net (issue #43: at 65,536 workers
+    the build alone took minutes before the check could refuse the run).
+
+    The net is built on the clusters of :func:`_smaller_clusters` (``b``, ``2b``, ``3b``
+    workers of the same kind) with one layer group (``fine``: ``build(cluster,
+    one_group=True)``; the memory budget never makes fewer, and every layer group adds
+    transitions), and its transitions and step transitions are extrapolated along their line
+    to the real workers: transitions as ``slope x workers`` (below the line for a positive
+    intercept), step transitions as the line or ``slope x workers``, whichever is larger (an
+    upper bound, so its share of the steps is a lower one); runs are 1 for a net without
+    randomness (``simulate`` plays it once), else ``replications``. This assumes what
+    :class:`ElementCounter` checks: a builder whose pieces per worker are the same at the small
+    sizes and at the real one.
+
+    Parameters
+    ----------
+    build : callable
+        ``build(cluster, one_group)`` makes the variant's net on ``cluster``.
+    cluster : Cluster
+        The real cluster.
+    step_completions : int
+        Step completions the run counts (``(steps + warmup) x workers``, as ``predict`` passes).
+    replications : int
+        Replications asked for.
+    fine : bool
+        Whether the net is fine-grained (its layers can be grouped by the memory budget).
+
+    Returns
+    -------
+    dict or None
+        ``{"completions", "transitions", "steps", "runs", "small"}`` (the bound and its
+        factors, ``small`` the worker counts counted on); None when no bound is known (a cluster
+        too small to shrink, a straggler model, counts off their line, or a build that fails
+        on the small clusters, e.g. an option valid at the real size only: the real build
+        reports its own errors).
+    """
+    import warnings
+
+    from ..net.compiled import compile_net
+
+    small = _smaller_clusters(cluster)
+    if not small:
+        return None
+    counts, steps, det = [], [], True
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for c in small:
+                net = build(c, fine)
+                counts.append(len(net.transitions))
+                steps.append(sum(1 for t in net.transitions.values() if t.tags.get("step")))
+                det = det and compile_net(net, share=False).deterministic
+    except Exception:  # noqa: BLE001 - no bound; the real build reports its own errors
+        return None
+    b, n = small[0].workers, cluster.workers
+    if _extrapolate(counts, b, n) is None or _extrapolate(steps, b, n) is None:
+        return None
+    t_slope = Fraction(counts[1] - counts[0], b)
+    t_low = min(t_slope * n, counts[0] + t_slope * (n - b))
+    s_slope = Fraction(steps[1] - steps[0], b)
+    s_high = max(s_slope * n, steps[0] + s_slope * (n - b))
+    if t_low <= 0 or s_high <= 0:
+        return None
+    t_low, s_high = math.floor(t_low), math.ceil(s_high)
+    runs = 1 if det else replications
+    per = -(-step_completions // s_high)
+    return {"completions": t_low * per * runs, "transitions": t_low, "steps": per, "runs": runs,
+            "small": [c.workers for c in small]}
+
+
+def check_run_work_early(build: Callable[..., Any], cluster: Cluster, step_completions: int,
+                         replications: int, *, fine: bool, what: str) -> None:
+    """Refuse, before the net is built, a run whose :func:`run_work_floor` is beyond the
+    ``max_run_events`` limit: what ``simulate`` would refuse after the build (the same limit and
+    advice), never a run it would allow.
+
+    Raises
+    ------
+    SimulationError
+        Naming the configuration (``what``), the bound and its factors, the limit and the fix.
+    """
+    lim = limit("max_run_events")
+    floor = run_work_floor(build, cluster, step_completions, replications, fine=fine)
+    if floor is None or floor["completions"] <= lim:
+        return
+    small = "/".join(map(str, floor["small"]))
+    raise SimulationError(
+        f"{what}: this run would play at least {floor['completions']:.3g} completions "
+        f"(at least {floor['transitions']:,} transitions x {floor['steps']:,} steps x "
+        f"{floor['runs']} replications, counted on clusters of {small} workers), beyond the "
+        f"limit {lim:.3g} (max_run_events: hours of simulation); refused before building the "
+        "net: use fewer workers, steps or replications, granularity='coarse', or raise the "
+        "limit with SGDNET_MAX_RUN_EVENTS=N if it is deliberate")
+
+
+def spec_work_check(spec: Any, model: ModelProfile, cluster: Cluster, granularity: str,
+                    options: dict, steps: int, warmup: int, replications: int) -> None:
+    """:func:`check_run_work_early` for ``spec.build(model, cluster, granularity, **options)``
+    run ``steps`` + ``warmup`` steps per worker (as :func:`sgdnet.predict` counts them).
+
+    Raises
+    ------
+    SimulationError
+        The run is refused (see :func:`check_run_work_early`).
+    """
+    grouped = granularity == "fine" and "max_layers" in spec.option_names() \
+        and options.get("max_layers") is None
+
+    def build(c: Cluster, one_group: bool) -> Any:
+        opts = dict(options)
+        if one_group and grouped:
+            opts["max_layers"] = 1
+        return spec.build(model, c, granularity, **opts)
+
+    check_run_work_early(build, cluster, (steps + warmup) * cluster.workers, replications,
+                         fine=grouped,
+                         what=f"{spec.name} ({granularity}) on workers={cluster.workers:,}")
