@@ -4,20 +4,25 @@ for two argument types (a literal ``0`` argument is a numba type of its own)."""
 
 from __future__ import annotations
 
+import pytest
 from conftest import ps_net
 from numba.core.registry import CPUDispatcher
 
-from sgdnet.engine import driver, kernel
+from sgdnet.engine import abi, driver, kernel
 from sgdnet.net.compiled import compile_net
 
 
-def test_histograms_use_the_same_specialization():
+@pytest.mark.parametrize("mode", ["generic", "specialised"])
+def test_histograms_use_the_same_specialization(mode, monkeypatch):
+    monkeypatch.setenv("SGDNET_KERNEL", mode)
     cn = compile_net(ps_net(workers=2, layers=1))
     kw = dict(steps=5, warmup=1, max_events=10**6, zeno_limit=10**6, samples=False, trace_limit=0,
               parallel=False)
     without = driver.run(cn, [3], histograms=False, **kw)
     with_h = driver.run(cn, [3], histograms=True, **kw)
-    assert len(kernel.run_replication.signatures) == 1
+    used = (kernel.run_replication if mode == "generic" else
+            kernel.specialise.kernel_for(kernel.specialise.features(abi.net_args(cn))))
+    assert len(used.signatures) == 1
     assert with_h.wait_hist[0].sum() > 0 and without.wait_hist.shape[1] == 0
 
 

@@ -282,6 +282,10 @@ def stale_dependencies(module: ModuleType, dispatchers: list[Any]) -> bool:
             if os.path.exists(cf._index_path):
                 _delete(cf)
                 stale = True
+        # and the module's functions made at run time, not in its namespace (the kernel's
+        # specialised loops: sgdnet.engine.kernel.specialise), cached under its name too
+        for index in glob.glob(os.path.join(glob.escape(cache_dir), f"{glob.escape(name)}.*.nbi")):
+            _delete_base(index[: -len(".nbi")])
         try:
             os.makedirs(cache_dir, exist_ok=True)
             with open(record, "w", encoding="ascii") as fh:

@@ -16,6 +16,7 @@ One module per concept, each with the invariant it keeps in its docstring:
 ``statistics``     busy times, sojourns, marking integrals, histograms, the outputs
 ``tables``         the per-transition row tables and the set-up of the request rings and buffers
 ``jit``            how the functions are compiled (``inner``, ``phase``) and their typed constants
+``specialise``     the loop compiled once per set of features a net uses (compile-time constants)
 =================  ================================================================================
 
 Design (see docs/architecture.md "The engine" and the normative firing semantics):
@@ -66,6 +67,7 @@ cache by its own file only, so each module lists the files its machine code embe
 
 from __future__ import annotations
 
+from . import loop, specialise
 from .jit import HALT_POLL, WORK_PER_EVENT
 from .loop import run_replication
 
@@ -73,4 +75,4 @@ from .loop import run_replication
 MODULES = ("jit", "candidates", "event_heap", "enabling", "resources", "flows", "gates",
            "durations", "switches", "statistics", "tables", "loop")
 
-__all__ = ["run_replication", "HALT_POLL", "WORK_PER_EVENT", "MODULES"]
+__all__ = ["run_replication", "HALT_POLL", "WORK_PER_EVENT", "MODULES", "loop", "specialise"]

@@ -99,6 +99,14 @@ from . import (
 )
 from .jit import FALSE, HALT_POLL, I0, I1, TRUE, WORK_PER_EVENT
 
+# The features this loop plays, compile-time constants: all of them here; a specialised copy
+# (sgdnet.engine.kernel.specialise) plays those a net uses, the others' branches and state gone.
+#: a transition's flags are read as ``(TS_FL & FLAG_MASK) | FLAG_SET`` (no flag is masked here)
+FLAG_MASK = -1
+FLAG_SET = 0
+FLOWS = True  # links shared by max-min fair flows (the re-allocation of section C)
+SHARED = True  # ps resources or links (the holders re-rated after a batch)
+
 #: the files whose code (inlined phases and samplers) or constants this module's machine code
 #: embeds: numba keys the cache by this file only, so sgdnet.engine.jitcache recompiles when one
 #: of them changed (every module of the package, and what they read)
@@ -125,23 +133,13 @@ def run_replication(
     o_tr_t, o_tr_s, o_tr_e, o_glog, o_ghist, o_mark, o_gcnt, o_grel, o_glead, halt, prog,
     sw_w, sw_prio, sw_res, o_ptok, o_ssum, o_sn, o_hw, o_hs,
 ):
-    """Play one replication; write the outputs into the ``o_*`` arrays (see the module doc).
-
-    Random switches (``sw_*``, see :data:`sgdnet.engine.abi.SWITCH_ARGS`) come after the
-    control arrays, then the place and queue statistics of the counting window: ``o_ptok`` (P,)
-    the time integral of each place's marking, ``o_ssum``/``o_sn`` (R,) the sojourn (completion -
-    request time) sums and counts per resource held, at completions, and ``o_hw``/``o_hs``
-    (R, HIST_BINS) the wait and sojourn histograms, or (0, HIST_BINS) arrays when they are not
-    kept: a runtime switch, so one compiled specialization serves both (a None there compiled a
-    second one, another ~30 s on a cold cache, for no measurable speed).
-
-    ``halt`` is an int64[1] another thread may set non-zero to stop the replication early (read
-    every ``HALT_POLL`` completions, sooner when completions are expensive (re-rating many ps
-    holders or re-allocating many flows); the status is then ``ST_HALTED`` and the outputs are
-    incomplete).
-    ``prog`` (int64[1]) receives the step completions so far at the same polls and at the end,
-    for a progress bar.
-    """
+    """Play one replication; write the outputs into the ``o_*`` arrays (argument order and
+    output slots: :mod:`sgdnet.engine.abi`). ``o_hw``/``o_hs`` have no rows when histograms are
+    not kept (a runtime switch: one compiled specialization serves both). ``halt`` (int64[1]),
+    set non-zero by another thread, stops the replication (``ST_HALTED``, outputs incomplete):
+    read every ``HALT_POLL`` completions, sooner when completions are expensive (many ps holders
+    re-rated or flows re-allocated); ``prog`` (int64[1]) gets the step completions at the same
+    polls and at the end, for a progress bar."""
     nP = m0.size
     nT = servers.size
     nR = r_cap.size
@@ -227,9 +225,7 @@ def run_replication(
     durations.modulators_init(nT, mod_kind, mod_par, sb, sk, d_code, d_par, d_pool, rng, modval, mk_state, mk_next)
     # accounting
     blast = np.zeros(nR, dtype=np.float64)
-    # o_ptok accumulates sum(delta * (tau - t0)) over the marking changes (delta at tau) while
-    # counting; at t1, integral of m over [t0, t1] = m(t1) (t1 - t0) - that sum (one update per
-    # change instead of integrating piecewise)
+    # (o_ptok accumulates the marking changes: see sgdnet.engine.kernel.statistics)
     s_req = np.zeros(scap, dtype=np.float64)  # request time of the firing in each slot
     hb_f = np.zeros(1, dtype=np.float64)
     hb_i = hb_f.view(np.int64)
@@ -279,7 +275,7 @@ def run_replication(
             t = dl[di]
             di += 1
             isd[t] = False
-            f = TS[t, TS_FL]
+            f = (TS[t, TS_FL] & FLAG_MASK) | FLAG_SET
             d, rq_used = enabling.reevaluate(t, f, now, m, in_place, in_w, inh_ptr, inh_place, inh_thr,
                                              watch, TS, TD, TF, mem_gate, gcnt, gmin, g_kind, g_s,
                                              grel, g_slow, g_cap, rq_pool, rq_used)
@@ -305,12 +301,12 @@ def run_replication(
                 candidates.wait(blocked, t, qh, qn, qhd, rq_base, r_disc, TD, TS, TF)
             else:
                 # start t (or the random switch's choice): take its oldest request
-                f = TS[t, TS_FL]
+                f = (TS[t, TS_FL] & FLAG_MASK) | FLAG_SET
                 if f & F_SW:
                     t, src, ih_n, ih_hd, ih_heap = switches.redirect(
                         t, src, ih, ihs, ih_n, ih_hd, ih_heap, qh, qn, qhd, r_disc, rq_base, TD, TS,
                         TF, sw_w, sw_prio, sw_res, qres_idx, used, r_cap, sw_cand, sw_stk, sb, sk)
-                    f = TS[t, TS_FL]
+                    f = (TS[t, TS_FL] & FLAG_MASK) | FLAG_SET
                 rt = enabling.take_request(t, f, TD, TF, rq_pool)
                 selfdirty = (f & F_SELF) != 0
                 dn = enabling.consume(t, now, t0, selfdirty, TS, in_place, in_w, m, o_ptok, dep_ptr,
@@ -382,7 +378,7 @@ def run_replication(
         if hole:
             hole = FALSE
             eh_n = event_heap.pop(eh, ekt, eks, eh_pos, eh_n)
-        if nsd > 0:
+        if FLOWS and nsd > 0:
             # the flows of the links whose flow set changed at this instant: their max-min fair
             # rates (sgdnet.engine.kernel.flows), by the single-bottleneck fast path when it
             # applies (inlined phases), else the full allocation (called: long, run where links
@@ -497,7 +493,7 @@ def run_replication(
                 stop = True
                 break
             t = s_trans[s]
-            f = TS[t, TS_FL]
+            f = (TS[t, TS_FL] & FLAG_MASK) | FLAG_SET
             if counting:
                 o_firings[t] += 1
             a = TD[t, TD_ACT]
@@ -577,14 +573,15 @@ def run_replication(
                 ev_limit = min(max_events, events + HALT_POLL)
         # the shared resources whose holders changed: links seed the next re-allocation, ps
         # resources' holders are re-rated
-        if hole and nt_touched > 0:
-            hole = FALSE
-            eh_n = event_heap.pop(eh, ekt, eks, eh_pos, eh_n)
-        nsd, work = resources.rerate_touched(nt_touched, tl, touched, r_disc, f_pend, f_seeds, nsd,
-                                             now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate,
-                                             s_ctime, s_seq, eh, ekt, eks, eh_n, eh_pos, psres_ptr,
-                                             psres_idx, used, r_cap)
-        ev_limit -= work
+        if SHARED:
+            if hole and nt_touched > 0:
+                hole = FALSE
+                eh_n = event_heap.pop(eh, ekt, eks, eh_pos, eh_n)
+            nsd, work = resources.rerate_touched(nt_touched, tl, touched, r_disc, f_pend, f_seeds, nsd,
+                                                 now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate,
+                                                 s_ctime, s_seq, eh, ekt, eks, eh_n, eh_pos, psres_ptr,
+                                                 psres_idx, used, r_cap)
+            ev_limit -= work
 
     # ------------------------------------------------------------- finish
     if hole:
