@@ -11,7 +11,6 @@ at its completion when the two-sided controller allows it; a start consumes it.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from ...net.compiled import GATE_DYNAMIC_LAG
 from ..layout import TS_GUARD
@@ -120,17 +119,3 @@ def consume_release(t, TS, grel, mg_ptr, mg_trans, isd, dl, dn):
                 dl[dn] = u
                 dn += 1
     return dn
-
-
-@njit(inline="always")
-def new_state(nMem, nG):
-    """The gates' state of a replication, allocated once (inlined into the loop's set-up): per
-    member its count, release, the controller's allowance, its last two completion times; per
-    gate the smallest count of its members."""
-    gcnt = np.zeros(nMem, dtype=np.int64)
-    grel = np.zeros(nMem, dtype=np.int64)
-    galw = np.zeros(nMem, dtype=np.int64)
-    glast = np.zeros(nMem, dtype=np.float64)
-    gprev = np.zeros(nMem, dtype=np.float64)
-    gmin = np.zeros(nG, dtype=np.int64)
-    return gcnt, grel, galw, glast, gprev, gmin

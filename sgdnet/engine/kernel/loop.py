@@ -1,22 +1,15 @@
-"""The event loop of one replication: :func:`run_replication`.
-
-Each pass of the loop is one of:
-
-- **A, enabling**: re-evaluate the dirty transitions (:func:`~.enabling.degree`, new requests),
-  then put each new candidate in the instant queue or straight into its first resource's queue
-  when that resource is full, and take a candidate whose degree dropped to 0 out of its queue.
-- **B, a start**: pop the first candidate; blocked by a resource: into that resource's queue;
-  else (after a random switch's choice) it takes its tokens, servers and a firing slot, draws
-  its duration and enters the completion heap (or becomes a ps holder or a new flow).
-- **C, time advances**: re-allocate the flows of the links whose flow set changed, a checkpoint
-  of the periodic search (:mod:`sgdnet.engine.periodic`), then the batch of completions at the
-  next event time in start order (releases, promotions of queue heads, deposits, gate counts,
-  steps), then the ps holders re-rated.
+"""The event loop of one replication: :func:`run_replication`. Each pass is A (enabling: the
+dirty transitions re-evaluated, new candidates queued), B (a start: the first candidate takes
+tokens, servers, a slot and its duration, or waits at a full resource) or C (time advances: the
+flows re-allocated, a checkpoint of the periodic search, the batch of completions at the next
+event time in start order, the ps holders re-rated).
 
 Invariant between passes: the dirty list holds every transition whose degree may have changed;
-when it is empty and the instant queue too, no transition can start at ``now``. Every phase is
-a function of its own module inlined by LLVM (:data:`~.jit.phase`), so the loop's machine code
-is what it was with their code written out here.
+when it and the instant queue are empty, no transition can start at ``now``. The phases are
+functions of the other modules, inlined by LLVM (:data:`~.jit.phase`). The state is allocated
+here, not by helpers returning tuples of arrays: that made the loop ~10-20 % slower on the flows'
+nets (numba's IR inlining, measured; the periodic search's buffers and the request rings, read
+less often, still come from :mod:`.tables`).
 """
 
 from __future__ import annotations
@@ -24,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .. import periodic
 from ..abi import (
     GROW_HOLDERS,
     GROW_REQUESTS,
@@ -70,19 +64,6 @@ from ..periodic import (  # periodic regimes of deterministic runs: found, then 
     PF_STATE,
     PZ_OFF,
     PZ_RESTART,
-    _pa_step,
-    _pz_copy,
-    _pz_core,
-    _pz_gates,
-    _pz_jump,
-    _pz_links,
-    _pz_live,
-    _pz_restart,
-    _pz_search,
-    _pz_shift_rest,
-    _pz_shift_slots,
-    _pz_slots,
-    _pz_unlive,
 )
 from ..rng import replication_bases
 from . import (
@@ -99,9 +80,8 @@ from . import (
 )
 from .jit import FALSE, HALT_POLL, I0, I1, TRUE, WORK_PER_EVENT
 
-# The features this loop plays, compile-time constants: all of them here; a specialised copy
-# (sgdnet.engine.kernel.specialise) plays those a net uses, the others' branches and state gone.
-#: a transition's flags are read as ``(TS_FL & FLAG_MASK) | FLAG_SET`` (no flag is masked here)
+#: the features played (compile-time constants: all here; sgdnet.engine.kernel.specialise's copies
+#: play a net's own): flags read as ``(TS_FL & FLAG_MASK) | FLAG_SET``, the sections below
 FLAG_MASK = -1
 FLAG_SET = 0
 FLOWS = True  # links shared by max-min fair flows (the re-allocation of section C)
@@ -133,13 +113,10 @@ def run_replication(
     o_tr_t, o_tr_s, o_tr_e, o_glog, o_ghist, o_mark, o_gcnt, o_grel, o_glead, halt, prog,
     sw_w, sw_prio, sw_res, o_ptok, o_ssum, o_sn, o_hw, o_hs,
 ):
-    """Play one replication; write the outputs into the ``o_*`` arrays (argument order and
-    output slots: :mod:`sgdnet.engine.abi`). ``o_hw``/``o_hs`` have no rows when histograms are
-    not kept (a runtime switch: one compiled specialization serves both). ``halt`` (int64[1]),
-    set non-zero by another thread, stops the replication (``ST_HALTED``, outputs incomplete):
-    read every ``HALT_POLL`` completions, sooner when completions are expensive (many ps holders
-    re-rated or flows re-allocated); ``prog`` (int64[1]) gets the step completions at the same
-    polls and at the end, for a progress bar."""
+    """Play one replication into the ``o_*`` arrays (arguments, slots: :mod:`sgdnet.engine.abi`;
+    ``o_hw``/``o_hs`` without rows: no histograms). ``halt`` (int64[1], set by another thread)
+    stops it (``ST_HALTED``), read every ``HALT_POLL`` completions or sooner when completions are
+    expensive; ``prog`` (int64[1]) gets the step completions then and at the end."""
     nP = m0.size
     nT = servers.size
     nR = r_cap.size
@@ -172,8 +149,7 @@ def run_replication(
     isd = np.zeros(nT, dtype=np.bool_)
     watch = np.zeros(nT, dtype=np.int64)  # joins: offset of the input arc that last blocked
     dn = 0
-    # firing slots
-    # slot t is reserved for single-server transition t; the others draw from a free list
+    # firing slots: slot t is single-server transition t's; the others draw from a free list
     scap = nT + cap_slots
     s_trans = np.arange(scap, dtype=np.int64)
     s_seq = np.zeros(scap, dtype=np.int64)
@@ -192,8 +168,7 @@ def run_replication(
     eh_n = I0
     hole = FALSE  # eh[0] is a completion already applied, left for the next start to replace
     seq = I0
-    # processor sharing
-    nps = 0
+    nps = 0  # processor sharing (and links): their holders
     for r in range(nR):
         if r_ps[r] >= 0:
             nps += 1
@@ -208,24 +183,53 @@ def run_replication(
     s_php = np.zeros((scap, maxps), dtype=np.int64)
     touched = np.zeros(nR, dtype=np.bool_)
     tl = np.zeros(max(nR, 1), dtype=np.int64)
-    # flows (links are shared resources of discipline 3): groups (per bottleneck link), the
-    # single-bottleneck components and scratch (sgdnet.engine.kernel.flows.new_state)
-    (g_rate, g_V, g_tau, g_head, gh, gn, s_gpos, s_grp, s_vf, s_inh, s_w0, f_lmark, f_fmark, f_epoch,
-     f_CL, f_CF, f_rc, f_nu, f_rate, f_fixed, f_lvl, f_bott, f_pend, f_seeds, f_comp, f_pure, f_m,
-     f_new) = flows.new_state(nR, scap, nps, hcap)
+    # flows (links are shared resources of discipline 3): groups (per bottleneck link) and scratch
+    g_rate = np.zeros(nR, dtype=np.float64)
+    g_V = np.zeros(nR, dtype=np.float64)
+    g_tau = np.zeros(nR, dtype=np.float64)
+    g_head = np.full(nR, -1, dtype=np.int64)
+    gh = np.zeros((max(nps, 1), hcap), dtype=np.int64)
+    gn = np.zeros(max(nps, 1), dtype=np.int64)
+    s_gpos = np.zeros(scap, dtype=np.int64)
+    s_grp = np.full(scap, -1, dtype=np.int64)
+    s_vf = np.zeros(scap, dtype=np.float64)
+    s_inh = np.zeros(scap, dtype=np.bool_)
+    s_w0 = np.zeros(scap, dtype=np.float64)  # bytes of the flow counted in its links' busy time
+    f_lmark = np.zeros(nR, dtype=np.int64)
+    f_fmark = np.zeros(scap, dtype=np.int64)
+    f_epoch = np.zeros(1, dtype=np.int64)
+    f_CL = np.zeros(max(nR, 1), dtype=np.int64)
+    f_CF = np.zeros(scap, dtype=np.int64)
+    f_rc = np.zeros(nR, dtype=np.float64)
+    f_nu = np.zeros(nR, dtype=np.int64)
+    f_rate = np.zeros(scap, dtype=np.float64)
+    f_fixed = np.zeros(scap, dtype=np.bool_)
+    f_lvl = np.zeros(nR, dtype=np.float64)
+    f_bott = np.zeros(scap, dtype=np.int64)
+    f_pend = np.zeros(nR, dtype=np.bool_)  # links in f_seeds[:nsd], for the next allocation
     nsd = I0  # int64 values, not literals: the flows' phases compile once (see I0)
+    f_seeds = np.zeros(max(nR, 1), dtype=np.int64)
+    # single-bottleneck components (f_comp, f_pure, f_m: sgdnet.engine.kernel.flows)
+    f_comp = np.full(nR, -1, dtype=np.int64)
+    f_pure = np.zeros(nR, dtype=np.bool_)
+    f_m = np.zeros(nR, dtype=np.float64)
+    f_new = np.zeros(scap, dtype=np.int64)  # the flows started at this instant
     nfn = I0
     # gates
-    gcnt, grel, galw, glast, gprev, gmin = gates.new_state(nMem, nG)
+    gcnt = np.zeros(nMem, dtype=np.int64)
+    grel = np.zeros(nMem, dtype=np.int64)
+    galw = np.zeros(nMem, dtype=np.int64)
+    glast = np.zeros(nMem, dtype=np.float64)
+    gprev = np.zeros(nMem, dtype=np.float64)
+    gmin = np.zeros(nG, dtype=np.int64)
     nglog = I0
     # modulators
     modval = np.ones(nM, dtype=np.float64)
     mk_state = np.zeros(nM, dtype=np.int64)
     mk_next = np.full(nM, np.inf, dtype=np.float64)
     durations.modulators_init(nT, mod_kind, mod_par, sb, sk, d_code, d_par, d_pool, rng, modval, mk_state, mk_next)
-    # accounting
+    # accounting (o_ptok: the marking changes, see sgdnet.engine.kernel.statistics)
     blast = np.zeros(nR, dtype=np.float64)
-    # (o_ptok accumulates the marking changes: see sgdnet.engine.kernel.statistics)
     s_req = np.zeros(scap, dtype=np.float64)  # request time of the firing in each slot
     hb_f = np.zeros(1, dtype=np.float64)
     hb_i = hb_f.view(np.int64)
@@ -410,43 +414,43 @@ def run_replication(
             nsd = I0
             nfn = I0
         if nsteps >= pf_i[PF_NEXT] and pf_i[PF_STATE] == PZ_RESTART:
-            _pz_restart(nsteps, period, pf_i)  # counting started: no state to write out
+            periodic._pz_restart(nsteps, period, pf_i)  # counting started: no state to write out
         elif nsteps >= pf_i[PF_NEXT]:
             # a checkpoint (sgdnet.engine.periodic): the state in canonical form, then the search
-            pz_nl = _pz_live(eh, eh_n, ps_h, ps_n, pz_idx, pz_live)
+            pz_nl = periodic._pz_live(eh, eh_n, ps_h, ps_n, pz_idx, pz_live)
             zn[0] = 0
             zn[1] = 0
             pz_act = -1
-            if (_pz_core(now, m, TD, TS, TF, rq_pool, used, qn, qhd, qh, rq_base, r_disc, zi, zf, zs, zn)
-                    and _pz_slots(now, seq, eh, ekt, eks, eh_n, pz_idx, pz_live, pz_nl, TS, s_trans,
+            if (periodic._pz_core(now, m, TD, TS, TF, rq_pool, used, qn, qhd, qh, rq_base, r_disc, zi, zf, zs, zn)
+                    and periodic._pz_slots(now, seq, eh, ekt, eks, eh_n, pz_idx, pz_live, pz_nl, TS, s_trans,
                                   s_seq, s_start, s_req, s_rem, s_rate, s_last, s_grp, s_vf, s_inh, s_w0,
                                   s_gpos, s_php, g_V, zi, zf, zs, zn)
-                    and _pz_links(now, pz_idx, r_disc, r_ps, ps_h, ps_n, gn, gh, g_head, g_rate, g_tau, f_comp,
+                    and periodic._pz_links(now, pz_idx, r_disc, r_ps, ps_h, ps_n, gn, gh, g_head, g_rate, g_tau, f_comp,
                                   f_pure, f_m, blast, zi, zf, zs, zn)
-                    and _pz_gates(now, gcnt, gmin, mem_gate, grel, galw, glast, gprev, zi, zf, zs, zn)):
-                pz_act = _pz_search(nsteps, nrec, events, seq, nglog, now, zi, zf, zs, zn, yi, yf, ys, pf_i,
+                    and periodic._pz_gates(now, gcnt, gmin, mem_gate, grel, galw, glast, gprev, zi, zf, zs, zn)):
+                pz_act = periodic._pz_search(nsteps, nrec, events, seq, nglog, now, zi, zf, zs, zn, yi, yf, ys, pf_i,
                                     pf_f, pf_hh, pf_hs)
             else:  # cannot happen (the buffers hold the largest state): stop looking
                 pf_i[PF_NEXT] = PZ_OFF
-            _pz_unlive(pz_idx, pz_live, pz_nl)
+            periodic._pz_unlive(pz_idx, pz_live, pz_nl)
             if pz_act == 1:
-                _pa_step(I0, a_f, a_i, o_busy, o_wsum, o_ssum, o_ptok, g_V, o_firings, o_wn, o_sn, gcnt,
+                periodic._pa_step(I0, a_f, a_i, o_busy, o_wsum, o_ssum, o_ptok, g_V, o_firings, o_wn, o_sn, gcnt,
                          gmin, o_glead, o_ghist, o_hw, o_hs)
             elif pz_act == 2:
                 # confirmed: jump M periods (the last ones before the end, or before counting
                 # starts, are played)
-                pz_M = _pz_jump(nsteps, events, now, target_steps if counting else warmup,
+                pz_M = periodic._pz_jump(nsteps, events, now, target_steps if counting else warmup,
                                 max_events, not counting, pf_i, pf_f, pf_hs)
                 if pz_M > 0:
                     pz_P = pf_f[PF_CYC]
                     pz_D = pz_M * pz_P
                     pz_dq = seq - pf_i[PF_CSEQ]
-                    _pz_shift_slots(pz_D, pz_dq, pz_M, pz_live, pz_nl, s_seq, s_start, s_req, s_last,
+                    periodic._pz_shift_slots(pz_D, pz_dq, pz_M, pz_live, pz_nl, s_seq, s_start, s_req, s_last,
                                     s_ctime, s_grp, s_vf, g_V, a_f, ekt, eks, eh_n)
-                    _pz_shift_rest(pz_D, TD, TS, TF, rq_pool, g_tau, blast, glast, gprev)
-                    _pz_copy(pz_M, pz_P, pf_i[PF_CREC], nrec, o_step_t, o_step_tr, pf_i[PF_CGLOG], nglog,
+                    periodic._pz_shift_rest(pz_D, TD, TS, TF, rq_pool, g_tau, blast, glast, gprev)
+                    periodic._pz_copy(pz_M, pz_P, pf_i[PF_CREC], nrec, o_step_t, o_step_tr, pf_i[PF_CGLOG], nglog,
                              o_glog)
-                    _pa_step(pz_M, a_f, a_i, o_busy, o_wsum, o_ssum, o_ptok, g_V, o_firings, o_wn,
+                    periodic._pa_step(pz_M, a_f, a_i, o_busy, o_wsum, o_ssum, o_ptok, g_V, o_firings, o_wn,
                              o_sn, gcnt, gmin, o_glead, o_ghist, o_hw, o_hs)
                     now += pz_D
                     seq += pz_M * pz_dq
