@@ -1,12 +1,14 @@
-"""A/B of two kernels in one process: this checkout's ``sgdnet/engine/kernel.py`` against another
-copy of the kernel module (e.g. the previous commit's), alternating, one core, CPU time.
+"""A/B of two kernels in one process: this checkout's kernel (``sgdnet/engine/kernel/``) against
+another copy of a one-file kernel module (e.g. ``kernel.py`` of a commit before the package),
+alternating, one core, CPU time. ``--specialised`` runs this checkout's kernel compiled for the
+features of each net (``sgdnet.engine.kernel.specialise``) instead of the generic one.
 
 Both kernels must take the same arguments (the driver calls whichever is installed as
 ``sgdnet.engine.kernel.run_replication``). The outputs of the two are compared bit for bit on
 every run (step times, firings, busy times), so a speed figure is only printed for identical
 trajectories::
 
-    git show HEAD~1:sgdnet/engine/kernel.py > /tmp/kernel_old.py
+    git show 0441880:sgdnet/engine/kernel.py > /tmp/kernel_old.py   # the last one-file kernel
     PYTHONPATH=. python bench/bench_kernel_ab.py --old /tmp/kernel_old.py --workers 4 16 64
     PYTHONPATH=. python bench/bench_kernel_ab.py --old /tmp/kernel_old.py --network flows
     PYTHONPATH=. python bench/bench_kernel_ab.py --old /tmp/kernel_old.py --model anchor
@@ -49,6 +51,9 @@ def main() -> None:
     ap.add_argument("--anchors", default="/work/shared/anchors", help="the anchors' directory")
     ap.add_argument("--old-hist-none", action="store_true",
                     help="the old kernel takes None for histograms not kept")
+    ap.add_argument("--specialised", action="store_true",
+                    help="run this checkout's kernel specialised to the net's features "
+                         "(sgdnet.engine.kernel.specialise; SGDNET_KERNEL=specialised)")
     a = ap.parse_args()
 
     from bench_engine import build_bench_net
@@ -78,8 +83,11 @@ def main() -> None:
         from model import Params, build_ps_net
         return to_sgdnet(build_ps_net(Params(N=n, L=20, mode="sync")))
 
+    import os
+
     def once(which, net, steps):
         K.run_replication = kernels[which]
+        os.environ["SGDNET_KERNEL"] = "specialised" if a.specialised and which == "new" else "generic"
         t = time.process_time()
         r = sgdnet.simulate(net, steps=steps, warmup=0, replications=1, seed=7, parallel=False,
                             engine="generic")

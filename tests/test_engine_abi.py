@@ -29,8 +29,11 @@ def test_codes_and_slots_are_distinct_ints_the_kernel_folds():
     assert sorted([abi.OF_T0, abi.OF_T1, abi.OF_NOW, abi.OF_CYCLE]) == list(range(abi.N_OF))
     grow = [abi.GROW_SLOTS, abi.GROW_REQUESTS, abi.GROW_HOLDERS]
     assert all(g & (g - 1) == 0 for g in grow) and len(set(grow)) == 3  # bits
-    for name in ("ST_HALTED", "ST_GROW", "OI_EVENTS", "OF_T1"):  # the kernel uses the same objects
-        assert getattr(kernel, name) is getattr(abi, name)
+    from sgdnet.engine.kernel import loop, statistics
+
+    for mod, name in ((loop, "ST_HALTED"), (loop, "ST_GROW"), (statistics, "OI_EVENTS"),
+                      (statistics, "OF_T1")):  # the kernel uses the same objects
+        assert getattr(mod, name) is getattr(abi, name)
 
 
 def test_net_args_name_compiled_arrays():

@@ -14,7 +14,7 @@ import pytest
 
 import sgdnet
 from sgdnet import Deterministic, Estimate, Exponential, Net, Result, compile_net, simulate
-from sgdnet.engine import driver
+from sgdnet.engine import abi, driver
 from sgdnet.engine.api import default_max_events
 from sgdnet.errors import DeadlockError, NetError, SimulationError, UnknownNameError
 
@@ -378,7 +378,7 @@ def test_ctrl_c_halts_the_running_kernels(loop, monkeypatch, parallel):
         timer.cancel()
         signal.signal(signal.SIGINT, old)
     assert statuses and len(statuses) == len(started)  # nothing left running
-    assert set(statuses) == {kernel.ST_HALTED}
+    assert set(statuses) == {abi.ST_HALTED}
     # the engine stays usable: the next run completes normally
     monkeypatch.undo()
     assert simulate(loop, steps=20, warmup=0, replications=2, seed=1).firings("sync").tolist() == [20, 20]
@@ -465,14 +465,14 @@ def test_expensive_completions_bring_the_halt_poll_closer(monkeypatch):
     def preset_halt(*args):
         args[i_halt][0] = 1  # the shared halt flag
         status = real(*args)
-        events.append((status, int(args[i_oi][kernel.OI_EVENTS])))
+        events.append((status, int(args[i_oi][abi.OI_EVENTS])))
         return status
 
     monkeypatch.setattr(kernel, "run_replication", preset_halt)
     with pytest.raises((KeyboardInterrupt, SgdnetError)):
         simulate(net, steps=10**6, warmup=20_000, replications=1, seed=0, parallel=False)
     status, n = events[-1]  # earlier calls stopped to grow their tables (replayed, same seed)
-    assert status == kernel.ST_HALTED and {s for s, _ in events[:-1]} <= {kernel.ST_GROW}
+    assert status == abi.ST_HALTED and {s for s, _ in events[:-1]} <= {abi.ST_GROW}
     assert n < kernel.HALT_POLL // 2  # a cheap net reads the flag after HALT_POLL completions
 
 

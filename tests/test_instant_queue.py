@@ -1,4 +1,5 @@
-"""The kernel's instant queue (``_iq_push`` / ``_iq_pop`` / ``_iq_remove`` in engine/kernel.py).
+"""The kernel's instant queue (``instant_push`` / ``instant_pop`` / ``instant_remove`` in
+engine/kernel/candidates.py).
 
 The candidates to examine at the current instant are kept in a sorted ring buffer that becomes a
 binary heap when a long queue (``IQ_RING`` entries or more) receives an out-of-order newcomer. Two
@@ -28,7 +29,8 @@ import pytest
 
 from sgdnet import simulate
 from sgdnet.dists import Deterministic
-from sgdnet.engine import kernel as K
+from sgdnet.engine import layout as K
+from sgdnet.engine.kernel import candidates as C
 from sgdnet.engine.reference import simulate_reference
 from sgdnet.net import Net
 
@@ -52,16 +54,16 @@ class _Queue:
         self.n, self.hd, self.heap = np.int64(0), np.int64(0), False
 
     def push(self, t):
-        self.n, self.hd, self.heap = K._iq_push(self.ih, self.ihs, self.hd, self.n, self.heap,
+        self.n, self.hd, self.heap = C.instant_push(self.ih, self.ihs, self.hd, self.n, self.heap,
                                                 np.int64(t), self.TD, self.TS, self.TF)
 
     def pop(self):
-        t, self.n, self.hd, self.heap = K._iq_pop(self.ih, self.hd, self.n, self.heap, self.TD,
+        t, self.n, self.hd, self.heap = C.instant_pop(self.ih, self.hd, self.n, self.heap, self.TD,
                                                   self.TS, self.TF)
         return int(t)
 
     def remove(self, t):
-        self.n, self.hd, self.heap = K._iq_remove(self.ih, self.hd, self.n, self.heap, np.int64(t),
+        self.n, self.hd, self.heap = C.instant_remove(self.ih, self.hd, self.n, self.heap, np.int64(t),
                                                   self.TD, self.TS, self.TF)
 
     def positions_ok(self, members):
@@ -113,7 +115,7 @@ def test_queue_pops_the_minimum_through_ring_and_heap(seed):
 
 
 def test_short_queue_stays_a_ring_long_out_of_order_one_is_a_heap():
-    ring = K.IQ_RING
+    ring = C.IQ_RING
     nT = 2 * ring + 2
     q = _Queue(np.zeros(nT, dtype=np.int64), np.zeros(nT), np.arange(nT))
     # short and out of order: moved into place in the ring
@@ -199,10 +201,11 @@ import numpy as np
 sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests"]
 from test_instant_queue import burst_net
 from sgdnet import simulate
-from sgdnet.engine import kernel as K
+from sgdnet.engine import layout as K
+from sgdnet.engine.kernel import candidates as C
 
 seen = set()
-push, pop, remove = K._iq_push, K._iq_pop, K._iq_remove
+push, pop, remove = C.instant_push, C.instant_pop, C.instant_remove
 
 def w_push(ih, ihs, hd, n, heap, t, TD, TS, TF):
     back = (hd + n) % ih.size
@@ -231,7 +234,7 @@ def w_remove(ih, hd, n, heap, t, TD, TS, TF):
                                          else "ring remove, back side"))
     return out
 
-K._iq_push, K._iq_pop, K._iq_remove = w_push, w_pop, w_remove
+C.instant_push, C.instant_pop, C.instant_remove = w_push, w_pop, w_remove
 for seed in json.loads(sys.argv[2]):
     simulate(burst_net(seed), engine="generic", steps=15, warmup=0, replications=1, seed=0,
              parallel=False)

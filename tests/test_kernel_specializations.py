@@ -4,27 +4,35 @@ for two argument types (a literal ``0`` argument is a numba type of its own)."""
 
 from __future__ import annotations
 
+import pytest
 from conftest import ps_net
 from numba.core.registry import CPUDispatcher
 
-from sgdnet.engine import driver, kernel
+from sgdnet.engine import abi, driver, kernel
 from sgdnet.net.compiled import compile_net
 
 
-def test_histograms_use_the_same_specialization():
+@pytest.mark.parametrize("mode", ["generic", "specialised"])
+def test_histograms_use_the_same_specialization(mode, monkeypatch):
+    monkeypatch.setenv("SGDNET_KERNEL", mode)
     cn = compile_net(ps_net(workers=2, layers=1))
     kw = dict(steps=5, warmup=1, max_events=10**6, zeno_limit=10**6, samples=False, trace_limit=0,
               parallel=False)
     without = driver.run(cn, [3], histograms=False, **kw)
     with_h = driver.run(cn, [3], histograms=True, **kw)
-    assert len(kernel.run_replication.signatures) == 1
+    used = (kernel.run_replication if mode == "generic" else
+            kernel.specialise.kernel_for(kernel.specialise.features(abi.net_args(cn))))
+    assert len(used.signatures) == 1
     assert with_h.wait_hist[0].sum() > 0 and without.wait_hist.shape[1] == 0
 
 
 def test_helpers_compile_once():
     # meaningful on a cold cache (CI), where each helper called by the kernel is compiled; a
     # kernel loaded from the cache brings its helpers inlined and compiles none
-    twice = {n: d.signatures for n, d in vars(kernel).items()
+    import importlib
+
+    mods = [importlib.import_module(f"sgdnet.engine.kernel.{m}") for m in kernel.MODULES]
+    twice = {f"{m.__name__}.{n}": d.signatures for m in mods for n, d in vars(m).items()
              if isinstance(d, CPUDispatcher) and len(d.overloads) > 1}
     assert not twice
 
@@ -44,8 +52,8 @@ def _long_calls_in_loops(path):
                 continue
             loop = in_loop or isinstance(child, (ast.For, ast.While))
             if (loop and isinstance(child, ast.Call) and len(child.args) > 30
-                    and isinstance(child.func, ast.Name)):
-                found.append((fn, child.func.id, len(child.args)))
+                    and isinstance(child.func, (ast.Name, ast.Attribute))):
+                found.append((fn, ast.unparse(child.func), len(child.args)))
             visit(child, fn, loop)
 
     visit(tree, None, False)
@@ -64,10 +72,12 @@ def test_no_call_in_a_jitted_loop_packs_its_arguments_into_a_tuple():
     import sgdnet.engine
 
     root = Path(sgdnet.engine.__file__).parent
-    jitted = [p for p in sorted(root.glob("*.py")) if "@njit" in p.read_text()
-              or "_inner" in p.read_text()]
-    assert root / "kernel.py" in jitted and len(jitted) >= 4
-    assert {p.name: _long_calls_in_loops(p) for p in jitted} == {p.name: [] for p in jitted}
+    jitted = [p for p in sorted([*root.glob("*.py"), *root.glob("kernel/*.py")])
+              if "@njit" in p.read_text() or "_inner" in p.read_text() or "@phase" in p.read_text()
+              or "@inner" in p.read_text()]
+    assert root / "kernel" / "loop.py" in jitted and len(jitted) >= 12
+    assert ({str(p.relative_to(root)): _long_calls_in_loops(p) for p in jitted}
+            == {str(p.relative_to(root)): [] for p in jitted})
 
 
 def test_the_fast_paths_share_one_version_of_their_draw_loop():

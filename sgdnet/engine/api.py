@@ -344,7 +344,10 @@ def ensure_kernel() -> bool:
     net = Net("kernel-warm-up")
     net.place("p", 1)
     net.transition("t", Deterministic(1.0), inputs=["p"], outputs=["p"], tags={"step": True})
-    simulate(net, steps=2, warmup=0, replications=1, seed=0, parallel=False, engine="generic")
+    from .kernel import specialise
+
+    with specialise.generic_only():  # the generic kernel, which serves every net
+        simulate(net, steps=2, warmup=0, replications=1, seed=0, parallel=False, engine="generic")
     return True
 
 

@@ -46,7 +46,7 @@ def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_event
     randomness, no trace): look for a periodic regime every ``period`` step completions and skip
     the periods it repeats (:mod:`sgdnet.engine.periodic`); 0: play every event.
     """
-    from .kernel import run_replication  # numba is imported on first use only
+    from . import kernel  # numba is imported on first use only
 
     R = len(seeds)
     out = abi.allocate(cn, seeds, steps=steps, warmup=warmup, samples=samples, trace_limit=trace_limit,
@@ -55,6 +55,14 @@ def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_event
     halt = np.zeros(1, dtype=np.int64)
     prog = np.zeros(R, dtype=np.int64)
     fixed = {**abi.net_args(cn), "halt": halt}
+    run_replication = kernel.run_replication
+    if run_replication is kernel.loop.run_replication:  # (not a test's or a bench's stand-in)
+        # the event loop compiled for the features this net uses (sgdnet.engine.kernel.specialise)
+        run_replication = kernel.specialise.choose(run_replication, fixed)
+        if run_replication is not kernel.run_replication and not run_replication.overloads:
+            from .jitcache import preload
+
+            preload(run_replication)  # a cache hit without numba's registry refresh (~0.3 s)
     run_kw = dict(steps=steps, warmup=warmup, max_events=max_events, zeno_limit=zeno_limit, samples=samples,
                   trace_limit=trace_limit, period=period)
 

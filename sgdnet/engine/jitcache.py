@@ -50,12 +50,26 @@ _state: dict[str, Any] = {"checked": False, "compile": None, "scanned": False,
 
 
 def _cached_dispatchers(module: ModuleType) -> list[Any]:
-    out = []
+    """The cached numba dispatchers in ``module``'s namespace, its own first (those it imports
+    follow: their machine code may be stale for the same reasons)."""
+    own, other = [], []
     for obj in vars(module).values():
         cache = getattr(obj, "_cache", None)
         if cache is not None and hasattr(cache, "_cache_file"):
-            out.append(obj)
-    return out
+            mine = getattr(getattr(obj, "py_func", None), "__module__", None) == module.__name__
+            (own if mine else other).append(obj)
+    return own + other
+
+
+def _modules_of(module: ModuleType) -> list[ModuleType]:
+    """``module``, or the modules of a package of compiled functions (its ``MODULES``: the
+    kernel's, one per concept, each with its own ``JIT_DEPENDS``)."""
+    names = getattr(module, "MODULES", None)
+    if not names or not hasattr(module, "__path__"):
+        return [module]
+    import importlib
+
+    return [importlib.import_module(f"{module.__name__}.{n}") for n in names]
 
 
 def _complete_pickle(data: bytes) -> bool:
@@ -139,7 +153,7 @@ def _delete_base(base: str) -> None:
 #: The source directories (relative to this one) whose compiled functions sgdnet caches: the
 #: engine's (the kernel, the helpers it calls, the fast paths, the random streams) and the
 #: analysis' (max-plus); :func:`scan` checks every index of their numba cache directories.
-JIT_DIRS = (".", "../analysis")
+JIT_DIRS = (".", "kernel", "../analysis")
 
 
 def cache_dir(py_file: str) -> str | None:
@@ -268,6 +282,10 @@ def stale_dependencies(module: ModuleType, dispatchers: list[Any]) -> bool:
             if os.path.exists(cf._index_path):
                 _delete(cf)
                 stale = True
+        # and the module's functions made at run time, not in its namespace (the kernel's
+        # specialised loops: sgdnet.engine.kernel.specialise), cached under its name too
+        for index in glob.glob(os.path.join(glob.escape(cache_dir), f"{glob.escape(name)}.*.nbi")):
+            _delete_base(index[: -len(".nbi")])
         try:
             os.makedirs(cache_dir, exist_ok=True)
             with open(record, "w", encoding="ascii") as fh:
@@ -307,10 +325,20 @@ def check_cache(module: ModuleType | None = None) -> bool:
     if module is None:
         from . import kernel as module  # type: ignore[no-redef]
     try:
-        dispatchers = _cached_dispatchers(module)
-        names = {getattr(d, "__name__", None) for d in dispatchers}
-        stale = stale_dependencies(module, dispatchers)
-        problems, usable = repair(dispatchers, (ENTRY,) if ENTRY in names else None)
+        # a package (the kernel's): each module's dependencies and dispatchers; the entry
+        # point's cache decides whether a compile is coming
+        mods = _modules_of(module)
+        problems, usable, stale = [], True, False
+        entry = any(ENTRY in {getattr(d, "__name__", None) for d in _cached_dispatchers(m)}
+                    for m in mods)
+        for m in mods:
+            dispatchers = _cached_dispatchers(m)
+            if not dispatchers:
+                continue
+            stale = stale_dependencies(m, dispatchers) or stale
+            found, ok = repair(dispatchers, (ENTRY,) if entry else None)
+            problems += found
+            usable = usable and ok
         usable = usable and not stale
     except (AttributeError, TypeError):  # a numba whose cache internals differ: leave it be
         problems, usable = [], True
