@@ -18,6 +18,14 @@ from .errors import SgdnetError, SimulationError
 
 __all__ = ["LIMITS", "limit", "limit_problem", "check_limit"]
 
+def _physical_bytes() -> int:
+    """This machine's memory in bytes (16 GiB where the OS does not say)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return 16 * 2**30
+
+
 #: The default limits (see the module docstring to raise one).
 LIMITS: dict[str, int] = {
     # workers of a cluster (a net has several transitions per worker)
@@ -75,6 +83,11 @@ LIMITS: dict[str, int] = {
     # a count a variant option or a cluster multiplies a net by (parameter-server shards,
     # all-reduce channels and chunks, backup lanes, Pipe-SGD steps in flight)
     "max_count": 4_096,
+    # bytes of one replication's engine state sized from the net (the processor-sharing and
+    # flow holder tables: shared links x the most flows one link holds, dense), checked before
+    # each kernel call: three quarters of this machine's memory, so a run that would be
+    # OOM-killed after minutes (65,536 workers into one parameter server: ~130 GB) is refused
+    "max_state_bytes": _physical_bytes() * 3 // 4,
 }
 
 

@@ -416,3 +416,35 @@ def test_a_pool_worker_ends_when_its_parent_is_killed(tmp_path):
         time.sleep(0.1)
     os.kill(pid, 9)
     pytest.fail(f"the orphaned worker {pid} kept running after its parent died")
+
+
+# ----------------------------------------------------------------------- engine state room
+def _fan_in(n: int) -> Net:
+    """``n`` transfers of 1 MB into one link at once, then a step."""
+    net = Net(f"fan{n}")
+    net.link("wire", "1Gbps")
+    net.place("go", 1)
+    net.place("done")
+    net.transition("fork", 0.0, inputs=["go"], outputs={f"p{i}": 1 for i in range(n)})
+    for i in range(n):
+        net.place(f"p{i}")
+        net.transfer(f"x{i}", 1e6, ["wire"], inputs=[f"p{i}"], outputs=["done"])
+    net.transition("join", 0.0, inputs={"done": n}, outputs=["go"], tags={"step": True})
+    return net
+
+
+def test_holder_tables_beyond_memory_are_refused_not_oom_killed(monkeypatch):
+    from sgdnet.engine.driver import state_bytes
+    from sgdnet.net.compiled import compile_net
+
+    # 100 flows on one link: the kernel grows its holder tables from 16 to 64 to 256 flows,
+    # 2 tables x 8 bytes x 1 link x 256 = 4,096 bytes, beyond a limit of 3,000
+    assert state_bytes(compile_net(_fan_in(100)), {"holders": 256}) == 4096
+    monkeypatch.setenv("SGDNET_MAX_STATE_BYTES", "3000")
+    with pytest.raises(SimulationError, match=r"1 shared links holding up to 256 flows.*"
+                                              r"max_state_bytes.*SGDNET_MAX_STATE_BYTES"):
+        sgdnet.simulate(_fan_in(100), steps=2, warmup=0, replications=1, engine="generic")
+    # 10 flows fit in the first 16-flow tables (512 bytes): the same limit lets them run, and
+    # they share the link: 10 MB at 1 Gbps = 0.08 s a step
+    r = sgdnet.simulate(_fan_in(10), steps=3, warmup=0, replications=1, engine="generic")
+    assert r.throughput.mean == pytest.approx(1 / 0.08, rel=1e-9)

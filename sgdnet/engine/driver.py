@@ -72,6 +72,7 @@ def run(cn: CompiledNet, seeds: list[int], *, steps: int, warmup: int, max_event
         o_i = rows["o_i"]
         c = dict(caps)
         while True:
+            _check_state_room(cn, c, nthreads)
             fixed_k = {**fixed, **abi.run_args(seed=seeds[k] & (2**64 - 1), cap_slots=c["slots"],
                                                cap_requests=c["requests"], cap_holders=c["holders"], **run_kw)}
             run_replication(*abi.call_args(fixed_k, {**rows, "prog": prog[k:k + 1]}))
@@ -188,6 +189,34 @@ def _initial_caps(cn: CompiledNet) -> dict:
     multi = cn.servers[cn.servers > 1]  # single-server transitions own a reserved slot
     slots = 16 + int(np.minimum(multi, 4).sum())
     return {"slots": slots, "requests": max(64, 2 * int(np.minimum(cn.servers, 4).sum())), "holders": 16}
+
+
+def state_bytes(cn: CompiledNet, caps: dict) -> int:
+    """Bytes of the engine state one replication allocates that grow with ``caps``' holders:
+    the processor-sharing and flow holder tables, one row of ``caps["holders"]`` int64 per
+    shared link (processor-sharing resources and flow links), two tables."""
+    links = max(int(np.count_nonzero(cn.r_ps >= 0)), 1)
+    return 2 * 8 * links * int(caps["holders"])
+
+
+def _check_state_room(cn: CompiledNet, caps: dict, threads: int = 1) -> None:
+    """Refuse a kernel call whose holder tables (``threads`` replications at once) would not
+    fit in memory (limit ``max_state_bytes``), instead of letting the process be killed after
+    minutes (issue #43)."""
+    from ..errors import SimulationError
+    from ..limits import limit
+
+    need, lim = state_bytes(cn, caps) * max(int(threads), 1), limit("max_state_bytes")
+    if need <= lim:
+        return
+    links = max(int(np.count_nonzero(cn.r_ps >= 0)), 1)
+    raise SimulationError(
+        f"net {cn.name!r}: {links:,} shared links holding up to {int(caps['holders']):,} flows "
+        f"each need {need / 2**30:,.1f} GiB of engine state ({max(int(threads), 1)} "
+        f"replication(s) at once), beyond the limit "
+        f"{lim / 2**30:,.1f} GiB (max_state_bytes, 3/4 of this machine's memory): fewer "
+        "workers per parameter server (ps_hosts), coarse granularity, or raise it with "
+        "SGDNET_MAX_STATE_BYTES=N if the memory is there")
 
 
 def _learn_caps(cn: CompiledNet, caps: dict) -> None:
