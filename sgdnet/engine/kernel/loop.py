@@ -6,10 +6,9 @@ event time in start order, the ps holders re-rated).
 
 Invariant between passes: the dirty list holds every transition whose degree may have changed;
 when it and the instant queue are empty, no transition can start at ``now``. The phases are
-functions of the other modules, inlined by LLVM (:data:`~.jit.phase`). The state is allocated
-here, not by helpers returning tuples of arrays: that made the loop ~10-20 % slower on the flows'
-nets (numba's IR inlining, measured; the periodic search's buffers and the request rings, read
-less often, still come from :mod:`.tables`).
+functions of the other modules, inlined by LLVM (:data:`~.jit.phase`). All the state (the request
+rings and the periodic search's buffers too) is allocated here, not by helpers returning tuples
+of arrays: those made the loop ~10-20 % slower on the flows' nets (numba's IR inlining, measured).
 """
 
 from __future__ import annotations
@@ -17,18 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .. import periodic
-from ..abi import (
-    GROW_HOLDERS,
-    GROW_REQUESTS,
-    GROW_SLOTS,
-    ST_BUDGET,
-    ST_DEADLOCK,
-    ST_GROW,
-    ST_HALTED,
-    ST_OK,
-    ST_ZENO,
-)
+from .. import abi, periodic
 from ..layout import (
     F_CNT,
     F_FLOW,
@@ -52,18 +40,6 @@ from ..layout import (
     TF_KTIME,
     TS_FL,
     TS_SERV,
-)
-from ..periodic import (  # periodic regimes of deterministic runs: found, then skipped
-    PF_CEVENTS,
-    PF_CGLOG,
-    PF_CREC,
-    PF_CSEQ,
-    PF_CYC,
-    PF_NEXT,
-    PF_PER,
-    PF_STATE,
-    PZ_OFF,
-    PZ_RESTART,
 )
 from ..rng import replication_bases
 from . import (
@@ -134,7 +110,17 @@ def run_replication(
 
     # ---------------------------------------------------------------- state
     m = m0.copy()
-    rq_cap, rq_off, rq_pool, rq_used = tables.request_rings(servers, cap_requests)
+    # each transition's ring of request times in one pool: room for min(servers, 4) requests at
+    # first (a full ring moves to a larger place of the pool), the pool >= cap_requests long
+    rq_cap = np.empty(nT, dtype=np.int64)
+    rq_off = np.empty(nT, dtype=np.int64)
+    rq_used = I0  # an int64, not a literal: helpers it is passed to compile once
+    for t in range(nT):
+        c = min(servers[t], 4)
+        rq_cap[t] = c
+        rq_off[t] = rq_used
+        rq_used += c
+    rq_pool = np.zeros(max(rq_used, cap_requests), dtype=np.float64)
     # the instant queue (a sorted ring, a heap when long and out of order: see candidates.instant_push)
     ih = np.zeros(max(nT, 1), dtype=np.int64)
     ihs = np.zeros(max(nT, 1), dtype=np.int64)  # scratch of the ring -> heap switch
@@ -148,7 +134,6 @@ def run_replication(
     dl = np.zeros(max(nT, 1), dtype=np.int64)
     isd = np.zeros(nT, dtype=np.bool_)
     watch = np.zeros(nT, dtype=np.int64)  # joins: offset of the input arc that last blocked
-    dn = 0
     # firing slots: slot t is single-server transition t's; the others draw from a free list
     scap = nT + cap_slots
     s_trans = np.arange(scap, dtype=np.int64)
@@ -168,15 +153,7 @@ def run_replication(
     eh_n = I0
     hole = FALSE  # eh[0] is a completion already applied, left for the next start to replace
     seq = I0
-    nps = 0  # processor sharing (and links): their holders
-    for r in range(nR):
-        if r_ps[r] >= 0:
-            nps += 1
-    maxps = I1
-    for t in range(nT):
-        k = psres_ptr[t + 1] - psres_ptr[t]
-        if k > maxps:
-            maxps = k
+    nps, maxps = tables.holder_sizes(r_ps, psres_ptr)  # ps resources (and links), most per transition
     hcap = cap_holders
     ps_h = np.zeros((max(nps, 1), hcap), dtype=np.int64)
     ps_n = np.zeros(max(nps, 1), dtype=np.int64)
@@ -245,7 +222,7 @@ def run_replication(
     events = I0
     ev_limit = min(max_events, HALT_POLL)
     same = 0
-    status = ST_OK
+    status = abi.ST_OK
     grow = 0
     stop = False
     target_steps = warmup + steps
@@ -256,19 +233,38 @@ def run_replication(
     tables.fill(TS, TD, TF, servers, in_ptr, in_w, out_ptr, inh_ptr, guard, g_kind, mem_gate, rs_ptr,
             mod_of, psres_ptr, psres_idx, r_disc, qres_ptr, cnt_ptr, is_step, sw_w, pcls, rank,
             d_code, d_par, rq_off, rq_cap)
+    dn = tables.all_dirty(dl, isd)
 
     # periodic regimes (sgdnet.engine.periodic): with ``period`` > 0 (a net without randomness),
     # a checkpoint every ``period`` step completions, in the warm-up too (its search starts over
-    # when counting starts). The search's state is in pf_i / pf_f and its buffers are sized once,
-    # so the event loop carries nothing more
-    pf_i, pf_f, pf_hh, pf_hs, zi, zf, zs, yi, yf, ys, zn, a_f, a_i, pz_live, pz_idx = tables.checkpoint_buffers(
-        period, nP, nT, nR, nMem, nG, scap, maxps, qh.size, rq_pool.size, nps, hcap, o_glead, o_ghist,
-        o_hw)
-
-    for t in range(nT):
-        dl[dn] = t
-        dn += 1
-        isd[t] = True
+    # when counting starts). The search's state is in pf_i / pf_f and its buffers are sized once
+    # for the largest state (np.empty touches no page a smaller state does not use; they are
+    # written before they are read), so the event loop carries nothing more
+    pf_i = np.zeros(periodic.N_PF, dtype=np.int64)
+    pf_f = np.zeros(periodic.N_PFF, dtype=np.float64)
+    pf_i[periodic.PF_NEXT] = period if period > 0 else periodic.PZ_OFF
+    pf_i[periodic.PF_STRIDE] = period
+    pf_hh = np.zeros((periodic.PZ_HIST, 2), dtype=np.uint64)
+    pf_hs = np.zeros(periodic.PZ_HIST, dtype=np.int64)
+    pz_ni = 1
+    pz_nf = 1
+    pa_nf = 1
+    pa_ni = 1
+    if period > 0:
+        pz_ni, pz_nf = periodic._pz_room(nP, nT, nR, nMem, scap, maxps, qh.size, rq_pool.size,
+                                         max(nps, 1), hcap)
+        pa_nf, pa_ni = periodic._pa_sizes(nT, nP, nR, nMem, nG, o_glead, o_ghist, o_hw)
+    zi = np.empty(pz_ni, dtype=np.int64)
+    zf = np.empty(pz_nf, dtype=np.float64)
+    zs = np.empty(pz_nf, dtype=np.float64)
+    yi = np.empty(pz_ni, dtype=np.int64)
+    yf = np.empty(pz_nf, dtype=np.float64)
+    ys = np.empty(pz_nf, dtype=np.float64)
+    zn = np.zeros(2, dtype=np.int64)
+    a_f = np.zeros(pa_nf, dtype=np.float64)
+    a_i = np.zeros(pa_ni, dtype=np.int64)
+    pz_live = np.zeros(scap if period > 0 else 1, dtype=np.int64)
+    pz_idx = np.full(scap if period > 0 else 1, -1, dtype=np.int64)
 
     while True:
         # -------------------------------------------- A: re-evaluate the dirty transitions
@@ -284,14 +280,14 @@ def run_replication(
                                              watch, TS, TD, TF, mem_gate, gcnt, gmin, g_kind, g_s,
                                              grel, g_slow, g_cap, rq_pool, rq_used)
             if rq_used < 0:
-                status = ST_GROW
-                grow = GROW_REQUESTS
+                status = abi.ST_GROW
+                grow = abi.GROW_REQUESTS
                 break
             ih_n, ih_hd, ih_heap = candidates.update(t, f, d, TD, TS, TF, rq_pool, qres_idx, used,
                                                      r_cap, qh, qn, qhd, rq_base, r_disc, ih, ihs,
                                                      ih_hd, ih_n, ih_heap)
         dn = 0
-        if status == ST_GROW:
+        if status == abi.ST_GROW:
             break
 
         if ih_n > 0:
@@ -339,8 +335,8 @@ def run_replication(
                     s = t
                 else:
                     if free_head < 0:
-                        status = ST_GROW
-                        grow = GROW_SLOTS
+                        status = abi.ST_GROW
+                        grow = abi.GROW_SLOTS
                         break
                     s = free_head
                     free_head = s_next[s]
@@ -358,8 +354,8 @@ def run_replication(
                     if not resources.ps_hold(t, f, s, now, rt, counting, hist, TS, psres_idx, r_ps,
                                              used, r_cap, o_busy, blast, o_wsum, o_wn, o_hw, hb_f,
                                              hb_i, ps_h, ps_n, s_php):
-                        status = ST_GROW
-                        grow = GROW_HOLDERS
+                        status = abi.ST_GROW
+                        grow = abi.GROW_HOLDERS
                         break
                     if f & F_FLOW:
                         nfn, nsd = flows.start(t, s, now, dur, TS, psres_idx, s_rem, s_last, s_rate,
@@ -413,9 +409,9 @@ def run_replication(
                 f_pend[f_seeds[i]] = False
             nsd = I0
             nfn = I0
-        if nsteps >= pf_i[PF_NEXT] and pf_i[PF_STATE] == PZ_RESTART:
+        if nsteps >= pf_i[periodic.PF_NEXT] and pf_i[periodic.PF_STATE] == periodic.PZ_RESTART:
             periodic._pz_restart(nsteps, period, pf_i)  # counting started: no state to write out
-        elif nsteps >= pf_i[PF_NEXT]:
+        elif nsteps >= pf_i[periodic.PF_NEXT]:
             # a checkpoint (sgdnet.engine.periodic): the state in canonical form, then the search
             pz_nl = periodic._pz_live(eh, eh_n, ps_h, ps_n, pz_idx, pz_live)
             zn[0] = 0
@@ -431,7 +427,7 @@ def run_replication(
                 pz_act = periodic._pz_search(nsteps, nrec, events, seq, nglog, now, zi, zf, zs, zn, yi, yf, ys, pf_i,
                                     pf_f, pf_hh, pf_hs)
             else:  # cannot happen (the buffers hold the largest state): stop looking
-                pf_i[PF_NEXT] = PZ_OFF
+                pf_i[periodic.PF_NEXT] = periodic.PZ_OFF
             periodic._pz_unlive(pz_idx, pz_live, pz_nl)
             if pz_act == 1:
                 periodic._pa_step(I0, a_f, a_i, o_busy, o_wsum, o_ssum, o_ptok, g_V, o_firings, o_wn, o_sn, gcnt,
@@ -442,25 +438,25 @@ def run_replication(
                 pz_M = periodic._pz_jump(nsteps, events, now, target_steps if counting else warmup,
                                 max_events, not counting, pf_i, pf_f, pf_hs)
                 if pz_M > 0:
-                    pz_P = pf_f[PF_CYC]
+                    pz_P = pf_f[periodic.PF_CYC]
                     pz_D = pz_M * pz_P
-                    pz_dq = seq - pf_i[PF_CSEQ]
+                    pz_dq = seq - pf_i[periodic.PF_CSEQ]
                     periodic._pz_shift_slots(pz_D, pz_dq, pz_M, pz_live, pz_nl, s_seq, s_start, s_req, s_last,
                                     s_ctime, s_grp, s_vf, g_V, a_f, ekt, eks, eh_n)
                     periodic._pz_shift_rest(pz_D, TD, TS, TF, rq_pool, g_tau, blast, glast, gprev)
-                    periodic._pz_copy(pz_M, pz_P, pf_i[PF_CREC], nrec, o_step_t, o_step_tr, pf_i[PF_CGLOG], nglog,
-                             o_glog)
+                    periodic._pz_copy(pz_M, pz_P, pf_i[periodic.PF_CREC], nrec, o_step_t, o_step_tr,
+                                      pf_i[periodic.PF_CGLOG], nglog, o_glog)
                     periodic._pa_step(pz_M, a_f, a_i, o_busy, o_wsum, o_ssum, o_ptok, g_V, o_firings, o_wn,
                              o_sn, gcnt, gmin, o_glead, o_ghist, o_hw, o_hs)
                     now += pz_D
                     seq += pz_M * pz_dq
-                    nrec += pz_M * (nrec - pf_i[PF_CREC])
-                    nglog += pz_M * (nglog - pf_i[PF_CGLOG])
-                    events += pz_M * (events - pf_i[PF_CEVENTS])
-                    nsteps += pz_M * pf_i[PF_PER]
+                    nrec += pz_M * (nrec - pf_i[periodic.PF_CREC])
+                    nglog += pz_M * (nglog - pf_i[periodic.PF_CGLOG])
+                    events += pz_M * (events - pf_i[periodic.PF_CEVENTS])
+                    nsteps += pz_M * pf_i[periodic.PF_PER]
                     ev_limit = min(max_events, events + HALT_POLL)
         if eh_n == 0:
-            status = ST_DEADLOCK
+            status = abi.ST_DEADLOCK
             break
         tn = ekt[0]
         if tn != now:
@@ -482,18 +478,18 @@ def run_replication(
             if events > ev_limit:
                 # one comparison per completion serves both the budget and the halt poll
                 if events > max_events:
-                    status = ST_BUDGET
+                    status = abi.ST_BUDGET
                     stop = True
                     break
                 if halt[0] != 0:
-                    status = ST_HALTED
+                    status = abi.ST_HALTED
                     stop = True
                     break
                 prog[0] = nsteps
                 ev_limit = min(max_events, events + HALT_POLL)
             same += 1
             if same > zeno_limit:
-                status = ST_ZENO
+                status = abi.ST_ZENO
                 stop = True
                 break
             t = s_trans[s]
@@ -550,8 +546,8 @@ def run_replication(
                     counting = True
                     t0 = now
                     if period > 0:  # the search starts over at the next checkpoint site
-                        pf_i[PF_STATE] = PZ_RESTART
-                        pf_i[PF_NEXT] = nsteps
+                        pf_i[periodic.PF_STATE] = periodic.PZ_RESTART
+                        pf_i[periodic.PF_NEXT] = nsteps
                     statistics.count_start(now, o_ptok, blast, r_disc, r_ps, ps_h, ps_n, s_w0, s_grp,
                                            s_vf, g_V, g_rate, g_tau, s_rem, s_rate, s_last)
                 if nsteps == target_steps:
@@ -568,10 +564,10 @@ def run_replication(
             events += 1
             if events > ev_limit:
                 if events > max_events:
-                    status = ST_BUDGET
+                    status = abi.ST_BUDGET
                     break
                 if halt[0] != 0:
-                    status = ST_HALTED
+                    status = abi.ST_HALTED
                     break
                 prog[0] = nsteps
                 ev_limit = min(max_events, events + HALT_POLL)
@@ -590,7 +586,7 @@ def run_replication(
     # ------------------------------------------------------------- finish
     if hole:
         eh_n = event_heap.pop(eh, ekt, eks, eh_pos, eh_n)
-    if status == ST_OK:
+    if status == abi.ST_OK:
         statistics.finish(now, t0, m, o_ptok, o_busy, eh, eh_n, s_trans, s_start, qres_ptr, qres_idx,
                           r_disc, r_ps, r_cap, used, blast, gh, gn, ps_h, ps_n, s_inh, s_w0, s_grp,
                           s_vf, g_V, g_rate, g_tau, s_rem, s_rate, s_last, r_bw)

@@ -9,9 +9,6 @@ because inhibitors may be released by the consumption or a dynamic_lag release i
 
 from __future__ import annotations
 
-import numpy as np
-from numba import njit
-
 from ...net.compiled import DISC_FLOW, GATE_DYNAMIC_LAG
 from ..layout import (
     F_CNT,
@@ -51,12 +48,11 @@ from ..layout import (
     TS_RANK,
     TS_SERV,
 )
-from ..periodic import N_PF, N_PFF, PF_NEXT, PF_STRIDE, PZ_HIST, PZ_OFF, _pa_sizes, _pz_room
-from .jit import I0, JOIN_ARCS, inner
+from .jit import I0, I1, JOIN_ARCS, inner
 
 #: the files whose code (inlined helpers) or constants this module's machine code embeds: numba
 #: keys the cache by this file only (sgdnet.engine.jitcache recompiles when one of them changed)
-JIT_DEPENDS = ('jit.py', '../../net/compiled.py', '../layout.py', '../periodic.py')
+JIT_DEPENDS = ('jit.py', '../../net/compiled.py', '../layout.py')
 
 
 @inner
@@ -128,58 +124,28 @@ def fill(TS, TD, TF, servers, in_ptr, in_w, out_ptr, inh_ptr, guard, g_kind, mem
         TF[t, TF_PAR1] = d_par[t, 1]
 
 
-@njit(inline="always")
-def checkpoint_buffers(period, nP, nT, nR, nMem, nG, scap, maxps, nqh, nrq, nps, hcap, o_glead,
-                       o_ghist, o_hw):
-    """The periodic search's state and buffers (:mod:`sgdnet.engine.periodic`), allocated once
-    (inlined into the loop's set-up). With ``period`` > 0 (a net without randomness), a
-    checkpoint every ``period`` step completions, in the warm-up too (its search starts over when
-    counting starts); the search's state is in ``pf_i`` / ``pf_f`` and its buffers are sized for
-    the largest state, so the event loop carries nothing more (``np.empty`` touches no page a
-    smaller state does not use; they are written before they are read)."""
-    pf_i = np.zeros(N_PF, dtype=np.int64)
-    pf_f = np.zeros(N_PFF, dtype=np.float64)
-    pf_i[PF_NEXT] = period if period > 0 else PZ_OFF
-    pf_i[PF_STRIDE] = period
-    pf_hh = np.zeros((PZ_HIST, 2), dtype=np.uint64)
-    pf_hs = np.zeros(PZ_HIST, dtype=np.int64)
-    pz_ni = 1
-    pz_nf = 1
-    pa_nf = 1
-    pa_ni = 1
-    if period > 0:
-        pz_ni, pz_nf = _pz_room(nP, nT, nR, nMem, scap, maxps, nqh, nrq, max(nps, 1), hcap)
-        pa_nf, pa_ni = _pa_sizes(nT, nP, nR, nMem, nG, o_glead, o_ghist, o_hw)
-    zi = np.empty(pz_ni, dtype=np.int64)
-    zf = np.empty(pz_nf, dtype=np.float64)
-    zs = np.empty(pz_nf, dtype=np.float64)
-    yi = np.empty(pz_ni, dtype=np.int64)
-    yf = np.empty(pz_nf, dtype=np.float64)
-    ys = np.empty(pz_nf, dtype=np.float64)
-    zn = np.zeros(2, dtype=np.int64)
-    a_f = np.zeros(pa_nf, dtype=np.float64)
-    a_i = np.zeros(pa_ni, dtype=np.int64)
-    pz_live = np.zeros(scap if period > 0 else 1, dtype=np.int64)
-    pz_idx = np.full(scap if period > 0 else 1, -1, dtype=np.int64)
-    return pf_i, pf_f, pf_hh, pf_hs, zi, zf, zs, yi, yf, ys, zn, a_f, a_i, pz_live, pz_idx
-
-
-@njit(inline="always")
-def request_rings(servers, cap_requests):
-    """Each transition's ring of request times in one pool, allocated once (inlined into the
-    loop's set-up): room for ``min(servers, 4)`` requests each at first (a ring moves to a larger
-    place of the pool when full), the pool at least ``cap_requests`` long. Returns
-    ``(rq_cap, rq_off, rq_pool, used length)``."""
-    nT = servers.size
-    rq_cap = np.empty(nT, dtype=np.int64)
-    rq_off = np.empty(nT, dtype=np.int64)
-    rq_used = I0  # an int64, not a literal: helpers it is passed to compile once
+@inner
+def all_dirty(dl, isd):
+    """Mark every transition dirty for the loop's first pass (``dl[:nT]`` in index order,
+    ``isd``); returns the dirty list's length ``nT``."""
+    nT = isd.size
     for t in range(nT):
-        c = servers[t]
-        if c > 4:
-            c = 4
-        rq_cap[t] = c
-        rq_off[t] = rq_used
-        rq_used += c
-    rq_pool = np.zeros(max(rq_used, cap_requests), dtype=np.float64)
-    return rq_cap, rq_off, rq_pool, rq_used
+        dl[t] = t
+        isd[t] = True
+    return nT
+
+
+@inner
+def holder_sizes(r_ps, psres_ptr):
+    """``(nps, maxps)``: the number of processor-sharing resources and links (``r_ps[r] >= 0``),
+    and the most of them one transition holds (at least 1)."""
+    nps = I0
+    for r in range(r_ps.size):
+        if r_ps[r] >= 0:
+            nps += 1
+    maxps = I1
+    for t in range(psres_ptr.size - 1):
+        k = psres_ptr[t + 1] - psres_ptr[t]
+        if k > maxps:
+            maxps = k
+    return nps, maxps
