@@ -112,10 +112,12 @@ def test_t95_matches_nist_table_and_its_large_df_expansion():
 
 
 def test_interval_of_known_samples_and_one_sample():
-    iv = interval([1.0, 2.0, 3.0])  # mean 2, sd 1, t(2) = 4.303
+    iv = interval([1.0, 2.0, 3.0])  # mean 2, sd 1
+    # t with 2 degrees of freedom in closed form: t_p = (2p - 1) / sqrt(2 p (1 - p)) = 4.30265
+    t2 = 0.95 / math.sqrt(2 * 0.975 * 0.025)
     assert (iv.value, iv.n, iv.sd) == (2.0, 3, 1.0)
-    assert (iv.lo, iv.hi) == (pytest.approx(2 - 4.303 / math.sqrt(3)),
-                              pytest.approx(2 + 4.303 / math.sqrt(3)))
+    assert (iv.lo, iv.hi) == (pytest.approx(2 - t2 / math.sqrt(3)),
+                              pytest.approx(2 + t2 / math.sqrt(3)))
     one = interval([5.0])
     assert one.lo is None and one.hi is None and not one.covers(5.0)
     with pytest.raises(CalibrationError, match="finite"):

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..analysis.stats import t_ppf
 from ..errors import CalibrationError as FitError
 
 __all__ = ["LinkFit", "IncastFit", "LinearFit", "ShareFit", "Interval", "fit_link", "fit_incast",
@@ -415,23 +416,12 @@ def fit_share_cv(flows: Sequence[int], ends: Sequence[Sequence[float]], *,
 
 
 # --------------------------------------------------------------------------- intervals
-#: Two-sided 95 % quantiles of Student's t for 1..30 degrees of freedom (NIST/SEMATECH
-#: e-Handbook of Statistical Methods, section 1.3.6.7.2, "Critical values of the Student's t
-#: distribution", https://www.itl.nist.gov/div898/handbook/eda/section3/eda3672.htm).
-_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-        2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-
-
 def t95(df: int) -> float:
-    """Two-sided 95 % quantile of Student's t with ``df >= 1`` degrees of freedom (the table
-    up to 30, then the Cornish-Fisher expansion around the normal quantile 1.95996)."""
+    """Two-sided 95 % quantile of Student's t with ``df >= 1`` degrees of freedom
+    (:func:`sgdnet.analysis.stats.t_ppf`, the one the simulator's confidence intervals use)."""
     if df < 1:
         raise FitError(f"t95: df={df} must be >= 1")
-    if df <= len(_T95):
-        return _T95[df - 1]
-    z = 1.959964
-    return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+    return t_ppf(0.975, df)
 
 
 @dataclass(frozen=True)
