@@ -195,8 +195,13 @@ def state_bytes(cn: CompiledNet, caps: dict) -> int:
     """Bytes of the engine state one replication allocates that grow with ``caps``' holders:
     the processor-sharing and flow holder tables, one row of ``caps["holders"]`` int64 per
     shared link (processor-sharing resources and flow links), two tables."""
-    links = max(int(np.count_nonzero(cn.r_ps >= 0)), 1)
-    return 2 * 8 * links * int(caps["holders"])
+    return 2 * 8 * _shared_links(cn) * int(caps["holders"])
+
+
+def _shared_links(cn: CompiledNet) -> int:
+    """Rows of the holder tables: the net's processor-sharing resources and flow links (the
+    kernel's ``nps``, at least 1)."""
+    return max(int(np.count_nonzero(cn.r_ps >= 0)), 1)
 
 
 def _check_state_room(cn: CompiledNet, caps: dict, threads: int = 1) -> None:
@@ -206,13 +211,14 @@ def _check_state_room(cn: CompiledNet, caps: dict, threads: int = 1) -> None:
     from ..errors import SimulationError
     from ..limits import limit
 
-    need, lim = state_bytes(cn, caps) * max(int(threads), 1), limit("max_state_bytes")
+    threads = max(int(threads), 1)
+    need, lim = state_bytes(cn, caps) * threads, limit("max_state_bytes")
     if need <= lim:
         return
-    links = max(int(np.count_nonzero(cn.r_ps >= 0)), 1)
     raise SimulationError(
-        f"net {cn.name!r}: {links:,} shared links holding up to {int(caps['holders']):,} flows "
-        f"each need {need / 2**30:,.1f} GiB of engine state ({max(int(threads), 1)} "
+        f"net {cn.name!r}: {_shared_links(cn):,} shared links holding up to "
+        f"{int(caps['holders']):,} flows each need {need / 2**30:,.1f} GiB of engine state "
+        f"({threads} "
         f"replication(s) at once), beyond the limit "
         f"{lim / 2**30:,.1f} GiB (max_state_bytes, 3/4 of this machine's memory): fewer "
         "workers per parameter server (ps_hosts), coarse granularity, or raise it with "
