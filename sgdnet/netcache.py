@@ -436,10 +436,10 @@ def load_or_build(variant: str, model: Any, cluster: Any, granularity: str,
     """
     from .net.compiled import compile_net
 
-    if not all(_plain(v) for v in options.values()):  # a value its repr might not tell apart
+    key = _cache_key(variant, model, cluster, granularity, options)
+    if key is None:
         net = build()
         return compile_net(net, share=False), copy.deepcopy(dict(net.meta)), False
-    key = net_key(variant, model, cluster, granularity, options)
     with _MEMORY_LOCK:
         kept = _MEMORY.get(key)
         if kept is not None:
@@ -536,14 +536,23 @@ def holds(variant: str, model: Any, cluster: Any, granularity: str,
     """Whether :func:`load_or_build` with these inputs would find the net without building it
     (in memory, or a file under its key when ``disk``), so that what is checked before a build
     (:func:`sgdnet.variants.budget.spec_work_check`) can be skipped."""
-    if not all(_plain(v) for v in options.values()):
+    key = _cache_key(variant, model, cluster, granularity, options)
+    if key is None:
         return False
-    key = net_key(variant, model, cluster, granularity, options)
     with _MEMORY_LOCK:
         if key in _MEMORY:
             return True
     folder = cache_dir() if disk else None
     return folder is not None and (folder / f"{key}.pkl").is_file()
+
+
+def _cache_key(variant: str, model: Any, cluster: Any, granularity: str,
+               options: Mapping[str, Any]) -> str | None:
+    """:func:`net_key` of these inputs, or None when an option's value is one its ``repr``
+    might not tell apart (such a net is never cached)."""
+    if not all(_plain(v) for v in options.values()):
+        return None
+    return net_key(variant, model, cluster, granularity, options)
 
 
 def _plain(v: Any) -> bool:
