@@ -364,19 +364,17 @@ class Fabric:
         link_outputs, outputs = list(link_outputs), list(outputs)
         names: list[str] = []
         ins = list(inputs)
-        ovl = self.flows and c.cpu_overlap
-        if self.flows and c.send_s_per_byte > 0 and not ovl:
+        send_s, recv_s = self.cpu_stages(nbytes, reduce)
+        if send_s is not None:
             sent = net.place(f"{name}:sent")
-            net.transition(f"{name}.send", duration(nbytes * c.send_s_per_byte, ccv),
+            net.transition(f"{name}.send", duration(send_s, ccv),
                            inputs={p: 1 for p in ins}, outputs={sent: 1},
                            resources=[self.host_compute(src)], priority=priority,
                            tags={**tg, "stage": "send"})
             names.append(f"{name}.send")
             ins = [sent.name]
-        recv_s = ((0.0 if ovl else c.recv_s_per_byte) + c.reduce_s_per_byte * float(reduce)) \
-            * nbytes
         arrived = outputs
-        if self.flows and recv_s > 0:
+        if recv_s is not None:
             arrived = [net.place(f"{name}:arrived").name]
         ltags = {**tg, "stage": "link", "bytes": nbytes}
         lat = self.latency(src, dst) if latency is None else float(latency)
@@ -413,6 +411,22 @@ class Fabric:
             raise VariantError(f"share={share!r}: use 'in', 'out' or None")
         extra = 0.0 if share is None or not self.flows else getattr(c, f"share_cv_{share}")
         return math.hypot(c.comm_cv, extra) if extra > 0 else c.comm_cv
+
+    def cpu_stages(self, nbytes: float, reduce: float = 0.0) -> tuple[float | None, float | None]:
+        """Seconds of a transfer's CPU stages on the hosts' compute, ``(send, receive)``, None
+        for a stage the transfer does not have: with flows, the sender's ``send_s_per_byte *
+        b`` before the flow unless ``cpu_overlap`` (then it is a link of the path), and after
+        it the receiver's ``recv_s_per_byte * b`` (the same exception) plus ``reduce_s_per_byte
+        * b * reduce`` when that is more than 0. :meth:`transfer` and its bulk twin both ask
+        here."""
+        c = self.cluster
+        if not self.flows:
+            return None, None
+        send = nbytes * c.send_s_per_byte if c.send_s_per_byte > 0 and not c.cpu_overlap \
+            else None
+        recv = ((0.0 if c.cpu_overlap else c.recv_s_per_byte)
+                + c.reduce_s_per_byte * float(reduce)) * nbytes
+        return send, (recv if recv > 0 else None)
 
     def flow_cap(self, share: str | None, src: Host, dst: Host) -> float:
         """The rate cap of a flow that is one of several connections into (``share="in"``,

@@ -191,7 +191,7 @@ class TransferBatch:
         Written again on purpose: this is the bulk twin of the checked
         :meth:`.Fabric.transfer`, which stays the reference; tests/test_bulk_ps.py ties the
         two (a change to one must be made to the other, or that test fails)."""
-        fab, c = self.fabric, self.fabric.cluster
+        fab = self.fabric
         ins, outputs, link_outputs = list(inputs), list(outputs), list(link_outputs)
         call = (name, nbytes, src, dst, ins, outputs, link_outputs, tags, priority, reduce, lane,
                 share, latency, messages)
@@ -202,20 +202,18 @@ class TransferBatch:
         els: list[Place | Transition] = []  # in the checked path's order
         names = []
         arcs = dict.fromkeys(ins, 1)
-        ovl = fab.flows and c.cpu_overlap
-        if fab.flows and c.send_s_per_byte > 0 and not ovl:
+        send_s, recv_s = fab.cpu_stages(nbytes, reduce)
+        if send_s is not None:
             sent = f"{name}:sent"
             els.append(new_place(sent, 0, {}))
             els.append(new_transition(
-                f"{name}.send", duration(nbytes * c.send_s_per_byte, ccv), arcs, {sent: 1},
+                f"{name}.send", duration(send_s, ccv), arcs, {sent: 1},
                 (fab.host_compute(src),), {"kind": "comm", "step": False, **tags, "stage": "send"},
                 priority=priority))
             names.append(f"{name}.send")
             arcs = {sent: 1}
-        recv_s = ((0.0 if ovl else c.recv_s_per_byte) + c.reduce_s_per_byte * float(reduce)) \
-            * nbytes
         arrived = outputs
-        if fab.flows and recv_s > 0:
+        if recv_s is not None:
             arrived = [f"{name}:arrived"]
             els.append(new_place(arrived[0], 0, {}))
         pair = self._pair(src, dst, lane)
