@@ -130,16 +130,27 @@ def gate_net(seed, kind, det=False):
     return net.validate()
 
 
-def flow_net(seed, det=False):
-    """Hosts computing then sending two messages each over their links (one connection per pair)."""
+def bucket(rng, bw, on):
+    """Token-bucket options of a link of bandwidth ``bw`` (``on``: some links get one, with a
+    burst of about one message and a peak 2-10x the bandwidth or the default)."""
+    if not on or rng.random() < 0.4:
+        return {}
+    return {"burst": float(rng.uniform(0.1, 1.2)),
+            "peak": float(bw * rng.uniform(2.0, 10.0)) if rng.random() < 0.7 else None}
+
+
+def flow_net(seed, det=False, buckets=False):
+    """Hosts computing then sending two messages each over their links (one connection per pair);
+    with ``buckets``, token buckets on some links."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(2, 5))
-    net = Net(f"flow{seed}")
+    net = Net(f"{'bucket' if buckets else 'flow'}{seed}")
     for i in range(n):
         lat = float(rng.uniform(0.01, 0.2)) if rng.random() < 0.4 else 0.0
         eff = (1.0, 0.9, 0.75) if rng.random() < 0.5 else None
-        net.link(f"up{i}", float(rng.uniform(0.5, 2.0)), latency=lat)
-        net.link(f"dn{i}", float(rng.uniform(0.5, 2.0)), efficiency=eff)
+        bu, bd = float(rng.uniform(0.5, 2.0)), float(rng.uniform(0.5, 2.0))
+        net.link(f"up{i}", bu, latency=lat, **bucket(rng, bu, buckets))
+        net.link(f"dn{i}", bd, efficiency=eff, **bucket(rng, bd, buckets))
         net.resource(f"gpu{i}")
 
     def nbytes(mean):
@@ -162,22 +173,27 @@ def flow_net(seed, det=False):
     return net.validate()
 
 
-def star_net(seed, det=False):
+def star_net(seed, det=False, buckets=False):
     """Hosts pushing to and pulling from one server over its two links: mostly every flow is
     bottlenecked at a server link (the kernel's single-bottleneck fast path), sometimes at a slow
-    host link or a rate cap; a host's pushes may overlap (no connection key) on its uplink."""
+    host link or a rate cap; a host's pushes may overlap (no connection key) on its uplink.
+    With ``buckets``, token buckets on the server's inbound link and some host links (the fast
+    path then serves the pulls' component only)."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(3, 8))
-    net = Net(f"star{seed}")
+    net = Net(f"{'bstar' if buckets else 'star'}{seed}")
     eff = (1.0, 0.95, 0.9, 0.8) if rng.random() < 0.5 else None
-    net.link("srv_in", float(rng.uniform(1.5, 4.0)), efficiency=eff)
+    bi = float(rng.uniform(1.5, 4.0))
+    net.link("srv_in", bi, efficiency=eff,
+             **({"burst": float(rng.uniform(0.5, 2.0)), "peak": 3 * bi} if buckets else {}))
     net.link("srv_out", float(rng.uniform(1.5, 4.0)))
 
     def nbytes(mean):
         return Deterministic(mean) if det else (Exponential(mean), LogNormal(mean, 0.5))[int(rng.integers(2))]
 
     for i in range(n):
-        net.link(f"up{i}", float(rng.uniform(0.3, 2.0)))
+        bu = float(rng.uniform(0.3, 2.0))
+        net.link(f"up{i}", bu, **bucket(rng, bu, buckets))
         net.link(f"dn{i}", float(rng.uniform(0.3, 2.0)))
         net.resource(f"gpu{i}")
         net.place(f"h{i}.ready", int(rng.integers(1, 4)))
@@ -208,7 +224,11 @@ NETS = {
     **{f"dssp-{s}": (lambda det, s=s: gate_net(s, "dynamic_lag", det)) for s in (1, 2, 3, 4, 5, 112)},
     **{f"flow-{s}": (lambda det, s=s: flow_net(s, det)) for s in (1, 2, 3, 4, 5, 6)},
     **{f"star-{s}": (lambda det, s=s: star_net(s, det)) for s in (2, 3, 4)},
+    # token buckets (sgdnet.engine.kernel.buckets): links that run at their peak for a burst
+    **{f"bucket-{s}": (lambda det, s=s: flow_net(s, det, buckets=True)) for s in (1, 2, 3, 4)},
+    **{f"bstar-{s}": (lambda det, s=s: star_net(s, det, buckets=True)) for s in (2, 3)},
 }
+FLOWS = ("flow", "star", "bucket", "bstar")  # nets of flows: rounded ties, looser tolerances
 
 
 def test_generators_cover_the_features():
@@ -221,6 +241,8 @@ def test_generators_cover_the_features():
     assert any(t.inhibitors for n in nets for t in n.transitions.values())
     assert any(t.servers == math.inf for n in nets for t in n.transitions.values())
     assert any(len(t.resources) >= 2 for n in nets for t in n.transitions.values())
+    links = [r for n in nets for r in n.resources.values() if r.discipline == "flow"]
+    assert any(r.burst and r.peak is None for r in links) and any(r.burst and r.peak for r in links)
 
 
 # ------------------------------------------------------- same run, deterministic or not
@@ -276,7 +298,7 @@ def test_deterministic_nets_give_the_same_run(name):
     kw = dict(steps=150, warmup=15, replications=1, seed=0, trace=True, trace_limit=5000)
     k, r = simulate(net, engine="generic", **kw), simulate_reference(net, **kw)  # the kernel, not the fast path
     assert k.deterministic
-    assert_same_run(net, k, r, name.startswith(("flow", "star")))
+    assert_same_run(net, k, r, name.startswith(FLOWS))
 
 
 def _in_order(times, trans, rounded):
@@ -297,7 +319,7 @@ def test_stochastic_nets_give_the_same_run(name):
     kw = dict(steps=300, warmup=30, replications=2, seed=1, trace=True, trace_limit=3000)
     k, r = simulate(net, engine="generic", **kw), simulate_reference(net, **kw)
     assert not k.deterministic
-    flows = name.startswith(("flow", "star"))
+    flows = name.startswith(FLOWS)
     assert_same_run(net, k, r, flows, rtol=1e-6 if flows else 1e-9)
 
 

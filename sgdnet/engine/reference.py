@@ -49,6 +49,18 @@ Flows (links, discipline ``flow``)
     transfers' rates divided by its bandwidth. Links never queue; a transfer's other resources
     (its connection) are queued resources as usual.
 
+Token buckets (links with a ``burst``)
+    A bucket starts full (``burst`` bytes); between two re-allocations the link's load ``x`` (the
+    sum of its transfers' rates) is constant and its tokens move at ``sustained - x`` (sustained:
+    ``bandwidth * efficiency(n)``), clamped to ``[0, burst]``. A re-allocation takes a bucket
+    link's capacity from its *base*: its ``peak`` while it holds tokens or was not saturated,
+    else its bandwidth. After it, every bucket link counts its tokens up to now at its old load
+    and takes the new one; with a load above the sustained rate the bucket runs dry at
+    ``now + tokens / excess``: an instant of its own (before the completions of that time; the
+    first link by index when several run dry at once, each counted as an event), at which its
+    tokens are 0, its base its bandwidth, and the flows re-allocated. Otherwise the base is the
+    peak if it holds tokens or has room to spare, else the bandwidth.
+
 Accounting window
     Completions are a sequence ordered by (time, start order). Counting is on from time 0 when
     ``warmup == 0``, else from just after the ``warmup``-th step completion (``t0`` its time);
@@ -133,6 +145,15 @@ class _Replication:
         self.heap: list[tuple[float, int, _Firing]] = []  # non-ps firings by (end, seq)
         self.psf: list[_Firing] = []  # firings holding a ps resource or links (transfers)
         self.load = [0.0] * nr  # links: sum of their transfers' rates / bandwidth
+        # token buckets: link -> tokens counted at tb_t, load and sustained rate since, base, dry
+        links = M.link_of
+        self.buckets = [r for r, d in enumerate(M.disc) if d == "flow" and links[r].burst]
+        self.tok = {r: float(links[r].burst) for r in self.buckets}
+        self.tb_t = {r: 0.0 for r in self.buckets}
+        self.tb_x = {r: 0.0 for r in self.buckets}
+        self.tb_cs = {r: float(links[r].bandwidth) for r in self.buckets}
+        self.base = {r: links[r].peak_rate() for r in self.buckets}
+        self.dry = {r: math.inf for r in self.buckets}
         self.seq = 0
         # gate state
         self.count = [[0] * len(g.counters) for g in M.gates]
@@ -356,17 +377,51 @@ class _Replication:
             if rate != f.rate:
                 f.rate = rate
                 f.end = now + f.work / rate
-        rates = max_min(M, flows)
+        rates = max_min(M, flows, self.base)
         for f in flows:
             if rates[f.seq] != f.rate:
                 f.rate = rates[f.seq]
                 f.end = now + f.work / f.rate
+        if self.buckets:
+            self.count_buckets(flows, rates)
         links = {r for f in flows for r in M.links[f.t]} | {
             r for r, d in enumerate(M.disc) if d == "flow" and self.load[r]}
         for r in sorted(links):
             self.use(r, 0)  # integrate the old load up to now
             self.load[r] = sum(f.rate for f in flows if r in M.links[f.t]) / M.link_of[r].bandwidth
 
+
+    def count_buckets(self, flows: list, rates: dict) -> None:
+        """After a re-allocation: each bucket link's tokens up to now, its new load, its base
+        and the time it runs dry (the module docstring's rules)."""
+        M, now, eps = self.M, self.now, 1e-12
+        for r in self.buckets:
+            link = M.link_of[r]
+            b = float(link.burst)
+            tok = self.tok[r] + (self.tb_cs[r] - self.tb_x[r]) * (now - self.tb_t[r])
+            tok = b if tok > b else (tok if tok > b * eps else 0.0)
+            on = [f for f in flows if r in M.links[f.t]]
+            cs = link.effective_bandwidth(len(on)) if on else float(link.bandwidth)
+            x = sum(rates[f.seq] for f in on)
+            self.tok[r], self.tb_t[r], self.tb_x[r], self.tb_cs[r] = tok, now, x, cs
+            if x > cs * (1.0 + eps):
+                self.dry[r] = now + tok / (x - cs)
+            else:
+                self.dry[r] = math.inf
+                self.base[r] = link.peak_rate() if tok > 0.0 or x < cs * (1.0 - eps) else float(
+                    link.bandwidth)
+
+    def run_dry(self, r: int) -> None:
+        """Link ``r``'s bucket runs dry now: no tokens, its bandwidth as base, flows re-allocated."""
+        self.events += 1
+        if self.events > self.max_events:
+            raise SimulationError(
+                f"replication {self.rep}: event budget max_events={self.max_events} exhausted at "
+                f"t={self.now:.6g}s after {self.nsteps} step completions (of "
+                f"{self.warmup + self.steps} needed); raise max_events")
+        self.tok[r], self.tb_t[r], self.dry[r] = 0.0, self.now, math.inf
+        self.base[r] = float(self.M.link_of[r].bandwidth)
+        self.rerate()
 
     def advance_ps(self, t: float) -> None:
         """Bring every ps firing's remaining work to time ``t``."""
@@ -465,6 +520,13 @@ class _Replication:
         self.scan()
         while True:
             t = self.next_time()
+            dry = min(self.buckets, key=lambda r: (self.dry[r], r)) if self.buckets else None
+            if dry is not None and self.dry[dry] <= t:
+                t = self.dry[dry]  # a bucket runs dry first (or with the completions of t)
+                self.now = t
+                self.advance_ps(t)
+                self.run_dry(dry)
+                continue
             if t == math.inf:
                 self.deadlock()
             self.now = t

@@ -157,15 +157,20 @@ class _Streams:
         return [float(v) for v in u]
 
 
-def max_min(M: _Model, flows: list) -> dict:
+def max_min(M: _Model, flows: list, base: dict | None = None) -> dict:
     """Max-min fair rates (bytes/s) of the transfers ``flows`` (firings of ``M``'s transitions, by
-    their ``seq``), by progressive filling: the plain textbook algorithm, recomputed from scratch."""
+    their ``seq``), by progressive filling: the plain textbook algorithm, recomputed from scratch.
+    ``base``: link -> the bandwidth its capacity is taken from instead of its own (a token
+    bucket's peak), times its efficiency."""
     rate: dict[int, float] = {}
     on = {}
     for f in flows:
         for r in M.links[f.t]:
             on.setdefault(r, []).append(f)
     cap = {r: M.link_of[r].effective_bandwidth(len(fs)) for r, fs in on.items()}
+    for r in (base or {}):
+        if r in on:
+            cap[r] *= base[r] / float(M.link_of[r].bandwidth)
     unfixed = list(flows)
     while unfixed:
         level, bottleneck = math.inf, None

@@ -145,7 +145,8 @@ class Net:
         self._add(self.resources, name, r)
         return r
 
-    def link(self, name: str, bandwidth, latency=0.0, efficiency=None, **tags) -> Resource:
+    def link(self, name: str, bandwidth, latency=0.0, efficiency=None, *, burst=0.0, peak=None,
+             **tags) -> Resource:
         """Add a network link: a ``flow`` resource whose holders share ``bandwidth`` max-min fairly.
 
         Parameters
@@ -160,6 +161,20 @@ class Net:
             Goodput factor in ``(0, 1]``: one value for any number of flows, or a sequence whose
             ``n-1``-th entry applies while ``n`` flows cross the link (the last one beyond; e.g.
             an incast curve measured by ``sgdnet calibrate``). ``None`` is 1.
+        burst : float or str
+            Depth of the link's token bucket, bytes (``"64KiB"``, ``"64kB"`` or a number; 0, the
+            default: none). A shaper (Linux ``tbf``, a cloud NIC's burst credit) passes that many
+            bytes at ``peak`` after an idle period: the bucket starts full, fills at the
+            sustained rate (``bandwidth`` times ``efficiency``) while the flows through the
+            link move less, drains at the excess while they move more, and while it holds tokens
+            the link's capacity is ``peak`` (times ``efficiency``) instead of ``bandwidth``. One
+            message of ``S`` bytes after an idle period then takes ``latency + S / peak`` when
+            ``S <= burst * peak / (peak - bandwidth)``, else ``latency + burst / (peak -
+            bandwidth) + (S - burst * peak / (peak - bandwidth)) / bandwidth``.
+        peak : float or str or None
+            The rate while the bucket holds tokens, bytes/s, above ``bandwidth``; ``None`` (the
+            default) is :data:`~sgdnet.net.elements.PEAK_FACTOR` times ``bandwidth`` (the burst
+            leaves almost at once).
         **tags
             Tags (``host``, ``kind``...), as for :meth:`resource`.
 
@@ -183,8 +198,14 @@ class Net:
             except (TypeError, ValueError):
                 raise NetError(f"link {name!r}: efficiency={efficiency!r} must be a number or a "
                                "sequence of numbers in (0, 1]", self.name) from None
+        bu = _nb(burst, what=f"link {name!r} burst")
+        pk = None if peak is None else _bw(peak, what=f"link {name!r} peak")
+        if pk is not None and not pk > bw:
+            raise NetError(f"link {name!r}: peak={peak!r} must be above the bandwidth "
+                           f"({bw:.6g} B/s): the token bucket's rate while it holds tokens; "
+                           "leave it None for the default (1000 x bandwidth)", self.name)
         r = _new(Resource, name=name, capacity=1, discipline="flow", tags=_TrackedDict(tags), bandwidth=bw,
-                 latency=lat, efficiency=eff)
+                 latency=lat, efficiency=eff, burst=bu, peak=pk)
         self._add(self.resources, name, r)
         return r
 

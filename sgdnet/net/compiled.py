@@ -14,7 +14,8 @@ Layout (structure of arrays; ``T`` transitions, ``P`` places, ``R`` resources, `
   the links of a transfer's path); ``r_users`` (R,) number of transitions holding r; ``rq_base``
   (R+1,) offsets of each resource's waiting queue in one shared array;
 - links: ``r_bw`` (R,) bandwidth in bytes/s (0 for other resources), ``re_ptr/re_val`` the
-  efficiency factors by number of flows (CSR; empty means 1); per transition ``fl_cap`` (T,) the
+  efficiency factors by number of flows (CSR; empty means 1), ``r_tb`` (R, 2) each link's token
+  bucket (burst bytes, peak bytes/s; a row of zeros: none); per transition ``fl_cap`` (T,) the
   rate cap of a transfer in bytes/s (``inf`` when none);
 - transitions: ``servers`` (T,) (``math.inf`` encoded as :data:`INF_SERVERS`), ``priority``,
   ``prio_class`` (the priority if t holds a priority resource else 0), ``rank`` (position of t in
@@ -172,7 +173,8 @@ def _key_parts(net: Net, fast: bool) -> list:
     parts: list[Any] = [net.name]
     parts.append([(p.name, p.tokens, tags(p.tags)) for p in net.places.values()])
     parts.append([(r.name, r.capacity, r.discipline, tags(r.tags), r.bandwidth, r.latency,
-                   r.efficiency) for r in net.resources.values()])
+                   r.efficiency) + ((r.burst, r.peak) if r.burst else ())
+                  for r in net.resources.values()])
     parts.append([
         (t.name, dkeys[id(t.duration)], tuple(t.inputs.items()), tuple(t.outputs.items()),
          tuple(t.inhibitors.items()), t.resources, repr(t.servers), t.priority, tags(t.tags),
@@ -310,6 +312,10 @@ class CompiledNet:
         effs = [list(r.efficiency) if r.discipline == "flow" else [] for r in Rs]
         self.re_ptr, _ = _csr([[0] * len(e) for e in effs])
         self.re_val = np.array([e for lst in effs for e in lst], dtype=_F)
+        self.r_tb = np.zeros((nR, 2), dtype=_F)  # token buckets: (burst bytes, peak bytes/s)
+        for i, r in enumerate(Rs):
+            if r.discipline == "flow" and r.burst:
+                self.r_tb[i] = (float(r.burst), r.peak_rate())
         self.fl_cap = np.array(t_cap, dtype=_F).reshape(nT)
 
         self.servers = np.array([s if type(s) is int else (INF_SERVERS if s == math.inf else int(s))

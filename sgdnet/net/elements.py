@@ -125,6 +125,12 @@ class Place(_PlaceFields):
 
 
 
+#: A token bucket's default peak rate as a multiple of its link's sustained bandwidth: the burst
+#: leaves (almost) at once, as a shaper on a far faster device lets it (``tc``'s ``tbf`` without a
+#: ``peakrate``, on a veth or a 10-100x faster NIC).
+PEAK_FACTOR = 1000.0
+
+
 @dataclass(eq=False)
 class _ResourceFields:
     """A server pool held by transitions while they run.
@@ -138,7 +144,10 @@ class _ResourceFields:
 
     Links only: ``bandwidth`` (bytes/s), ``latency`` (seconds, added once per transfer that
     crosses the link) and ``efficiency`` (goodput factors by number of concurrent flows:
-    ``efficiency[n - 1]`` with ``n`` flows, the last value for more; empty means 1).
+    ``efficiency[n - 1]`` with ``n`` flows, the last value for more; empty means 1), and a
+    token bucket (a shaper such as Linux's ``tbf``): ``burst`` bytes of tokens (0: none) that
+    fill at the sustained rate while the link carries less, and while it holds any the link
+    runs at ``peak`` bytes/s (``None``: :data:`PEAK_FACTOR` times ``bandwidth``).
     """
 
     name: str
@@ -148,6 +157,13 @@ class _ResourceFields:
     bandwidth: float | None = None
     latency: float = 0.0
     efficiency: tuple[float, ...] = ()
+    burst: float = 0.0
+    peak: float | None = None
+
+    def peak_rate(self) -> float:
+        """A link's rate (bytes/s) while its token bucket holds tokens (``peak``, or
+        :data:`PEAK_FACTOR` times ``bandwidth`` when it is None)."""
+        return float(self.peak) if self.peak is not None else PEAK_FACTOR * float(self.bandwidth)
 
     def effective_bandwidth(self, n: int) -> float:
         """A link's capacity (bytes/s) while ``n >= 1`` flows cross it."""

@@ -217,7 +217,8 @@ def to_pnml(net: Net, path: str | os.PathLike | None = None) -> str:
         "resources": [
             {"name": r.name, "capacity": r.capacity, "discipline": r.discipline, "tags": r.tags,
              **({"bandwidth": r.bandwidth, "latency": r.latency, "efficiency": list(r.efficiency)}
-                if r.discipline == "flow" else {})}
+                if r.discipline == "flow" else {}),
+             **({"burst": r.burst, "peak": r.peak} if r.discipline == "flow" and r.burst else {})}
             for r in net.resources.values()
         ],
         "gates": [
@@ -538,7 +539,7 @@ def _from_tree(root: ET.Element, where: str, default_duration: float, validate: 
         try:
             if r.get("discipline") == "flow":
                 net.link(r["name"], r["bandwidth"], r.get("latency", 0.0), r.get("efficiency") or None,
-                         **r.get("tags", {}))
+                         burst=r.get("burst", 0.0), peak=r.get("peak"), **r.get("tags", {}))
             else:
                 net.resource(r["name"], r["capacity"], r["discipline"], **r.get("tags", {}))
         except (KeyError, TypeError) as ex:

@@ -55,6 +55,13 @@ def net_problems(net: Any, arcs_out: list | None = None) -> list[str]:
                 if not (isinstance(e, (int, float)) and 0 < e <= 1):
                     P.append(f"link {r.name!r}: efficiency {e!r} must be in (0, 1]")
                     break
+            bu, pk = r.burst, r.peak
+            if isinstance(bu, bool) or not isinstance(bu, (int, float)) or not (math.isfinite(bu) and bu >= 0):
+                P.append(f"link {r.name!r}: burst={bu!r} must be a finite number of bytes >= 0 (0: no token bucket)")
+            elif pk is not None and (isinstance(pk, bool) or not isinstance(pk, (int, float))
+                                     or not (math.isfinite(pk) and isinstance(bw, (int, float)) and pk > bw)):
+                P.append(f"link {r.name!r}: peak={pk!r} must be a finite number of bytes/s above the "
+                         "bandwidth, or None (1000 x bandwidth)")
     T = list(net.transitions.values())
     got = _transitions_ok(net, T, max_tokens)
     if got and T:  # the resources from the columns the bulk check read

@@ -59,9 +59,12 @@ def _group(variant: Any, model: Any, cluster: Any, kwargs: dict) -> tuple | None
 
 def rerated(cn: Any, old_bw: float, new_bw: float) -> Any | None:
     """A copy of the compiled net ``cn`` with its flow resources moved from ``old_bw`` to
-    ``new_bw`` bytes/s, or None when some flow resource runs at another bandwidth."""
+    ``new_bw`` bytes/s, or None when some flow resource runs at another bandwidth or has a
+    token bucket."""
     flow = np.asarray(cn.r_bw) > 0
     if not np.all(cn.r_bw[flow] == old_bw):
+        return None
+    if np.any(cn.r_tb[:, 0] > 0):  # a token bucket's peak was set from the old bandwidth
         return None
     out = copy.copy(cn)
     for attr in ("_fastpath", "_fastfifo"):  # the fast paths' analyses, cached on the net:

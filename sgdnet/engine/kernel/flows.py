@@ -19,6 +19,9 @@ share ``cap(L)/n`` is below every other link's share (and no flow is capped): pr
 would fix every flow at L in its first round, so only L's clock, rate and group heap change. The
 other links' shares are bounded from below by ``f_m[L]`` (kept at the last full allocation,
 lowered by each changed link's share since), so the test is exact or conservative.
+
+
+Links with a token bucket: :mod:`.buckets` (their components always take the full allocation).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from .jit import FALSE, IM1, inner, phase
 #: the files whose code (inlined helpers) or constants this module's machine code embeds: numba
 #: keys the cache by this file only (sgdnet.engine.jitcache recompiles when one of them changed)
 JIT_DEPENDS = ('jit.py', 'event_heap.py', '../layout.py')
+
 
 
 @inner
@@ -273,9 +277,9 @@ def move(now, fu_nf, f_CF, f_bott, f_rate, g_V, g_head, gh, gn, r_ps, s_grp, s_v
 
 @inner
 def single_bottleneck(fu_nf, fu_nl, fu_cap, f_CF, f_CL, f_bott, f_pure, f_comp, f_m, used, r_bw,
-                  re_ptr, re_val):
+                  re_ptr, re_val, nbk, r_tb):
     """Last step of a full allocation (:func:`allocate`): whether the component now has a
-    single bottleneck, remembered for section C's fast path."""
+    single bottleneck (and no token bucket), remembered for section C's fast path."""
     # is the result a single-bottleneck component (every flow fixed by one link L)?
     # then remember it for the fast path: L, and the smallest fair share of its
     # other links (each of their flows crosses L, so these are first-round shares)
@@ -283,6 +287,10 @@ def single_bottleneck(fu_nf, fu_nl, fu_cap, f_CF, f_CL, f_bott, f_pure, f_comp, 
     fu_pure = fu_root >= 0 and not fu_cap
     for i in range(1, fu_nf if fu_pure else 0):
         if f_bott[f_CF[i]] != fu_root:
+            fu_pure = False
+            break
+    for i in range(fu_nl if fu_pure and nbk > 0 else 0):
+        if r_tb[f_CL[i], 0] > 0.0:
             fu_pure = False
             break
     fu_m = np.inf

@@ -43,6 +43,7 @@ from ..layout import (
 )
 from ..rng import replication_bases
 from . import (
+    buckets,
     candidates,
     durations,
     enabling,
@@ -54,7 +55,7 @@ from . import (
     switches,
     tables,
 )
-from .jit import FALSE, HALT_POLL, I0, I1, TRUE, WORK_PER_EVENT
+from .jit import FALSE, HALT_POLL, I0, I1, IM1, TRUE, WORK_PER_EVENT
 
 #: the features played (compile-time constants: all here; sgdnet.engine.kernel.specialise's copies
 #: play a net's own): flags read as ``(TS_FL & FLAG_MASK) | FLAG_SET``, the sections below
@@ -66,7 +67,7 @@ SHARED = True  # ps resources or links (the holders re-rated after a batch)
 #: the files whose code (inlined phases and samplers) or constants this module's machine code
 #: embeds: numba keys the cache by this file only, so sgdnet.engine.jitcache recompiles when one
 #: of them changed (every module of the package, and what they read)
-JIT_DEPENDS = ("jit.py", "candidates.py", "durations.py", "enabling.py", "event_heap.py", "flows.py",
+JIT_DEPENDS = ("jit.py", "buckets.py", "candidates.py", "durations.py", "enabling.py", "event_heap.py", "flows.py",
                "gates.py", "resources.py", "statistics.py", "switches.py", "tables.py", "../rng.py",
                "../abi.py", "../layout.py", "../periodic.py", "../../dists.py",
                "../../net/compiled.py", "../../results.py")
@@ -77,7 +78,7 @@ def run_replication(
     in_ptr, in_place, in_w, out_ptr, out_place, out_w, inh_ptr, inh_place, inh_thr,
     r_cap, r_disc, r_ps, r_users, rq_base,
     qres_ptr, qres_idx, psres_ptr, psres_idx,
-    r_bw, re_ptr, re_val, fl_cap,
+    r_bw, re_ptr, re_val, r_tb, fl_cap,
     servers, pcls, rank, is_step, mod_of, guard,
     d_code, d_par, d_pool,
     g_kind, g_s, g_slow, g_rmax, g_ptr, mem_gate, mem_counter,
@@ -192,6 +193,11 @@ def run_replication(
     f_m = np.zeros(nR, dtype=np.float64)
     f_new = np.zeros(scap, dtype=np.int64)  # the flows started at this instant
     nfn = I0
+    # token buckets (sgdnet.engine.kernel.buckets): each link's base capacity in the allocations
+    # (its peak while its bucket holds tokens) and its bucket's state
+    r_cur = np.empty(nR, dtype=np.float64)
+    tb = np.zeros((nR, buckets.N_TB), dtype=np.float64)
+    nbk = buckets.init(r_tb, r_bw, r_cur, tb)
     # gates
     gcnt = np.zeros(nMem, dtype=np.int64)
     grel = np.zeros(nMem, dtype=np.int64)
@@ -213,18 +219,11 @@ def run_replication(
     sw_cand = np.zeros(nT + 1, dtype=np.int64)
     sw_stk = np.zeros(nT + 2, dtype=np.int64)
     counting = warmup == 0
-    t0 = 0.0
-    t1 = np.nan
-    now = 0.0
-    nsteps = I0
-    nrec = I0
-    ntr = 0
-    events = I0
+    t0, t1, now = 0.0, np.nan, 0.0
+    nsteps, nrec, ntr, events = I0, I0, 0, I0
     ev_limit = min(max_events, HALT_POLL)
     same = 0
-    status = abi.ST_OK
-    grow = 0
-    stop = False
+    status, grow, stop = abi.ST_OK, 0, False
     target_steps = warmup + steps
 
     TS = np.zeros((nT, N_TS), dtype=np.int64)
@@ -246,10 +245,7 @@ def run_replication(
     pf_i[periodic.PF_STRIDE] = period
     pf_hh = np.zeros((periodic.PZ_HIST, 2), dtype=np.uint64)
     pf_hs = np.zeros(periodic.PZ_HIST, dtype=np.int64)
-    pz_ni = 1
-    pz_nf = 1
-    pa_nf = 1
-    pa_ni = 1
+    pz_ni, pz_nf, pa_nf, pa_ni = 1, 1, 1, 1
     if period > 0:
         pz_ni, pz_nf = periodic._pz_room(nP, nT, nR, nMem, scap, maxps, qh.size, rq_pool.size,
                                          max(nps, 1), hcap)
@@ -383,9 +379,12 @@ def run_replication(
             # rates (sgdnet.engine.kernel.flows), by the single-bottleneck fast path when it
             # applies (inlined phases), else the full allocation (called: long, run where links
             # tie); then each group's rate, and its head in the completion heap
-            fq, fu_m, fu_rate = flows.star_test(nfn, nsd, f_new, f_seeds, s_trans, psres_ptr,
-                                                psres_idx, used, fl_cap, f_pure, f_comp, f_m,
-                                                f_epoch, f_lmark, r_bw, re_ptr, re_val)
+            fq, fu_m, fu_rate = IM1, 0.0, 0.0
+            if nbk == 0 or not buckets.touched(nfn, nsd, f_new, f_seeds, s_trans, psres_ptr,
+                                                    psres_idx, r_tb):
+                fq, fu_m, fu_rate = flows.star_test(nfn, nsd, f_new, f_seeds, s_trans, psres_ptr,
+                                                    psres_idx, used, fl_cap, f_pure, f_comp, f_m,
+                                                    f_epoch, f_lmark, r_cur, re_ptr, re_val)
             if fq >= 0:
                 flows.star_move(now, fq, fu_m, fu_rate, nfn, nsd, f_new, f_seeds, s_trans, psres_ptr,
                                 psres_idx, used, f_comp, f_m, r_ps, g_V, g_rate, g_tau, s_rem, s_vf,
@@ -395,12 +394,14 @@ def run_replication(
                 fu_nl, fu_nf, fu_cap = flows.allocate(
                     now, used, nsd, f_seeds, f_epoch, f_lmark, f_fmark, f_CL, f_CF, f_rc, f_nu,
                     f_rate, f_fixed, f_lvl, f_bott, g_rate, g_V, g_tau, ps_h, ps_n, s_trans,
-                    psres_ptr, psres_idx, r_ps, r_bw, re_ptr, re_val, fl_cap)
+                    psres_ptr, psres_idx, r_ps, r_cur, re_ptr, re_val, fl_cap)
+                if nbk > 0:
+                    buckets.after_allocation(now, fu_nl, f_CL, f_rc, used, r_bw, r_cur, r_tb, re_ptr, re_val, tb)
                 eh_n = flows.move(now, fu_nf, f_CF, f_bott, f_rate, g_V, g_head, gh, gn, r_ps, s_grp,
                                   s_vf, s_ctime, s_rem, s_rate, s_last, s_gpos, s_seq, s_inh, eh, ekt,
                                   eks, eh_pos, eh_n)
                 flows.single_bottleneck(fu_nf, fu_nl, fu_cap, f_CF, f_CL, f_bott, f_pure, f_comp,
-                                        f_m, used, r_bw, re_ptr, re_val)
+                                        f_m, used, r_cur, re_ptr, re_val, nbk, r_tb)
                 fu_work = (fu_nf + fu_nl) // WORK_PER_EVENT
                 ev_limit -= fu_work
             eh_n = flows.heads(now, fu_nl, f_CL, r_ps, gn, gh, g_rate, f_lvl, s_vf, g_V, g_head,
@@ -409,6 +410,19 @@ def run_replication(
                 f_pend[f_seeds[i]] = False
             nsd = I0
             nfn = I0
+        if FLOWS and nbk > 0:  # a token bucket that runs dry first (sgdnet.engine.kernel.buckets)
+            played, now, same, nsd = buckets.dry_next(now, same, eh_n, ekt, r_tb, r_bw, r_cur, tb,
+                                                      f_pend, f_seeds, nsd)
+            if played:  # an instant like a completion's, for the budget, the halt poll and Zeno
+                events += 1
+                if events > ev_limit:
+                    status, ev_limit = statistics.poll(events, max_events, halt, prog, nsteps)
+                    if status != abi.ST_OK:
+                        break
+                if same > zeno_limit:
+                    status = abi.ST_ZENO
+                    break
+                continue
         if nsteps >= pf_i[periodic.PF_NEXT] and pf_i[periodic.PF_STATE] == periodic.PZ_RESTART:
             periodic._pz_restart(nsteps, period, pf_i)  # counting started: no state to write out
         elif nsteps >= pf_i[periodic.PF_NEXT]:
@@ -475,18 +489,11 @@ def run_replication(
             else:
                 eh_n = event_heap.drop_top(eh, ekt, eks, eh_pos, eh_n)
             events += 1
-            if events > ev_limit:
-                # one comparison per completion serves both the budget and the halt poll
-                if events > max_events:
-                    status = abi.ST_BUDGET
+            if events > ev_limit:  # one comparison per completion: the budget and the halt poll
+                status, ev_limit = statistics.poll(events, max_events, halt, prog, nsteps)
+                if status != abi.ST_OK:
                     stop = True
                     break
-                if halt[0] != 0:
-                    status = abi.ST_HALTED
-                    stop = True
-                    break
-                prog[0] = nsteps
-                ev_limit = min(max_events, events + HALT_POLL)
             same += 1
             if same > zeno_limit:
                 status = abi.ST_ZENO
@@ -563,14 +570,9 @@ def run_replication(
             # completion does (a healthy run always completes the heap's head here)
             events += 1
             if events > ev_limit:
-                if events > max_events:
-                    status = abi.ST_BUDGET
+                status, ev_limit = statistics.poll(events, max_events, halt, prog, nsteps)
+                if status != abi.ST_OK:
                     break
-                if halt[0] != 0:
-                    status = abi.ST_HALTED
-                    break
-                prog[0] = nsteps
-                ev_limit = min(max_events, events + HALT_POLL)
         # the shared resources whose holders changed: links seed the next re-allocation, ps
         # resources' holders are re-rated
         if SHARED:

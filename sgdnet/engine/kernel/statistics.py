@@ -29,11 +29,14 @@ from ..abi import (
     OI_PSTART,
     OI_PWSKIP,
     OI_STATUS,
+    ST_BUDGET,
+    ST_HALTED,
+    ST_OK,
 )
 from ..layout import TS_PS0, TS_PS1
 from ..periodic import PF_CYC, PF_PER, PF_SKIP, PF_START, PF_WSKIP
 from . import flows
-from .jit import inner, phase
+from .jit import HALT_POLL, inner, phase
 
 #: the files whose code (inlined helpers) or constants this module's machine code embeds: numba
 #: keys the cache by this file only (sgdnet.engine.jitcache recompiles when one of them changed)
@@ -161,3 +164,16 @@ def write_outputs(o_f, o_i, t0, t1, now, status, events, nsteps, ntr, nglog, nre
     for q in range(gcnt.size):
         o_gcnt[q] = gcnt[q]
         o_grel[q] = grel[q]
+
+
+@phase
+def poll(events, max_events, halt, prog, nsteps):
+    """The budget and the halt flag, read when ``events`` passes the loop's ``ev_limit``: returns
+    ``(status, next limit)``, the status ``ST_BUDGET`` beyond ``max_events``, ``ST_HALTED`` when
+    another thread set ``halt``, else ``ST_OK`` with the step completions so far in ``prog``."""
+    if events > max_events:
+        return ST_BUDGET, events
+    if halt[0] != 0:
+        return ST_HALTED, events
+    prog[0] = nsteps
+    return ST_OK, min(max_events, events + HALT_POLL)
