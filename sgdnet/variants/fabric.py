@@ -143,12 +143,14 @@ class Fabric:
         return name
 
     def _nic(self, name: str, bandwidth: float, incast: bool, **tags) -> str:
-        """A NIC direction: a link (flows) or a resource of the NIC discipline."""
+        """A NIC direction: a link (flows; with the cluster's token bucket, if any) or a resource
+        of the NIC discipline."""
         if not self.flows:
             return self._resource(name, self.nic_discipline, **tags)
         if name not in self._res:
-            eff = self.cluster.incast if incast and self.cluster.incast else None
-            self.net.link(name, bandwidth, efficiency=eff, **tags)
+            c = self.cluster
+            eff = c.incast if incast and c.incast else None
+            self.net.link(name, bandwidth, efficiency=eff, burst=c.burst, peak=c.burst_peak, **tags)
             self._res[name] = name
         return name
 

@@ -167,6 +167,13 @@ class Cluster:
         with ``tcp_rtt > 0`` every message pays the slow-start restart of
         :func:`sgdnet.variants.tcp_ramp.ramp_delay` (a connection idle beyond its RTO with
         ``tcp_slow_start_after_idle=1``); 0 (default): none.
+    burst, burst_peak : float or str
+        Token bucket of every host's NIC link, both directions (a shaper such as Linux's
+        ``tbf``, a cloud instance's burst credit): ``burst`` bytes (``"64KiB"``; 0, the default:
+        none) pass at ``burst_peak`` bytes/s (None: 1000 x the link's bandwidth, i.e. at once)
+        after an idle period, then the link runs at its bandwidth; the bucket refills at the
+        bandwidth while the link carries less (:meth:`Net.link <sgdnet.net.Net.link>`). A
+        calibrated cluster file's ``link.burst`` sets it. Used by the ``flows`` discipline.
     topology : Topology or dict or None
         Nodes of ``gpus_per_node`` GPUs, their interconnect, NICs and fabric
         (:class:`~sgdnet.workload.topology.Topology`; a dict of its fields is converted).
@@ -216,6 +223,8 @@ class Cluster:
     tcp_pacing: float = 0.0
     tcp_rtt: float | str = 0.0
     tcp_init_window: float | str = 14480.0
+    burst: float | str = 0.0
+    burst_peak: float | str | None = None
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -271,6 +280,12 @@ class Cluster:
         s(self, "tcp_pacing", float(tp))
         s(self, "tcp_rtt", _time(self.tcp_rtt, "tcp_rtt"))
         s(self, "tcp_init_window", _size(self.tcp_init_window, "tcp_init_window"))
+        s(self, "burst", _size(self.burst, "burst"))
+        if self.burst == math.inf:
+            raise ClusterError("Cluster.burst=inf: a token bucket's depth is a finite number of "
+                               "bytes (0: none)")
+        if self.burst_peak is not None:
+            s(self, "burst_peak", _rate(self.burst_peak, "burst_peak"))
         if not isinstance(self.cpu_overlap, bool):
             raise ClusterError(f"Cluster.cpu_overlap={self.cpu_overlap!r}: must be True (per-byte "
                                "send/receive CPU work runs while the bytes move) or False (before "

@@ -408,9 +408,9 @@ class ClusterFile:
         charges the CPU per byte instead), the ``cpu`` per-byte costs (``send_s_per_byte``,
         ``recv_s_per_byte``, ``reduce_s_per_byte``) and the link's incast curve (``incast``:
         the efficiency for 1..the largest measured flow count), the link's ``share_cv``
-        (``share_cv_in``, ``share_cv_out``) and ``tcp_pacing``. Not used by the nets:
-        ``burst`` and ``table`` (a sustained flow sees the bandwidth; the burst only shortens
-        a message after an idle period).
+        (``share_cv_in``, ``share_cv_out``), ``tcp_pacing`` and the token bucket's ``burst``
+        (every NIC link's, both directions: a message after an idle period gets it at once).
+        Not used by the nets: ``table`` (the measured one-way times it was fitted from).
 
         Parameters
         ----------
@@ -440,6 +440,8 @@ class ClusterFile:
             kw[f"share_cv_{d}"] = self.link.share_cv[d]
         if self.link.tcp_pacing is not None:
             kw["tcp_pacing"] = self.link.tcp_pacing
+        if self.link.burst:
+            kw["burst"] = float(self.link.burst)
         if isinstance(n, int) and not isinstance(n, bool) and n >= 1:
             ups = {self.uplink(f"worker{i}").bandwidth for i in range(n)}
             downs = {self.downlink(f"worker{i}").bandwidth for i in range(n)}
