@@ -75,10 +75,16 @@ from ..workload import Cluster, ring_allreduce_time, tree_allreduce_time
 from .durations import duration
 from .tcp_ramp import pacing_cap, ramp_delay
 
-__all__ = ["Host", "Fabric", "DISCIPLINES"]
+__all__ = ["Host", "Fabric", "DISCIPLINES", "SEND_PRIORITY"]
 
 #: The network models (option ``discipline``), the default first.
 DISCIPLINES = ("flows", "fifo", "ps")
+
+#: The priority of a transfer's send stage on the sender's compute: below every compute
+#: transition's (0), so a message whose data is ready is handed to the network before the
+#: compute that became ready at the same instant (the next layer's backward after a gradient
+#: hook's push: the hook issues the send before the backward goes on, wait-free backprop).
+SEND_PRIORITY = -1
 
 #: A host: ``("worker", i)`` or ``("ps", k)`` (a dedicated parameter-server host).
 Host = tuple[str, int]
@@ -338,7 +344,9 @@ class Fabric:
         stage is a flow over :meth:`flow_path` ``(src, dst)`` (:meth:`up` ``(src)``,
         :meth:`down` ``(dst)`` and with ``cpu_overlap`` the hosts' CPU links) on the connection
         ``src->dst``, preceded by the sender's CPU work ``name + ".send"`` when
-        ``cluster.send_s_per_byte > 0`` and ``cpu_overlap`` is off; with
+        ``cluster.send_s_per_byte > 0`` and ``cpu_overlap`` is off (priority
+        :data:`SEND_PRIORITY` on the sender's compute, whatever ``priority`` is: it goes
+        before compute that became ready at the same instant); with
         ``fifo``/``ps`` it holds :meth:`link_resources` for ``nbytes / bandwidth(src, dst)``
         seconds. ``reduce``: the receiver also adds the data to its own (a reduction step), at
         ``cluster.reduce_s_per_byte`` (flows only). ``comm_cv`` is the noise of the bytes.
@@ -371,7 +379,7 @@ class Fabric:
             sent = net.place(f"{name}:sent")
             net.transition(f"{name}.send", duration(send_s, ccv),
                            inputs={p: 1 for p in ins}, outputs={sent: 1},
-                           resources=[self.host_compute(src)], priority=priority,
+                           resources=[self.host_compute(src)], priority=SEND_PRIORITY,
                            tags={**tg, "stage": "send"})
             names.append(f"{name}.send")
             ins = [sent.name]

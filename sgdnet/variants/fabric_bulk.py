@@ -28,7 +28,7 @@ from ..dists import Deterministic, Distribution
 from ..net import Net
 from ..net.elements import Place, Transition, new_place, new_transition
 from .durations import duration
-from .fabric import Fabric, Host
+from .fabric import SEND_PRIORITY, Fabric, Host
 
 __all__ = ["TransferBatch"]
 
@@ -209,7 +209,7 @@ class TransferBatch:
             els.append(new_transition(
                 f"{name}.send", duration(send_s, ccv), arcs, {sent: 1},
                 (fab.host_compute(src),), {"kind": "comm", "step": False, **tags, "stage": "send"},
-                priority=priority))
+                priority=SEND_PRIORITY))
             names.append(f"{name}.send")
             arcs = {sent: 1}
         arrived = outputs
