@@ -15,6 +15,7 @@ PKG = Path(__file__).resolve().parents[1] / "sgdnet"
 #: Rank of each top-level component: a module may import its own component or lower ranks.
 RANK = {
     "errors": 0, "_version": 0, "_text": 0, "_gc": 0, "_interrupts": 0,
+    "_lazy": 0,  # the lazy namespaces of the packages (PEP 562); imports no sgdnet module
     "units": 1, "_check": 1, "limits": 1,
     "_files": 2,  # reads user files; imports limits
     "dists": 2,

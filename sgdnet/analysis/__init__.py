@@ -1,9 +1,29 @@
 """Exact answers: the max-plus cycle time of timed event graphs (``maxplus``) and statistics
-for simulation output (``stats``)."""
+for simulation output (``stats``).
 
-from . import maxplus, stats
-from .maxplus import CycleTime, cycle_time, max_cycle_ratio
-from .stats import batch_means, mean_ci, norm_ppf, t_ppf
+Each public name is imported from its module on first use (PEP 562): :mod:`sgdnet.prediction`
+reads its statistics from ``stats`` without importing ``maxplus`` (the net formalism).
+"""
+
+from __future__ import annotations
+
+from .._lazy import attach as _attach
+
+#: the module of each public name ("" for a module itself)
+_LAZY: dict[str, str] = {
+    "maxplus": "",
+    "stats": "",
+    "CycleTime": "maxplus",
+    "cycle_time": "maxplus",
+    "max_cycle_ratio": "maxplus",
+    "batch_means": "stats",
+    "mean_ci": "stats",
+    "norm_ppf": "stats",
+    "t_ppf": "stats",
+}
+
+
+__getattr__, __dir__ = _attach(__name__, _LAZY)
 
 __all__ = [
     "maxplus",

@@ -25,7 +25,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
 
 from ..errors import AnalysisError
 from ..net.builder import Net
@@ -164,7 +163,21 @@ def _rotate(circ: list[int]) -> list[int]:
 
 
 # ------------------------------------------------------------------------------ Howard
-@njit(cache=True)
+_JIT: dict[str, object] = {}
+
+
+def _compiled_value_determination():
+    """:func:`_value_determination` compiled by numba (``cache=True``), on first use: importing
+    this module (``sgdnet.analysis``, which :mod:`sgdnet.prediction` reads its statistics from)
+    does not import numba."""
+    fn = _JIT.get("value_determination")
+    if fn is None:
+        from numba import njit
+
+        fn = _JIT["value_determination"] = njit(cache=True)(_value_determination)
+    return fn
+
+
 def _value_determination(pred, aw, at, x_old):  # pragma: no cover - compiled
     """Cycle ratio ``eta`` and potentials ``x`` of a policy (node -> predecessor ``pred`` via an
     arc of weight ``aw`` and ``at`` tokens): on each policy circuit ``eta`` is its ratio and its
@@ -241,7 +254,7 @@ def _howard(g: _Graph, n: int):
     roots = np.empty(0, np.int64)
     for _it in range(10 * n + 1000):
         # --- value determination on the policy graph (each node -> its chosen predecessor)
-        eta, x, roots = _value_determination(src[pi], w[pi], tau[pi], x)
+        eta, x, roots = _compiled_value_determination()(src[pi], w[pi], tau[pi], x)
         # --- policy improvement: first on the cycle ratio, then on the potentials
         e_src = eta[src]
         gmax, arg = first_argmax(e_src)

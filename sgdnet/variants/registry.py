@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -371,6 +372,21 @@ def _discover() -> None:
             importlib.import_module(f"{package}.{info.name}")
 
 
+def _own_module_spec(name: str) -> VariantSpec | None:
+    """The spec of ``name`` after importing the module of the package named after it
+    (``"sync-ps"``, ``"Sync_PS"``: :mod:`.sync_ps`), None when there is no such module or it
+    does not register that name."""
+    key = name.strip().lower().replace("_", "-")
+    stem = key.replace("-", "_")
+    if not stem.isidentifier() or stem.startswith("_"):
+        return None
+    package = __name__.rpartition(".")[0]
+    if importlib.util.find_spec(f"{package}.{stem}") is None:
+        return None
+    importlib.import_module(f"{package}.{stem}")
+    return _REGISTRY.get(name) or _REGISTRY.get(key)
+
+
 def names() -> list[str]:
     """Registered variant names, sorted."""
     _discover()
@@ -385,8 +401,15 @@ def get(name: str) -> VariantSpec:
     UnknownNameError
         ``name`` is not registered (the message lists the known names).
     """
-    _discover()
-    spec = _REGISTRY.get(name) if isinstance(name, str) else None
+    spec = None
+    if not _discovered and isinstance(name, str):
+        # a built-in variant's module is named after it (``sync-ps``: ``sync_ps.py``): import
+        # that one first, and all the others only when it does not register the name (the CLI
+        # predicts one variant without importing every builder)
+        spec = _own_module_spec(name)
+    if spec is None:
+        _discover()
+        spec = _REGISTRY.get(name) if isinstance(name, str) else None
     if spec is None and isinstance(name, str):
         spec = _REGISTRY.get(name.strip().lower().replace("_", "-"))
     if spec is None:

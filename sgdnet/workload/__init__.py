@@ -1,29 +1,65 @@
 """Workloads: model profiles, the compute model, transformer and CNN builders, clusters, the
-node model, frameworks, NCCL's tuning model, transports and closed-form network costs."""
+node model, frameworks, NCCL's tuning model, transports and closed-form network costs.
+
+Each public name is imported from its module on first use (PEP 562,
+:mod:`sgdnet._lazy`).
+"""
 
 from __future__ import annotations
 
-from .cluster import PLACEMENTS, Cluster
-from .cluster_file import ClusterFile, Link, load_cluster_file
-from .compute import DEVICE_ALIASES, DEVICES, GRAD_DTYPES, Device, get_device, load_device, retime
-from .frameworks import FRAMEWORKS, Framework, framework_options, get_framework
-from .nccl import NcclChoice, nccl_allreduce_choice, nccl_default_channels
-from .network import (
-    allgather_time,
-    allreduce_time,
-    broadcast_time,
-    ps_step_lower_bound,
-    reduce_scatter_time,
-    reduce_time,
-    ring_allreduce_time,
-    transfer_time,
-    tree_allreduce_time,
-)
-from .node import NodeCalibration, calibrate_input_pipeline, write_node_calibration
-from .ops import Op
-from .profile import GRANULARITIES, SCHEMA_VERSION, Layer, Message, ModelProfile, Tensor
-from .topology import FABRICS, INTERCONNECTS, PCIE_X16, Topology
-from .transports import TRANSPORTS, Transport, apply_transport, get_transport
+from .._lazy import attach as _attach
+
+#: the module of each public name
+_LAZY: dict[str, str] = {
+    "PLACEMENTS": "cluster",
+    "Cluster": "cluster",
+    "ClusterFile": "cluster_file",
+    "Link": "cluster_file",
+    "load_cluster_file": "cluster_file",
+    "DEVICE_ALIASES": "compute",
+    "DEVICES": "compute",
+    "GRAD_DTYPES": "compute",
+    "Device": "compute",
+    "get_device": "compute",
+    "load_device": "compute",
+    "retime": "compute",
+    "FRAMEWORKS": "frameworks",
+    "Framework": "frameworks",
+    "framework_options": "frameworks",
+    "get_framework": "frameworks",
+    "NcclChoice": "nccl",
+    "nccl_allreduce_choice": "nccl",
+    "nccl_default_channels": "nccl",
+    "allgather_time": "network",
+    "allreduce_time": "network",
+    "broadcast_time": "network",
+    "ps_step_lower_bound": "network",
+    "reduce_scatter_time": "network",
+    "reduce_time": "network",
+    "ring_allreduce_time": "network",
+    "transfer_time": "network",
+    "tree_allreduce_time": "network",
+    "NodeCalibration": "node",
+    "calibrate_input_pipeline": "node",
+    "write_node_calibration": "node",
+    "Op": "ops",
+    "GRANULARITIES": "profile",
+    "SCHEMA_VERSION": "profile",
+    "Layer": "profile",
+    "Message": "profile",
+    "ModelProfile": "profile",
+    "Tensor": "profile",
+    "FABRICS": "topology",
+    "INTERCONNECTS": "topology",
+    "PCIE_X16": "topology",
+    "Topology": "topology",
+    "TRANSPORTS": "transports",
+    "Transport": "transports",
+    "apply_transport": "transports",
+    "get_transport": "transports",
+}
+
+__getattr__, __dir__ = _attach(__name__, _LAZY)
 
 __all__ = [
     "Layer",
