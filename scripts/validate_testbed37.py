@@ -14,11 +14,10 @@ the calibration file only: ``Cluster.from_file(FILE, workers=n, bandwidth=rate x
 1448/1514, which does not depend on the rate), nothing taken from the training runs, and
 prints measured vs predicted with mean and max absolute error over the communicating cells
 (``--json`` writes the rows; several ``--from`` campaigns pool their repeats). ``--alts``
-picks the network models compared: ``file`` (the defaults: the file's token bucket on every NIC
-link, CPU costs before / after the flow, no pacing cap), ``overlap`` (``cpu_overlap=True``),
-``pace`` (``tcp_pacing`` of the TCP probe at that rate, ``--tcp`` or F's own),
-``overlap+pace``, ``noburst`` / ``overlap-noburst`` (the bucket left out, as before issue #37's
-token buckets).
+picks the network models compared: ``file`` (the defaults: CPU costs before / after the flow,
+no pacing cap, no token bucket), ``overlap`` (``cpu_overlap=True``), ``pace`` (``tcp_pacing`` of
+the TCP probe at that rate, ``--tcp`` or F's own), ``overlap+pace``, ``burst`` /
+``overlap+burst`` (the file's token bucket on every NIC link, ``burst="file"``).
 
 ``--probe --out T``: the TCP probe alone at every rate, ``--probe-repeats`` times.
 
@@ -142,8 +141,8 @@ def cells(runs: list[dict]) -> list[dict]:
 #: network models compared: label -> (Cluster field overrides, use the TCP probe's fields)
 ALTS = {"file": ({}, False), "overlap": ({"cpu_overlap": True}, False),
         "pace": ({}, True), "overlap+pace": ({"cpu_overlap": True}, True),
-        "noburst": ({"burst": 0.0}, False), "overlap-noburst": ({"cpu_overlap": True, "burst": 0.0},
-                                                                False)}
+        "burst": ({"burst": "file"}, False), "overlap+burst": ({"cpu_overlap": True,
+                                                                "burst": "file"}, False)}
 
 
 def predict(src: list[Path], clusters: list[Path], alts: list[str], sim_steps: int,

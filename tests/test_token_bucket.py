@@ -170,14 +170,15 @@ def test_a_clusters_bucket_shortens_a_sync_ps_step_by_the_closed_form():
     assert steps[B] == pytest.approx(f + b + 2 * (after_idle(g, B) + lat) + u, rel=1e-9)
 
 
-def test_a_calibrated_files_burst_reaches_the_cluster(tmp_path):
+def test_a_calibrated_files_burst_reaches_the_cluster_when_asked(tmp_path):
     from sgdnet import Cluster
     from sgdnet.errors import ClusterError
 
     f = tmp_path / "c.yaml"
     f.write_text("sgdnet_cluster: 1\nname: tb\nworkers: 2\nlink: {bandwidth: 12.5MB/s, "
                  "latency: 100us, burst: 64KiB}\n")
-    assert Cluster.from_file(f).burst == 65536.0
-    assert Cluster.from_file(f, burst=0.0).burst == 0.0
+    assert Cluster.from_file(f).burst == 0.0  # opt-in
+    assert Cluster.from_file(f, burst="file").burst == 65536.0
+    assert Cluster.from_file(f, burst="8KiB").burst == 8192.0
     with pytest.raises(ClusterError, match="burst=inf"):
         Cluster(workers=1, burst=float("inf"))

@@ -172,8 +172,9 @@ class Cluster:
         ``tbf``, a cloud instance's burst credit): ``burst`` bytes (``"64KiB"``; 0, the default:
         none) pass at ``burst_peak`` bytes/s (None: 1000 x the link's bandwidth, i.e. at once)
         after an idle period, then the link runs at its bandwidth; the bucket refills at the
-        bandwidth while the link carries less (:meth:`Net.link <sgdnet.net.Net.link>`). A
-        calibrated cluster file's ``link.burst`` sets it. Used by the ``flows`` discipline.
+        bandwidth while the link carries less (:meth:`Net.link <sgdnet.net.Net.link>`).
+        ``Cluster.from_file(f, burst="file")`` takes a calibrated file's ``link.burst`` (not by
+        default). Used by the ``flows`` discipline.
     topology : Topology or dict or None
         Nodes of ``gpus_per_node`` GPUs, their interconnect, NICs and fabric
         (:class:`~sgdnet.workload.topology.Topology`; a dict of its fields is converted).
