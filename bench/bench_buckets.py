@@ -2,10 +2,13 @@
 0.1), optionally with a token bucket of BURST bytes on every NIC link: ``python
 bench/bench_buckets.py VARIANT WORKERS [BURST]`` (minimum of 3 runs of 400 steps, CPU time).
 """
-import time, sys
+import sys
+import time
+
 import sgdnet
 from sgdnet import Cluster, variants
 from sgdnet.models import load as get_model
+
 name, n = sys.argv[1], int(sys.argv[2])
 prof = get_model("resnet50")
 c = Cluster(workers=n, bandwidth="10Gbps", compute_cv=0.1, burst=float(sys.argv[3]) if len(sys.argv) > 3 else 0.0)
