@@ -146,6 +146,22 @@ def _cv(text: str) -> float:
     return x
 
 
+def _burst(text: str) -> float | str:
+    """A token bucket's depth (``--burst 64KiB``), or ``file``: the --cluster file's."""
+    if text.strip().lower() == "file":
+        return "file"
+    from .errors import UnitError
+    from .units import nbytes
+
+    try:
+        x = nbytes(text, what="--burst")
+    except UnitError as e:
+        raise argparse.ArgumentTypeError(f"{e}; or 'file' for the --cluster file's link.burst") from None
+    if not math.isfinite(x):
+        raise argparse.ArgumentTypeError(f"{text!r}: a token bucket holds a finite number of bytes")
+    return x
+
+
 def _positive_float(text: str) -> float:
     """A positive finite number (``--one-gpu 219``)."""
     try:
@@ -295,6 +311,10 @@ def _add_workload(p: argparse.ArgumentParser, *, variant: bool, workers_many: bo
     g.add_argument("--ps-placement", choices=("dedicated", "colocated"), default=None,
                    help="PS shards on their own hosts or beside workers (default: dedicated, "
                         "or the --cluster file's)")
+    g.add_argument("--burst", type=_burst, default=None, metavar="BYTES|file",
+                   help="a token bucket on every NIC link (tc tbf, a cloud burst credit): its "
+                        "depth (64KiB, 64kB) or 'file' for the --cluster file's link.burst; "
+                        "default none")
     g.add_argument("--speeds", type=_speeds, default=None, metavar="S0,S1,...",
                    help="per-worker speed factors (one per worker; needs a single --workers)")
     g.add_argument("--compute-cv", type=_cv, default=0.0, metavar="CV",

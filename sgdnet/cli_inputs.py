@@ -44,13 +44,20 @@ def _cluster(args: argparse.Namespace, workers: int):
         from .workload.instances import read_cluster_file
 
         extra = {"comm_uses_compute": True} if args.comm_uses_compute else {}
+        if getattr(args, "burst", None) is not None:
+            extra["burst"] = args.burst
         cf, _ = read_cluster_file(args.cluster)  # a price_per_hour key is the file's price
         return Cluster(**cf.cluster_kwargs(workers, speeds=args.speeds,
                                            compute_cv=args.compute_cv, comm_cv=args.comm_cv,
                                            straggler=straggler, **ps, **extra))
+    burst = getattr(args, "burst", None)
+    if burst == "file":
+        raise _UsageError("--burst file takes the token bucket of a --cluster file; give one, "
+                            "or the depth itself (--burst 64KiB)")
     return Cluster(workers=workers, bandwidth=args.bandwidth, latency=args.latency,
                    speeds=args.speeds, compute_cv=args.compute_cv, comm_cv=args.comm_cv,
-                   straggler=straggler, comm_uses_compute=args.comm_uses_compute, **ps)
+                   straggler=straggler, comm_uses_compute=args.comm_uses_compute, **ps,
+                   **({"burst": burst} if burst is not None else {}))
 
 
 def _pricing(args: argparse.Namespace) -> tuple[Any, float | None, float | None]:

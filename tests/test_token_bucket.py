@@ -182,3 +182,20 @@ def test_a_calibrated_files_burst_reaches_the_cluster_when_asked(tmp_path):
     assert Cluster.from_file(f, burst="8KiB").burst == 8192.0
     with pytest.raises(ClusterError, match="burst=inf"):
         Cluster(workers=1, burst=float("inf"))
+
+
+def test_the_cli_puts_a_bucket_on_the_links(tmp_path, capsys):
+    from sgdnet.cli import main
+    from sgdnet.cli_args import build_parser
+    from sgdnet.cli_inputs import _cluster
+
+    f = tmp_path / "c.yaml"
+    f.write_text("sgdnet_cluster: 1\nname: tb\nworkers: 2\nlink: {bandwidth: 12.5MB/s, "
+                 "latency: 100us, burst: 60000}\n")
+    parse = build_parser().parse_args
+    base = ["predict", "--model", "resnet50", "--variant", "sync-ps", "--workers", "2"]
+    assert _cluster(parse(base + ["--cluster", str(f)]), 2).burst == 0.0
+    assert _cluster(parse(base + ["--cluster", str(f), "--burst", "file"]), 2).burst == 60000.0
+    assert _cluster(parse(base + ["--burst", "64KiB"]), 2).burst == 65536.0
+    assert main(base + ["--burst", "file"]) == 2
+    assert "--burst file takes the token bucket of a --cluster file" in capsys.readouterr().err
