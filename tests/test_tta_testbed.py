@@ -80,6 +80,22 @@ def test_counting_at_the_end_of_the_backward_fails_the_same_check():
     assert _gaps(res, 3, 1).min() < -1e-3
 
 
+@pytest.mark.parametrize("impl", ["gate", "places"])
+def test_build_ps_net_with_staleness_counts_at_the_server_too(impl):
+    # the builder called directly (not through the ssp variant) waits for the same pushes
+    from sgdnet.engine import simulate
+    from sgdnet.models import load
+    from sgdnet.variants.parameter_server import build_ps_net
+
+    net = build_ps_net("ssp-direct", load("resnet50"), CL, synchronous=False, coarse=True,
+                       staleness=1, staleness_impl=impl)
+    assert [t for t in net.transitions if t.startswith("ssp.w") and t.endswith(".push")] == [
+        "ssp.w0.push", "ssp.w1.push", "ssp.w2.push"]
+    res = simulate(net, steps=60, warmup=0, replications=1, seed=0, trace=True)
+    gaps = _gaps(res, 3, 1)
+    assert gaps.min() >= -1e-9 and np.sum(np.abs(gaps) < 1e-9) > 20
+
+
 def test_per_node_ssp_counts_a_gpu_step_when_its_node_push_arrived():
     from sgdnet.models import load
     from sgdnet.variants import get

@@ -69,7 +69,8 @@ def build_ps_net(
       only when every worker has completed at least ``c - s`` steps — a ``lag`` gate over the
       workers' step transitions (``staleness_impl="gate"``), or per-pair credit places
       ``ssp.credit.w{i}.w{j}`` holding ``s + 1`` tokens, taken by ``i``'s step start and given
-      back by ``j``'s step completion (``staleness_impl="places"``).
+      back by ``j``'s step completion (``staleness_impl="places"``); a step counts when the
+      server has every piece of it (the gate's counters, or the credits' return).
     * ``coarse=True``: the whole model is one tensor (pieces ``cluster.shard_tensor(0, M)``,
       no partitioning) and the compute is one phase, so push, update and pull follow the compute
       with no overlap.
@@ -114,9 +115,10 @@ def build_ps_net(
                 for p in cl.shard_plan([la.grad_bytes for la in prof.layers], shard_policy)]
     L = len(plan)
     if aggregation == "node":
-        return build_node_net(net, fab, cl, prof, plan, coarse=coarse, synchronous=synchronous,
-                              staleness=staleness, staleness_impl=staleness_impl,
-                              balance=balance, local_reduce=local_reduce)
+        return _counted(build_node_net(net, fab, cl, prof, plan, coarse=coarse,
+                                       synchronous=synchronous, staleness=staleness,
+                                       staleness_impl=staleness_impl, balance=balance,
+                                       local_reduce=local_reduce), staleness, staleness_impl)
     if (flow_groups and synchronous and not coarse and staleness is None
             and partition_bytes is None and fine_groups(cl, plan, discipline, priority)):
         return _grouped(net, fab, ex, prof, cl, plan, balance)
@@ -166,6 +168,17 @@ def build_ps_net(
     net.meta["cluster"] = cl
     if balance != "none":
         net.meta["batch_sizes"] = bs
+    return _counted(net, staleness, staleness_impl)
+
+
+def _counted(net: Net, staleness: int | None, staleness_impl: str) -> Net:
+    """With ``staleness``, a worker's step counts for the SSP bound when the server has every
+    piece of its gradient (:func:`.ssp.count_at_server`, as Ho et al.'s server and the testbed
+    count it), not at the end of its backward."""
+    if staleness is not None:
+        from .ssp import count_at_server
+
+        count_at_server(net, staleness_impl)
     return net
 
 

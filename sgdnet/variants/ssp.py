@@ -56,13 +56,12 @@ def _build(model: ModelProfile, cluster: Cluster, coarse: bool, staleness: int, 
            **ps) -> Net:
     net = build_ps_net(f"ssp-{'coarse' if coarse else 'fine'}", model, cluster,
                        synchronous=False, coarse=coarse, staleness=staleness,
-                       staleness_impl=impl, **ps)
-    _count_at_server(net, impl)
+                       staleness_impl=impl, **ps)  # counted at the server (count_at_server)
     net.meta["staleness"] = staleness
     return net
 
 
-def _count_at_server(net: Net, impl: str) -> None:
+def count_at_server(net: Net, impl: str) -> None:
     """Count worker ``i``'s step when the server has every piece of its gradient (with
     per-node aggregation: every piece its node pushes): a join ``ssp.w{i}.push`` of per-piece
     receipts becomes the gate's counter of ``i`` (``impl="gate"``) or gives back the credits
