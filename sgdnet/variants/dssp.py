@@ -52,6 +52,7 @@ from ..net import Net
 from ..workload import Cluster, ModelProfile
 from .options import PS_OPTIONS, Option, check_int
 from .parameter_server import build_ps_net
+from .ps_members import members as _members
 from .registry import register
 
 __all__ = ["build_fine", "build_coarse", "OPTIONS", "GATE"]
@@ -71,32 +72,6 @@ OPTIONS = (
            check_int(0, allow_none=True, limit_name="max_staleness")),
     *PS_OPTIONS,
 )
-
-
-def _members(net: Net, n: int):
-    """Per member of the gate: its name prefix, tags and pieces ``(label, mailbox, read,
-    local)``: the shard mailbox a piece of its push arrives in, the place the worker's reader
-    of the new parameters takes (its pull, or with the shard on its host its forward op), and
-    whether it is that forward's parameter place. The members are the workers, or with
-    per-node aggregation the nodes (``net.meta["ps_members"]``, :mod:`.ps_aggregate`)."""
-    nodes = net.meta.get("ps_members")
-    if nodes is not None:
-        for m, pieces in enumerate(nodes):
-            yield f"dssp.n{m}", {"node": m}, [(lab, r, b, False) for lab, r, b in pieces]
-        return
-    plan = net.meta["ps_plan"]
-    for i in range(n):
-        pieces = []
-        for l, row in enumerate(plan):
-            for c, (k, _b) in enumerate(row):
-                # the place names of build_ps_net: the shard's mailbox, then what the worker reads
-                recv = f"ps{k}.l{l}.c{c}.from{i}"
-                back = f"ps{k}.l{l}.c{c}.to{i}"
-                local = back not in net.places
-                if local:
-                    back = f"w{i}.l{l}.c{c}.param"
-                pieces.append((f"l{l}.c{c}", recv, back, local))
-        yield f"dssp.w{i}", {"worker": i}, pieces
 
 
 def _control(net: Net, n: int) -> list[str]:

@@ -15,6 +15,7 @@ from .fabric import Fabric
 from .layers import comm_profile, group_layers, shard_merge
 from .ps_aggregate import build_node_net, check_aggregation, worker_compute
 from .ps_coarse import fine_groups, merged_shards, worker_links
+from .ps_members import count_at_server
 
 __all__ = ["build_ps_net"]
 
@@ -173,11 +174,9 @@ def build_ps_net(
 
 def _counted(net: Net, staleness: int | None, staleness_impl: str) -> Net:
     """With ``staleness``, a worker's step counts for the SSP bound when the server has every
-    piece of its gradient (:func:`.ssp.count_at_server`, as Ho et al.'s server and the testbed
+    piece of its gradient (:func:`.ps_members.count_at_server`, as Ho et al.'s server and the testbed
     count it), not at the end of its backward."""
     if staleness is not None:
-        from .ssp import count_at_server
-
         count_at_server(net, staleness_impl)
     return net
 

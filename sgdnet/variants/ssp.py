@@ -32,11 +32,8 @@ GPU's step when the server has every piece its node pushes.
 
 from __future__ import annotations
 
-from ..dists import Deterministic
-from ..errors import VariantError
 from ..net import Net
 from ..workload import Cluster, ModelProfile
-from .dssp import _members
 from .options import PS_OPTIONS, Option, check_choice, check_int
 from .parameter_server import build_ps_net
 from .registry import register
@@ -59,44 +56,6 @@ def _build(model: ModelProfile, cluster: Cluster, coarse: bool, staleness: int, 
                        staleness_impl=impl, **ps)  # counted at the server (count_at_server)
     net.meta["staleness"] = staleness
     return net
-
-
-def count_at_server(net: Net, impl: str) -> None:
-    """Count worker ``i``'s step when the server has every piece of its gradient (with
-    per-node aggregation: every piece its node pushes): a join ``ssp.w{i}.push`` of per-piece
-    receipts becomes the gate's counter of ``i`` (``impl="gate"``) or gives back the credits
-    ``ssp.credit.w{j}.w{i}`` (``"places"``) in place of ``i``'s step transition."""
-    cl = net.meta["cluster"]
-    n = cl.workers
-    g = cl.topology.gpus_per_node if net.meta.get("ps_members") is not None else 1
-    producers: dict[str, list] = {}
-    for t in net.transitions.values():
-        for p in t.outputs:
-            producers.setdefault(p, []).append(t)
-    arrived: dict[int, list[str]] = {i: [] for i in range(n)}
-    for m, (_pre, _tag, pieces) in enumerate(_members(net, n if g == 1 else n // g)):
-        for lab, recv, _back, _local in pieces:
-            made = producers.get(recv, [])
-            if len(made) != 1:
-                raise VariantError(f"ssp: the parameter-server net {net.name!r} has no single "
-                                   f"arrival of piece {lab} of member {m}")
-            for i in range(m * g, (m + 1) * g):
-                a = net.place(f"ssp.w{i}.{lab}.arrived", worker=i).name
-                made[0].outputs[a] = 1
-                arrived[i].append(a)
-    joins = []
-    for i in range(n):
-        credits = []
-        if impl == "places":  # the credits others take from i, given back by i's step so far
-            mine = {f"ssp.credit.w{j}.w{i}" for j in range(n) if j != i}
-            for t in [t for t in net.transitions.values() if mine.intersection(t.outputs)]:
-                for p in mine.intersection(t.outputs):
-                    del t.outputs[p]
-            credits = sorted(mine, key=lambda p: int(p.split(".w")[1]))
-        joins.append(net.transition(f"ssp.w{i}.push", Deterministic(0.0), inputs=arrived[i],
-                                    outputs=credits, tags={"worker": i, "kind": "sync"}).name)
-    if impl == "gate":
-        net.gates["ssp"].counters = tuple(joins)
 
 
 def build_coarse(model: ModelProfile, cluster: Cluster, **opts) -> Net:
