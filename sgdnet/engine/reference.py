@@ -412,13 +412,9 @@ class _Replication:
                     link.bandwidth)
 
     def run_dry(self, r: int) -> None:
-        """Link ``r``'s bucket runs dry now: no tokens, its bandwidth as base, flows re-allocated."""
-        self.events += 1
-        if self.events > self.max_events:
-            raise SimulationError(
-                f"replication {self.rep}: event budget max_events={self.max_events} exhausted at "
-                f"t={self.now:.6g}s after {self.nsteps} step completions (of "
-                f"{self.warmup + self.steps} needed); raise max_events")
+        """Link ``r``'s bucket runs dry now (an event): no tokens, its bandwidth as base, flows
+        re-allocated."""
+        self.count_event()
         self.tok[r], self.tb_t[r], self.dry[r] = 0.0, self.now, math.inf
         self.base[r] = float(self.M.link_of[r].bandwidth)
         self.rerate()
@@ -433,16 +429,21 @@ class _Replication:
             f.last = t
 
     # ------------------------------------------------------------ completion
-    def complete(self, f: _Firing) -> bool:
-        """Apply one completion; return True when the run is over."""
-        M, now, i = self.M, self.now, f.t
+    def count_event(self) -> None:
+        """One more event (a completion, or a bucket running dry) against ``max_events``."""
         self.events += 1
         if self.events > self.max_events:
             raise SimulationError(
                 f"replication {self.rep}: event budget max_events={self.max_events} exhausted at "
-                f"t={now:.6g}s after {self.nsteps} step completions (of {self.warmup + self.steps} "
-                "needed); the net may loop without completing steps, or raise max_events"
+                f"t={self.now:.6g}s after {self.nsteps} step completions (of "
+                f"{self.warmup + self.steps} needed); the net may loop without completing steps, "
+                "or raise max_events"
             )
+
+    def complete(self, f: _Firing) -> bool:
+        """Apply one completion; return True when the run is over."""
+        M, now, i = self.M, self.now, f.t
+        self.count_event()
         self.active[i] -= 1
         self.dirty.add(i)
         for r in M.res[i]:

@@ -35,13 +35,15 @@ TB_EPS = 1e-12
 
 
 @inner
-def init(r_tb, r_bw, r_cur, tb):
-    """Every link's base capacity and its bucket, full at time 0; returns how many links have one."""
+def init(r_tb, r_bw, r_cur, tb, bk):
+    """Every link's base capacity and its bucket, full at time 0; the links with one in
+    ``bk[:n]``, ``n`` returned."""
     n = 0
     for r in range(r_bw.size):
         r_cur[r] = r_bw[r]
         tb[r, TB_NEXT] = np.inf
         if r_tb[r, 0] > 0.0:
+            bk[n] = r
             n += 1
             r_cur[r] = r_tb[r, 1]
             tb[r, TB_TOK] = r_tb[r, 0]
@@ -100,12 +102,14 @@ def after_allocation(now, fu_nl, f_CL, f_rc, used, r_bw, r_cur, r_tb, re_ptr, re
 
 
 @inner
-def due(r_tb, tb):
-    """The bucket link that runs dry first and when (-1 and inf: none)."""
+def due(nbk, bk, tb):
+    """The bucket link (of ``bk[:nbk]``, in index order) that runs dry first and when (-1 and
+    inf: none)."""
     bt = np.inf
     br = -1
-    for r in range(r_tb.shape[0]):
-        if r_tb[r, 0] > 0.0 and tb[r, TB_NEXT] < bt:
+    for i in range(nbk):
+        r = bk[i]
+        if tb[r, TB_NEXT] < bt:
             bt = tb[r, TB_NEXT]
             br = r
     return br, bt
@@ -119,19 +123,15 @@ def run_dry(r, now, r_bw, r_cur, tb, f_pend, f_seeds, nsd):
     tb[r, TB_T] = now
     tb[r, TB_NEXT] = np.inf
     r_cur[r] = r_bw[r]
-    if not f_pend[r]:
-        f_pend[r] = True
-        f_seeds[nsd] = r
-        nsd += 1
-    return nsd
+    return flows.seed(r, f_pend, f_seeds, nsd)
 
 
 @phase
-def dry_next(now, same, eh_n, ekt, r_tb, r_bw, r_cur, tb, f_pend, f_seeds, nsd):
+def dry_next(now, same, eh_n, ekt, nbk, bk, r_bw, r_cur, tb, f_pend, f_seeds, nsd):
     """Section C, after the re-allocation: the bucket that runs dry first, if that is before the
     next completion or with it, is played now (:func:`run_dry`). Returns ``(played, now, same,
     nsd)``; ``same`` counts the instants played at one time, as completions do."""
-    br, bt = due(r_tb, tb)
+    br, bt = due(nbk, bk, tb)
     if br < 0 or bt > (ekt[0] if eh_n > 0 else np.inf):
         return FALSE, now, same, nsd
     if bt != now:

@@ -20,7 +20,6 @@ would fix every flow at L in its first round, so only L's clock, rate and group 
 other links' shares are bounded from below by ``f_m[L]`` (kept at the last full allocation,
 lowered by each changed link's share since), so the test is exact or conservative.
 
-
 Links with a token bucket: :mod:`.buckets` (their components always take the full allocation).
 """
 
@@ -36,7 +35,6 @@ from .jit import FALSE, IM1, inner, phase
 #: the files whose code (inlined helpers) or constants this module's machine code embeds: numba
 #: keys the cache by this file only (sgdnet.engine.jitcache recompiles when one of them changed)
 JIT_DEPENDS = ('jit.py', 'event_heap.py', '../layout.py')
-
 
 
 @inner
@@ -465,12 +463,19 @@ def start(t, s, now, dur, TS, psres_idx, s_rem, s_last, s_rate, s_ctime, s_grp, 
     f_new[nfn] = s
     nfn += 1
     for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
-        r = psres_idx[k]
-        if not f_pend[r]:
-            f_pend[r] = True
-            f_seeds[nsd] = r
-            nsd += 1
+        nsd = seed(psres_idx[k], f_pend, f_seeds, nsd)
     return nfn, nsd
+
+
+@phase
+def seed(r, f_pend, f_seeds, nsd):
+    """Link ``r`` joins the seeds ``f_seeds[:nsd]`` of the next re-allocation (once: ``f_pend``
+    marks the seeds); returns ``nsd``."""
+    if not f_pend[r]:
+        f_pend[r] = True
+        f_seeds[nsd] = r
+        nsd += 1
+    return nsd
 
 
 @phase

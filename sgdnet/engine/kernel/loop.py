@@ -197,7 +197,8 @@ def run_replication(
     # (its peak while its bucket holds tokens) and its bucket's state
     r_cur = np.empty(nR, dtype=np.float64)
     tb = np.zeros((nR, buckets.N_TB), dtype=np.float64)
-    nbk = buckets.init(r_tb, r_bw, r_cur, tb)
+    bk = np.zeros(max(nR, 1), dtype=np.int64)
+    nbk = buckets.init(r_tb, r_bw, r_cur, tb, bk)
     # gates
     gcnt = np.zeros(nMem, dtype=np.int64)
     grel = np.zeros(nMem, dtype=np.int64)
@@ -411,8 +412,8 @@ def run_replication(
             nsd = I0
             nfn = I0
         if FLOWS and nbk > 0:  # a token bucket that runs dry first (sgdnet.engine.kernel.buckets)
-            played, now, same, nsd = buckets.dry_next(now, same, eh_n, ekt, r_tb, r_bw, r_cur, tb,
-                                                      f_pend, f_seeds, nsd)
+            played, now, same, nsd = buckets.dry_next(now, same, eh_n, ekt, nbk, bk, r_bw, r_cur,
+                                                      tb, f_pend, f_seeds, nsd)
             if played:  # an instant like a completion's, for the budget, the halt poll and Zeno
                 events += 1
                 if events > ev_limit:

@@ -21,7 +21,7 @@ from ..layout import (
     TS_Q0,
     TS_Q1,
 )
-from . import candidates, event_heap, statistics
+from . import candidates, event_heap, flows, statistics
 from .jit import WORK_PER_EVENT, inner, phase
 
 #: the files whose code (inlined helpers) or constants this module's machine code embeds: numba
@@ -218,10 +218,7 @@ def rerate_touched(nt, tl, touched, r_disc, f_pend, f_seeds, nsd, now, ps_h, ps_
         r = tl[i]
         touched[r] = False
         if r_disc[r] == DISC_FLOW:
-            if not f_pend[r]:
-                f_pend[r] = True
-                f_seeds[nsd] = r
-                nsd += 1
+            nsd = flows.seed(r, f_pend, f_seeds, nsd)
         else:
             rerate(r, now, ps_h, ps_n, r_ps, s_trans, s_rem, s_last, s_rate, s_ctime, s_seq,
                    eh, ekt, eks, eh_n, eh_pos, psres_ptr, psres_idx, used, r_cap)
