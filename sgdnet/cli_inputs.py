@@ -33,8 +33,14 @@ def _cluster(args: argparse.Namespace, workers: int):
     # --ps-shards / --ps-placement default to None: given, they override a cluster file's
     ps = {k: v for k, v in (("ps_shards", args.ps_shards), ("ps_placement", args.ps_placement))
           if v is not None}
+    burst = getattr(args, "burst", None)
     if getattr(args, "instance", None) is not None:  # the catalog's (workers: its GPUs)
         from .workload.instances import get_instance
+
+        if burst is not None:
+            raise _UsageError("--burst puts a token bucket on one-NIC-per-host links (--bandwidth "
+                              "or --cluster); an --instance's links are its topology's: drop "
+                              "--burst or give --cluster FILE")
 
         inst = get_instance(args.instance)
         return inst.cluster(max(1, workers // inst.gpus_per_node), speeds=args.speeds,
@@ -44,16 +50,15 @@ def _cluster(args: argparse.Namespace, workers: int):
         from .workload.instances import read_cluster_file
 
         extra = {"comm_uses_compute": True} if args.comm_uses_compute else {}
-        if getattr(args, "burst", None) is not None:
-            extra["burst"] = args.burst
+        if burst is not None:
+            extra["burst"] = burst
         cf, _ = read_cluster_file(args.cluster)  # a price_per_hour key is the file's price
         return Cluster(**cf.cluster_kwargs(workers, speeds=args.speeds,
                                            compute_cv=args.compute_cv, comm_cv=args.comm_cv,
                                            straggler=straggler, **ps, **extra))
-    burst = getattr(args, "burst", None)
     if burst == "file":
         raise _UsageError("--burst file takes the token bucket of a --cluster file; give one, "
-                            "or the depth itself (--burst 64KiB)")
+                          "or the depth itself (--burst 64KiB)")
     return Cluster(workers=workers, bandwidth=args.bandwidth, latency=args.latency,
                    speeds=args.speeds, compute_cv=args.compute_cv, comm_cv=args.comm_cv,
                    straggler=straggler, comm_uses_compute=args.comm_uses_compute, **ps,

@@ -199,3 +199,5 @@ def test_the_cli_puts_a_bucket_on_the_links(tmp_path, capsys):
     assert _cluster(parse(base + ["--burst", "64KiB"]), 2).burst == 65536.0
     assert main(base + ["--burst", "file"]) == 2
     assert "--burst file takes the token bucket of a --cluster file" in capsys.readouterr().err
+    assert main(base + ["--burst", "64KiB", "--instance", "p5.48xlarge"]) == 2
+    assert "an --instance's links are its topology's" in capsys.readouterr().err
