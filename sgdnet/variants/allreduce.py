@@ -80,6 +80,7 @@ from .options import (
     check_bool,
     check_bytes,
     check_choice,
+    check_int,
 )
 from .registry import register
 
@@ -120,6 +121,12 @@ OPTIONS = (
            "fusion='horovod') and all-reduced, so a bucket waits for the next cycle tick "
            "(cycle_buckets, on the profile's mean times); 0: fused statically by bucket_bytes, "
            "started at once", _check_seconds),
+    Option("inflight", 1, "an integer >= 1: all-reduces in flight at once, started in bucket "
+           "order (fine nets): bucket b begins once bucket b - inflight has ended. PyTorch's "
+           "ProcessGroupGloo runs its work queue on 2 threads by default "
+           "(ProcessGroupGloo._Options()._threads == 2), so gloo has 2 collectives in flight; "
+           "NCCL runs a process group's collectives one after another on its stream (1)",
+           check_int(1, limit_name="max_count")),
     Option("overlap", True, "True/False: start a bucket's all-reduce as soon as its gradients "
            "are ready (True) or after the whole backward pass (False)", check_bool),
     CHUNKS,
@@ -228,7 +235,7 @@ def _update(net: Net, fab: Fabric, cluster: Cluster, i: int, name: str, nbytes: 
 
 
 def build_coarse(model: ModelProfile, cluster: Cluster, *, algorithm: str, discipline: str,
-                 chunks: int = 1, channels: int = 1, bucket_bytes=None, overlap=None,
+                 chunks: int = 1, channels: int = 1, bucket_bytes=None, overlap=None, inflight: int = 1,
                  max_layers=None, balance: str = "none", compression=None,
                  comm_granularity: str = "layer", ring_form: str = "auto",
                  fuse_layers: bool = False, fusion: str = "ddp", first_bucket_bytes: float = 0.0,
@@ -271,7 +278,7 @@ def build_fine(model: ModelProfile, cluster: Cluster, *, algorithm: str, bucket_
                channels: int = 1, balance: str = "none", compression=None,
                comm_granularity: str = "layer", ring_form: str = "auto",
                fuse_layers: bool = False, fusion: str = "ddp", first_bucket_bytes: float = 0.0,
-               cycle_time: float = 0.0) -> Net:
+               cycle_time: float = 0.0, inflight: int = 1) -> Net:
     """Fine-grained all-reduce SGD: per-layer compute, bucketed all-reduces, per-bucket update.
 
     Buckets: :func:`fusion_buckets` (``fusion``, ``first_bucket_bytes``) or, with
@@ -302,8 +309,10 @@ def build_fine(model: ModelProfile, cluster: Cluster, *, algorithm: str, bucket_
     keys = [(i, b) for i in range(n) for b in range(B)]
     grad = dict(zip(keys, net.add_places((f"w{i}.b{b}.grad", 0, {"worker": i, "bucket": b})
                                          for i, b in keys)))
-    # one collective at a time, in bucket order: sequence place b enables bucket b's begin
-    seq = [net.place(f"ar.seq{b}", 1 if b == 0 else 0).name for b in range(B)]
+    # ``inflight`` collectives at a time, begun in bucket order: sequence place b enables bucket
+    # b's begin, bucket b's end marks the place of bucket b + k (k = inflight, at most B)
+    k = min(int(inflight), B)
+    seq = [net.place(f"ar.seq{b}", 1 if b < k else 0).name for b in range(B)]
     chains = []
     for i in range(n):
         bout: dict[int, list[str]] = {}
@@ -333,7 +342,7 @@ def build_fine(model: ModelProfile, cluster: Cluster, *, algorithm: str, bucket_
                                tags={"worker": i, "kind": "sync", "step": False, "bucket": b})
                 ins[i] = [tick]
         ins[0] = [*ins[0], seq[b]]
-        outs[0] = [*outs[0], seq[(b + 1) % B]]
+        outs[0] = [*outs[0], seq[(b + k) % B]]
         compressed_allreduce(net, fab, cluster, prof, f"ar.b{b}", sizes[b],
                              tensor_sizes(prof, layers), compression, inputs=ins, outputs=outs,
                              coarse=False, stream=None, tags={"bucket": b},
