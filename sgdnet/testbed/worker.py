@@ -27,6 +27,10 @@ the workers. Jobs:
       small "go" message once every worker's ``c - s``-th step has arrived; ``w`` waits for it
       before its next forward (the parameters themselves are returned at once).
 
+    ``gloo_threads`` (``ring``): the all-reduces run on a gloo group of the workers with that
+    many work threads instead of ``torch.distributed``'s own group (2 threads: two collectives
+    in flight); 1 measures one collective at a time, as ``allreduce(inflight=1)`` models it.
+
     Every worker records the ``perf_counter`` time at the end of each step (step-end
     timestamps; CLOCK_MONOTONIC, common to all processes of the machine).
 
@@ -307,6 +311,9 @@ def _train(job: dict, rank: int, world: int, groups: dict) -> dict:
     params = [list(m.parameters(recurse=False)) for m in layers]
     left = [len(p) for p in params]
     inflight: list[tuple[int, Any, Any]] = []
+    own = None  # with gloo_threads: a group of its own with that many threads
+    if job.get("gloo_threads") is not None:
+        own = _gloo_group(rank, world, int(job["gloo_threads"]), job.get("id") or "ring")
 
     def ready(i: int, _p: Any) -> None:
         left[i] -= 1
@@ -314,7 +321,9 @@ def _train(job: dict, rank: int, world: int, groups: dict) -> dict:
             return
         left[i] = len(params[i])
         flat = torch.cat([q.grad.reshape(-1) for q in params[i]])
-        inflight.append((i, dist.all_reduce(flat, group=wg, async_op=True), flat))
+        work = (own.allreduce([flat]) if own is not None
+                else dist.all_reduce(flat, group=wg, async_op=True))
+        inflight.append((i, work, flat))
 
     hooks = [p.register_post_accumulate_grad_hook(partial(ready, i))
              for i, ps_ in enumerate(params) for p in ps_]
@@ -337,6 +346,21 @@ def _train(job: dict, rank: int, world: int, groups: dict) -> dict:
         h.remove()
     out["stamps"] = stamps
     return out
+
+
+def _gloo_group(rank: int, world: int, threads: int, tag: str) -> Any:
+    """The workers' (ranks ``1..world-1``) gloo process group with ``threads`` work threads
+    (``torch.distributed``'s own groups have ``ProcessGroupGloo._Options()._threads`` == 2: two
+    collectives in flight at once), on this host's ``eth0``."""
+    import torch.distributed as dist
+    from torch.distributed import distributed_c10d as c10d
+
+    opts = dist.ProcessGroupGloo._Options()
+    opts._threads = threads
+    opts._devices = [dist.ProcessGroupGloo.create_device(interface="eth0")]
+    opts._timeout = datetime.timedelta(seconds=120)
+    store = dist.PrefixStore(f"gloo{threads}/{tag}", c10d._get_default_store())
+    return dist.ProcessGroupGloo(store, rank - 1, world - 1, opts)
 
 
 def _ddp_buckets(net: Any) -> list[int] | None:
@@ -371,6 +395,9 @@ def run(spec: dict, rank: int) -> dict:
         "gloo", init_method=f"tcp://{spec['master']}:{int(spec['port'])}", rank=rank,
         world_size=world, timeout=datetime.timedelta(seconds=float(spec.get("timeout_s", 120))))
     rec: dict[str, Any] = {"rank": rank, "world": world, "pid": os.getpid(), "jobs": []}
+    # the first optimizer a process builds imports torch._dynamo (1-2 s of CPU, py-spy): done
+    # here, before the first job's barrier, it is charged to no job's CPU time or quiet gate
+    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
     try:
         groups = {"workers": dist.new_group(list(range(1, world)))}
         for job in spec["jobs"]:
