@@ -34,7 +34,8 @@ MIB = 1024 * 1024
 #: --alt: (column title, variant options, cluster overrides) of the last column
 ALTS = {"fifo": ("fine, fifo NICs (earlier model)", {"discipline": "fifo"}, {}),
         "maxmin": ("fine, exact max-min (share_cv 0)", {},
-                   {"share_cv_in": 0.0, "share_cv_out": 0.0})}
+                   {"share_cv_in": 0.0, "share_cv_out": 0.0}),
+        "inflight1": ("fine, one all-reduce in flight", {"inflight": 1}, {})}
 #: testbed scheme -> (sgdnet variant, options)
 VARIANTS = {"sync-ps": ("sync-ps", {}), "async-ps": ("async-ps", {}),
             "ring": ("allreduce", {"bucket_bytes": 0, "overlap": True})}
@@ -76,6 +77,8 @@ def predict_cell(profile: Any, cluster_file: Path, scheme: str, workers: int,
     if granularity == "coarse":
         opts = {}
     opts = {**opts, **options}
+    if variant != "allreduce":
+        opts.pop("inflight", None)  # all-reduces only
     cl = Cluster.from_file(cluster_file, workers=workers, **(cluster_overrides or {}))
     p = sgdnet.predict(variant, profile, cl, granularity=granularity, steps=steps,
                        warmup=max(10, steps // 10), replications=replications, seed=0, **opts)

@@ -17,7 +17,8 @@ prints measured vs predicted with mean and max absolute error over the communica
 picks the network models compared: ``file`` (the defaults: CPU costs before / after the flow,
 no pacing cap, no token bucket), ``overlap`` (``cpu_overlap=True``), ``pace`` (``tcp_pacing`` of
 the TCP probe at that rate, ``--tcp`` or F's own), ``overlap+pace``, ``burst`` /
-``overlap+burst`` (the file's token bucket on every NIC link, ``burst="file"``).
+``overlap+burst`` (the file's token bucket on every NIC link, ``burst="file"``), ``inflight2``
+/ ``overlap+inflight2`` (rings with two all-reduces in flight, as gloo's two threads run them).
 
 ``--probe --out T``: the TCP probe alone at every rate, ``--probe-repeats`` times.
 
@@ -45,8 +46,22 @@ VARIANTS = {"sync-ps": ("sync-ps", {}), "async-ps": ("async-ps", {}),
             "ring": ("allreduce", {"bucket_bytes": 0, "overlap": True})}
 
 
+def steps_of(spec: str, models: list[str]) -> dict[str, int]:
+    """``--steps``: one count for every model (``"12"``) or one per model
+    (``"tb-mlp=40,tb-tiny=200"``: a small model's job must last long enough that its step
+    rate is the steady state, not TCP's and the first steps' start-up)."""
+    if "=" not in spec:
+        return {m: int(spec) for m in models}
+    got = {k.strip(): int(v) for k, v in (kv.split("=", 1) for kv in spec.split(","))}
+    missing = [m for m in models if m not in got]
+    if missing:
+        raise SystemExit(f"--steps {spec!r} gives no count for {missing}; give every model "
+                         "(e.g. tb-mlp=40,tb-tiny=200) or one number")
+    return got
+
+
 def run(out: Path, models: list[str], rates: list[str], workers: list[int], repeats: int,
-        steps: int, warmup: int, batch: int) -> None:
+        steps: dict[str, int], warmup: int, batch: int) -> None:
     """The campaign (see the module docstring), written to ``out``."""
     from sgdnet import units
     from sgdnet.testbed import tcp_probe
@@ -74,7 +89,7 @@ def run(out: Path, models: list[str], rates: list[str], workers: list[int], repe
                 cl.shape(rate)
                 for n in rotate(workers, rep):
                     order = rotate([(m, s) for m in models for s in SCHEMES], rep + n)
-                    jobs = [{"kind": "train", "id": f"{m}/{s}", "scheme": s, "steps": steps,
+                    jobs = [{"kind": "train", "id": f"{m}/{s}", "scheme": s, "steps": steps[m],
                              "warmup": warmup, "model": m, "batch": batch,
                              "bucket_cap_mb": 0.5} for m, s in order]
                     got = launch(cl, n + 1, jobs, timeout_s=600)
@@ -142,7 +157,11 @@ def cells(runs: list[dict]) -> list[dict]:
 ALTS = {"file": ({}, False), "overlap": ({"cpu_overlap": True}, False),
         "pace": ({}, True), "overlap+pace": ({"cpu_overlap": True}, True),
         "burst": ({"burst": "file"}, False), "overlap+burst": ({"cpu_overlap": True,
-                                                                "burst": "file"}, False)}
+                                                                "burst": "file"}, False),
+        "inflight2": ({}, False), "overlap+inflight2": ({"cpu_overlap": True}, False)}
+#: rings' variant options of an alternative: gloo's default process group runs 2 collectives
+#: at once (``ProcessGroupGloo._Options()._threads``), ``allreduce(inflight=2)``
+RING_OPTS = {"inflight2": {"inflight": 2}, "overlap+inflight2": {"inflight": 2}}
 
 
 def predict(src: list[Path], clusters: list[Path], alts: list[str], sim_steps: int,
@@ -175,8 +194,9 @@ def predict(src: list[Path], clusters: list[Path], alts: list[str], sim_steps: i
                 over.update(t["cluster"])
             cl = Cluster.from_file(f, workers=c["workers"], bandwidth=c["rate_Bps"] * ratio,
                                    **over)
+            vopts = {**opts, **RING_OPTS.get(alt, {})} if c["scheme"] == "ring" else opts
             p = sgdnet.predict(variant, prof, cl, steps=sim_steps, warmup=max(10, sim_steps // 10),
-                               replications=replications, seed=0, **opts)
+                               replications=replications, seed=0, **vopts)
             row[f"pred_{alt}"] = float(p.steps_per_s.mean)
             row[f"err_{alt}"] = row[f"pred_{alt}"] / c["median"] - 1
         rows.append(row)
@@ -217,7 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rates", default="75Mbit/s,150Mbit/s,250Mbit/s")
     ap.add_argument("--workers", default="1,2,3,4")
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--steps", default="12",
+                    help="measured steps per job: one number, or per model "
+                         "(tb-mlp=40,tb-tiny=200)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--alts", default="file,overlap,pace,overlap+pace")
@@ -239,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         if a.out is None:
             ap.error("--run needs --out")
         run(a.out, a.models.split(","), a.rates.split(","),
-            [int(x) for x in a.workers.split(",")], a.repeats, a.steps, a.warmup, a.batch)
+            [int(x) for x in a.workers.split(",")], a.repeats,
+            steps_of(a.steps, a.models.split(",")), a.warmup, a.batch)
         return 0
     if a.src is None or not a.cluster:
         ap.error("give --run --out F, or --from F --cluster FILE")
