@@ -18,7 +18,7 @@ picks the network models compared: ``file`` (the defaults: CPU costs before / af
 no pacing cap, no token bucket), ``overlap`` (``cpu_overlap=True``), ``pace`` (``tcp_pacing`` of
 the TCP probe at that rate, ``--tcp`` or F's own), ``overlap+pace``, ``burst`` /
 ``overlap+burst`` (the file's token bucket on every NIC link, ``burst="file"``), ``inflight2``
-/ ``overlap+inflight2`` (rings with two all-reduces in flight, as gloo's two threads run them).
+/ ``overlap+inflight2`` / ``overlap+burst+inflight2`` (rings with two all-reduces in flight, as gloo's two threads run them).
 
 ``--probe --out T``: the TCP probe alone at every rate, ``--probe-repeats`` times.
 
@@ -158,10 +158,12 @@ ALTS = {"file": ({}, False), "overlap": ({"cpu_overlap": True}, False),
         "pace": ({}, True), "overlap+pace": ({"cpu_overlap": True}, True),
         "burst": ({"burst": "file"}, False), "overlap+burst": ({"cpu_overlap": True,
                                                                 "burst": "file"}, False),
-        "inflight2": ({}, False), "overlap+inflight2": ({"cpu_overlap": True}, False)}
+        "inflight2": ({}, False), "overlap+inflight2": ({"cpu_overlap": True}, False),
+        "overlap+burst+inflight2": ({"cpu_overlap": True, "burst": "file"}, False)}
 #: rings' variant options of an alternative: gloo's default process group runs 2 collectives
 #: at once (``ProcessGroupGloo._Options()._threads``), ``allreduce(inflight=2)``
-RING_OPTS = {"inflight2": {"inflight": 2}, "overlap+inflight2": {"inflight": 2}}
+RING_OPTS = {a: {"inflight": 2} for a in ("inflight2", "overlap+inflight2",
+                                          "overlap+burst+inflight2")}
 
 
 def predict(src: list[Path], clusters: list[Path], alts: list[str], sim_steps: int,

@@ -203,6 +203,28 @@ def test_smoke_run_two_hosts_few_steps():
     assert not {n for n in _ns_list() if n.startswith(f"{PREFIX}-{os.getpid()}-")}
 
 
+@needs_ns
+def test_allreduce_job_and_one_gloo_thread_ring_on_two_workers():
+    pytest.importorskip("torch")
+    from sgdnet.testbed.runner import launch
+
+    rate, burst = 12.5e6, 64e3  # 100 Mbit/s, the cluster's default tbf burst (64 KB)
+    size = 1 << 20
+    with EmulatedCluster(3, rate=rate, burst="64KB") as cl:
+        got = launch(cl, 3, [{"kind": "allreduce", "id": "ar", "sizes": [4, size], "reps": 3,
+                              "gap_s": 0.0},
+                             {"kind": "train", "id": "ring1", "scheme": "ring", "steps": 3,
+                              "warmup": 1, "model": "tb-tiny", "batch": 8,
+                              "gloo_threads": 1}], timeout_s=120)
+    assert got["ranks"][0]["jobs"][0]["allreduce"] == {}  # the PS host takes no part
+    for r in got["ranks"][1:]:
+        ts = r["jobs"][0]["allreduce"]
+        assert set(ts) == {"4", str(size)} and all(len(v) == 3 for v in ts.values())
+        # a 2-worker ring sends 2 (n-1)/n S = S bytes a worker through its shaped link
+        assert min(ts[str(size)]) >= (size - burst) / rate, ts[str(size)]
+        assert len(r["jobs"][1]["stamps"]) >= 3  # the ring ran on a gloo group of its own
+
+
 def test_smoke_cli_reports_a_clear_error_without_namespaces(monkeypatch, capsys):
     from sgdnet.cli import main
     from sgdnet.testbed import netns

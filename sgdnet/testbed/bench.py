@@ -1,6 +1,6 @@
 """Calibration micro-benchmarks, run inside a ``torch.distributed`` group (one process per host).
 
-Used by :mod:`sgdnet.testbed.worker` (jobs ``p2p``, ``incast``, ``costs``, ``profile``); they only
+Used by :mod:`sgdnet.testbed.worker` (jobs ``p2p``, ``incast``, ``costs``, ``profile``, ``allreduce``); they only
 use send/recv and a barrier, so they run on the testbed or on any gloo cluster. Every timing is
 taken on one process's clock (round trips, or a receiver timing its own arrivals after a
 barrier), so hosts need no common clock. The fitting is in :mod:`sgdnet.testbed.fit`; the
@@ -232,6 +232,32 @@ def _profile(job: dict, rank: int) -> dict:
             "profile_compute_s": [p.compute_s for p in profs], "loop_step_s": loop}
 
 
+def _allreduce(job: dict, rank: int, groups: dict) -> dict:
+    """The workers' (ranks ``1..world-1``) ``all_reduce`` of each size in ``sizes``, ``reps``
+    times, each after a barrier of the workers and ``gap_s`` idle; every worker records its
+    own times (gloo's ring: ``2 (n - 1)`` rounds, so a tiny size measures the ring's round
+    latency with every host taking part, which a two-host ping-pong does not)."""
+    import torch
+    import torch.distributed as dist
+
+    if rank == 0:
+        return {"allreduce": {}}
+    wg = groups["workers"]
+    gap = float(job.get("gap_s", 0.005))
+    out: dict[str, list[float]] = {}
+    for size in job["sizes"]:
+        buf = torch.ones(max(1, int(size) // 4))
+        ts = []
+        for _ in range(int(job["reps"])):
+            dist.barrier(group=wg)
+            time.sleep(gap)
+            t0 = time.perf_counter()
+            dist.all_reduce(buf, group=wg)
+            ts.append(time.perf_counter() - t0)
+        out[str(buf.numel() * 4)] = ts
+    return {"allreduce": out}
+
+
 def run_job(job: dict, rank: int, world: int, groups: dict) -> dict:
     """Dispatch one calibration job; returns what this rank measured."""
     kind = job["kind"]
@@ -243,4 +269,7 @@ def run_job(job: dict, rank: int, world: int, groups: dict) -> dict:
         return _costs(job, rank)
     if kind == "profile":
         return _profile(job, rank)
-    raise ValueError(f"unknown job kind {kind!r}; use train, p2p, incast, costs or profile")
+    if kind == "allreduce":
+        return _allreduce(job, rank, groups)
+    raise ValueError(f"unknown job kind {kind!r}; use train, p2p, incast, costs, profile or "
+                     "allreduce")
