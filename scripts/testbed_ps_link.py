@@ -8,6 +8,15 @@ the step's phase (from worker 1's step ends). ``--json`` keeps the folded profil
 spreads (not the raw samples).
 
     python scripts/testbed_ps_link.py --rate 250Mbit/s --workers 4
+    python scripts/testbed_ps_link.py --rate 250Mbit/s --workers 4 --model-only \
+        --cluster docs/data/testbed37_quiet_cluster-100mbit.yaml \
+        --profile-from docs/data/testbed37_long_runs.json
+
+``--model-only``: the same folded profile of the model (no root): the fine sync-PS net of the
+one-worker profile (``--profile-from`` a campaign file's ``profiles``) on
+``Cluster.from_file(--cluster, workers, bandwidth=rate x the file's sustained / tbf ratio)``,
+traced; each transfer through the PS host's links counted at its mean rate (bytes over its
+duration) over its interval, in the same 5 ms bins from worker 0's step ends.
 
 The counters move in bursts of softirq work (single samples reach 3x the rate and single
 ~1 ms samples read 0), so only bins of several ms mean anything.
@@ -66,6 +75,41 @@ def fold(samples: list, stamps: list[list[float]], warmup: int, rate: float,
             "tx_profile": (ptx / steps).tolist()}
 
 
+def model_fold(cluster_file: Path, profile_from: Path, model: str, workers: int, rate: float,
+               bin_s: float = 5e-3) -> dict:
+    """The model's folded PS-link profile (``--model-only``, see the module docstring)."""
+    import numpy as np
+
+    from sgdnet import Cluster, ModelProfile, simulate, variants
+    from sgdnet.workload.cluster_file import load_cluster_file
+
+    cf = load_cluster_file(cluster_file)
+    ratio = cf.link.bandwidth / float(cf.measurements["tbf_rate_Bps"])
+    prof = ModelProfile.from_dict(json.loads(profile_from.read_text())["profiles"][model])
+    cl = Cluster.from_file(cluster_file, workers=workers, bandwidth=rate * ratio)
+    net = variants.build("sync-ps", prof, cl, granularity="fine")
+    ev = simulate(net, steps=60, warmup=6, replications=1, seed=0, trace=True,
+                  parallel=False).trace_events(0)
+    ends = np.array(sorted(e["end"] for e in ev
+                           if e["tags"].get("step") and e["tags"].get("worker") == 0))
+    period = float(np.median(np.diff(ends)))
+    edges = np.arange(0.0, period + bin_s, bin_s)
+
+    def profile(link: str) -> list[float]:
+        tot = np.zeros(len(edges) - 1)
+        flows = [e for e in ev if link in e["resources"] and e["end"] > e["start"]]
+        for a in ends[:-1]:
+            g = a + edges
+            for e in flows:
+                lo = np.clip(g[:-1], e["start"], e["end"])
+                hi = np.clip(g[1:], e["start"], e["end"])
+                tot += e["tags"]["bytes"] / (e["end"] - e["start"]) * (hi - lo) / bin_s
+        return (tot / (len(ends) - 1) / rate).tolist()
+
+    return {"period_s": period, "phase_s": edges[:-1].tolist(),
+            "rx_profile": profile("ps0.down"), "tx_profile": profile("ps0.up")}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rate", default="250Mbit/s")
@@ -75,8 +119,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--model-only", action="store_true", help="the model's profile, no run")
+    ap.add_argument("--cluster", type=Path, help="--model-only: the calibration file")
+    ap.add_argument("--profile-from", type=Path, help="--model-only: a campaign file")
     a = ap.parse_args(argv)
     from sgdnet import units
+
+    if a.model_only:
+        if a.cluster is None or a.profile_from is None:
+            ap.error("--model-only needs --cluster FILE and --profile-from CAMPAIGN.json")
+        rate = units.bandwidth(a.rate, what="rate")
+        res = model_fold(a.cluster, a.profile_from, a.model, a.workers, rate)
+        print(f"model sync-ps {a.model} n={a.workers} at {rate * 8e-6:g} Mbit/s: period "
+              f"{res['period_s'] * 1e3:.1f} ms")
+        print("phase ms: into/out " + " ".join(
+            f"{p * 1e3:.0f}:{r:.2f}/{x:.2f}"
+            for p, r, x in zip(res["phase_s"], res["rx_profile"], res["tx_profile"])))
+        if a.json:
+            a.json.write_text(json.dumps(res, indent=1))
+        return 0
     from sgdnet.testbed.netns import EmulatedCluster
     from sgdnet.testbed.runner import launch, summarize_job
 
