@@ -27,6 +27,11 @@ the workers. Jobs:
       small "go" message once every worker's ``c - s``-th step has arrived; ``w`` waits for it
       before its next forward (the parameters themselves are returned at once).
 
+    ``ps_log`` (``sync-ps``): the PS records, per step and layer, when it had every worker's
+    push (waited in worker order), when it posted the pulls, and each worker's push time;
+    every worker when it posted each push and when each pull was waited for
+    (``scripts/testbed_ps_timeline.py``).
+
     ``gloo_threads`` (``ring``): the all-reduces run on a gloo group of the workers with that
     many work threads instead of ``torch.distributed``'s own group (2 threads: two collectives
     in flight); 1 measures one collective at a time, as ``allreduce(inflight=1)`` models it.
@@ -108,6 +113,8 @@ class _PSClient:
         self.pulls: list[Any] = [None] * len(self.layers)
         self.sends: list[Any] = [None] * len(self.layers)
         self.handles = []
+        self.pull_log: list[tuple[int, float]] = []  # (layer, its pull waited for)
+        self.push_log: list[tuple[int, float]] = []  # (layer, its push posted)
         for i, (m, ps_) in enumerate(zip(self.layers, self.params)):
             for p in ps_:
                 self.handles.append(p.register_post_accumulate_grad_hook(partial(self._ready, i)))
@@ -131,6 +138,7 @@ class _PSClient:
         flat = torch.cat([q.grad.reshape(-1) for q in self.params[i]])
         if self.sends[i] is not None:
             self.sends[i][0].wait()
+        self.push_log.append((i, time.perf_counter()))
         self.sends[i] = (dist.isend(flat, self.ps, tag=i), flat)
         buf = torch.empty_like(flat)
         self.pulls[i] = (dist.irecv(buf, self.ps, tag=TAG_PULL + i), buf)
@@ -144,6 +152,7 @@ class _PSClient:
         pp = self.pulls[i]
         if pp is not None:
             pp[0].wait()
+            self.pull_log.append((i, time.perf_counter()))
             _load_flat(self.layers[i], pp[1])
             self.pulls[i] = None
         if self.slow is not None and _m is not None:
@@ -160,7 +169,8 @@ class _PSClient:
 
 
 def _ps_server(model: Any, workers: list[int], steps: int, lr: float, sync: bool,
-               task: TaskServer | None = None, staleness: int | None = None) -> None:
+               task: TaskServer | None = None, staleness: int | None = None,
+               log: list | None = None) -> None:
     import torch
     import torch.distributed as dist
 
@@ -176,6 +186,7 @@ def _ps_server(model: Any, workers: list[int], steps: int, lr: float, sync: bool
     if sync:
         pend = {(w, i): deque([post(w, i)]) for w in workers for i in range(L)}
         sends: list[list[Any]] = [[] for _ in range(L)]
+        got_at = dict.fromkeys(workers, 0.0)  # when the PS had worker w's push (waited in order)
         for step in range(steps):
             if task is not None:
                 task.sync_round(workers)
@@ -184,13 +195,18 @@ def _ps_server(model: Any, workers: list[int], steps: int, lr: float, sync: bool
                 for w in workers:
                     work, buf = pend[(w, i)].popleft()
                     work.wait()
+                    if log is not None:
+                        got_at[w] = time.perf_counter()
                     if step + 1 < steps:
                         pend[(w, i)].append(post(w, i))
                     acc = buf if acc is None else acc.add_(buf)
+                t_in = time.perf_counter()
                 for s in sends[i]:  # the previous round's pulls of this layer are through
                     s.wait()
                 ps_apply(flats[i], acc, len(workers), lr)
                 sends[i] = [dist.isend(flats[i], w, tag=TAG_PULL + i) for w in workers]
+                if log is not None:  # (step, layer, every push in, pulls posted, each push in)
+                    log.append((step, i, t_in, time.perf_counter(), [got_at[w] for w in workers]))
         for ss in sends:
             for s in ss:
                 s.wait()
@@ -267,8 +283,11 @@ def _train(job: dict, rank: int, world: int, groups: dict) -> dict:
         ssp = scheme == "ssp"
         if rank == 0:
             ts = None if not tname else TaskServer(tname, float(job["task_lr"]))
+            log = [] if job.get("ps_log") else None
             _ps_server(model, workers, total, lr, sync=scheme == "sync-ps", task=ts,
-                       staleness=int(job["staleness"]) if ssp else None)
+                       staleness=int(job["staleness"]) if ssp else None, log=log)
+            if log is not None:
+                out["ps_log"] = log
             if ts is not None:
                 out["task_log"] = ts.log()
             return out
@@ -286,6 +305,9 @@ def _train(job: dict, rank: int, world: int, groups: dict) -> dict:
             stamps.append(time.perf_counter())
         client.finish()
         out["stamps"] = stamps
+        if job.get("ps_log"):
+            out["pull_log"] = client.pull_log
+            out["push_log"] = client.push_log
         return out
     if rank == 0:
         return out  # the PS host idles during all-reduce schemes
