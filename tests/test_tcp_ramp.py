@@ -136,9 +136,24 @@ def test_probe_summary_turns_the_lone_message_after_sharing_into_the_cap():
     assert s["after_idle"]["1000"]["excess_s"] == pytest.approx(0.5)
     # 4 x 6 MB/s over 1448/1514 x 12.5 MB/s
     assert s["pace_over_fair"] == pytest.approx(24e6 / (1448 / 1514 * 12.5e6), rel=1e-12)
+    # the samples after 0.5 s: rtt 1e-4 while sharing, idle minimum 1e-4: no standing queue
+    assert s["rtt_loaded_s"] == 1e-4 and s["standing_queue_s"] == 0.0
     # as fast as after being alone: no cap; never below the fair share (factor >= 1)
     assert summarize(_record(0.1), 12.5e6)["tcp_pacing"] == 0.0
     assert summarize(_record(1.0), 12.5e6)["tcp_pacing"] == 1.0
+
+
+def test_probe_summary_reads_the_standing_queue_from_the_rtt_while_sharing():
+    rec = _record(0.2)
+    for run in rec["sharing"]:  # 14 ms while sharing (samples after 0.5 s), 20 ms before
+        run["samples"] = [[0.2, [dict(run["samples"][0][1][0], rtt_s=0.020)] * 4],
+                          [0.6, [dict(run["samples"][0][1][0], rtt_s=0.014)] * 4]]
+    s = summarize(rec, 12.5e6)
+    assert s["rtt_loaded_s"] == 0.014
+    assert s["standing_queue_s"] == pytest.approx(0.014 - 1e-4, rel=1e-12)
+    assert s["standing_queue_B"] == pytest.approx((0.014 - 1e-4) * 1448 / 1514 * 12.5e6,
+                                                  rel=1e-12)
+    assert "standing queue 13.90 ms" in s["summary"]
 
 
 def test_with_probe_writes_the_cap_into_the_cluster_file_and_back(tmp_path):

@@ -215,7 +215,10 @@ def summarize(rec: dict, rate_Bps: float | None = None, payload_ratio: float = 1
     """Figures of one :func:`sender` record: RTT, MSS, initial window, RTO, slow start after
     idle, the after-idle excess per size, the sharing pace ``tcp_pacing`` (pacing rate over
     ``payload_ratio * rate / k``, median over the samples after the first second, when every
-    flow has bytes acked), and ``cluster``: the Cluster fields to use."""
+    flow has bytes acked), the RTT while the k flows share (``rtt_loaded_s``, same samples)
+    and the standing queue it implies (``standing_queue_s`` = that - the idle RTT;
+    ``standing_queue_B`` in bytes at the link's payload rate), and ``cluster``: the Cluster
+    fields to use."""
     fresh = rec["fresh"]
     ping = sorted(rec["ping_s"])
     out: dict[str, Any] = {
@@ -237,17 +240,25 @@ def summarize(rec: dict, rate_Bps: float | None = None, payload_ratio: float = 1
     k = runs[0]["flows"]
     out["sharing_flows"] = k
     beff = None if rate_Bps is None else payload_ratio * rate_Bps
-    pace, alone = [], []
+    pace, alone, loaded = [], [], []
     for sh in runs:
         for t, infos in sh["samples"]:
             if t >= 0.5:
                 pace += [i["pacing_Bps"] for i in infos]
+                loaded += [i["rtt_s"] for i in infos]
         # a message alone right after sharing, against the same message after being alone
         alone.append(sh["after_alone_s"] / sh["after_share_s"])
     out["pacing_median_Bps"] = statistics.median(pace) if pace else None
     out["pace_over_fair"] = (out["pacing_median_Bps"] * k / beff) if (pace and beff) else None
     # the model's cap: a flow whose k - 1 peers are idle runs at rho B = factor B / k:
     # factor = k rho (>= 1); none when it is as fast as after being alone
+    # the standing queue k flows keep in the shared link's buffer: a message joining the
+    # link waits that long behind their bytes (FIFO) before it shares the link
+    out["rtt_loaded_s"] = statistics.median(loaded) if loaded else None
+    out["standing_queue_s"] = (max(0.0, out["rtt_loaded_s"] - out["rtt_min_s"])
+                               if loaded else None)
+    out["standing_queue_B"] = (out["standing_queue_s"] * beff
+                               if loaded and beff is not None else None)
     out["alone_fraction"] = statistics.median(alone) if alone else None
     out["alone_fractions"] = alone
     rho = out["alone_fraction"]
@@ -259,7 +270,9 @@ def summarize(rec: dict, rate_Bps: float | None = None, payload_ratio: float = 1
                       f"slow start after idle {out['slow_start_after_idle']}, {k} flows: pace "
                       f"{out['pace_over_fair'] or 0:.2f} x fair share, a message alone after "
                       f"sharing at {rho or 0:.2f} of its speed after being alone -> tcp_pacing "
-                      f"{out['tcp_pacing']:.2f}")
+                      f"{out['tcp_pacing']:.2f}; RTT while sharing "
+                      f"{(out['rtt_loaded_s'] or 0) * 1e3:.2f} ms (standing queue "
+                      f"{(out['standing_queue_s'] or 0) * 1e3:.2f} ms)")
     return out
 
 
