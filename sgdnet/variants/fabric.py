@@ -388,7 +388,7 @@ class Fabric:
             arrived = [net.place(f"{name}:arrived").name]
         ltags = {**tg, "stage": "link", "bytes": nbytes}
         lat = self.latency(src, dst) if latency is None else float(latency)
-        lat += self.tcp_ramp(nbytes, src, dst)
+        lat += self.tcp_ramp(nbytes, src, dst) + self.share_queue(share, src, dst)
         cv = self.flow_cv(share) if messages == 1 else self.flow_cv(share) / math.sqrt(messages)
         cap = self.flow_cap(share, src, dst)
         if lat > 0:
@@ -451,6 +451,18 @@ class Fabric:
         bw = self.down_bw(host) if share == "in" else self.up_bw(host)
         k = c.workers - (1 if host[0] == "worker" else 0)
         return pacing_cap(bw, max(1, k), c.tcp_pacing)
+
+    def share_queue(self, share: str | None, src: Host, dst: Host) -> float:
+        """Seconds a message of one of ``k >= 2`` connections into (``share="in"``) or out of
+        (``"out"``) one host waits in that link's standing queue: ``cluster.tcp_queue``; 0
+        without flows, ``share``, ``tcp_queue`` or a second connection (``k`` as
+        :meth:`flow_cap` counts it)."""
+        c = self.cluster
+        if not self.flows or share is None or c.tcp_queue <= 0:
+            return 0.0
+        host = dst if share == "in" else src
+        k = c.workers - (1 if host[0] == "worker" else 0)
+        return c.tcp_queue if k >= 2 else 0.0
 
     def tcp_ramp(self, nbytes: float, src: Host, dst: Host) -> float:
         """Seconds a message's slow-start restart adds (:func:`~.tcp_ramp.ramp_delay` at

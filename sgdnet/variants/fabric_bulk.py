@@ -222,7 +222,7 @@ class TransferBatch:
         res, lat, bw = pair
         if latency is not None:
             lat = float(latency)
-        lat += fab.tcp_ramp(nbytes, src, dst)
+        lat += fab.tcp_ramp(nbytes, src, dst) + fab.share_queue(share, src, dst)
         cap = fab.flow_cap(share, src, dst)
         work = duration(nbytes, cv) if bw is None else duration(nbytes / bw, cv)
         # each transition's tags a dict of its own, keys in the checked path's order
