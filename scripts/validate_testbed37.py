@@ -21,6 +21,9 @@ the TCP probe at that rate, ``--tcp`` or F's own), ``overlap+pace``, ``burst`` /
 / ``overlap+inflight2`` / ``overlap+burst+inflight2`` (rings with two all-reduces in flight, as gloo's two threads run them).
 
 ``--probe --out T``: the TCP probe alone at every rate, ``--probe-repeats`` times.
+``--probe-queue --out Q``: the probe's standing queue with 2..max(workers) flows at every rate;
+``--from F --queue Q --alts ...queue`` then gives the PS links that queue
+(``Cluster.tcp_queue``) at each cell's rate and worker count.
 
     python scripts/validate_testbed37.py --run --out docs/data/testbed37_runs.json
     python scripts/validate_testbed37.py --probe --out docs/data/testbed37_tcp.json
@@ -135,6 +138,29 @@ def probe(out: Path, rates: list[str], flows: int, repeats: int) -> None:
     out.write_text(json.dumps({"rates_Bps": bps, "flows": flows, "tcp": tcp}, indent=1))
 
 
+def probe_queue(out: Path, rates: list[str], workers: list[int], repeats: int) -> None:
+    """The TCP probe's standing queue (``standing_queue_s``) with k = 2..max(workers)
+    connections sharing one host's link, at every rate, ``repeats`` times (interleaved)."""
+    from sgdnet import units
+    from sgdnet.testbed import tcp_probe
+    from sgdnet.testbed.netns import EmulatedCluster
+
+    bps = [units.bandwidth(r, what="rate") for r in rates]
+    ks = [k for k in range(2, max(workers) + 1)]
+    got: dict[str, list[float]] = {}
+    with EmulatedCluster(max(workers) + 1, rate=bps[0]) as cl:
+        for _ in range(repeats):
+            for b in bps:
+                cl.shape(b)
+                for k in ks:
+                    p = tcp_probe.probe_cluster(cl, flows=k)
+                    got.setdefault(f"{round(b)}/{k}", []).append(p["standing_queue_s"])
+                    print(f"{b * 8e-6:.0f} Mbit/s, {k} flows: standing queue "
+                          f"{p['standing_queue_s'] * 1e3:.2f} ms", flush=True)
+    out.write_text(json.dumps({"rates_Bps": bps, "flows": ks, "standing_queue_s": got},
+                              indent=1))
+
+
 def cells(runs: list[dict]) -> list[dict]:
     """One row per (model, scheme, workers, rate): median, min, max over the repeats."""
     by: dict[tuple, list[dict]] = {}
@@ -159,7 +185,13 @@ ALTS = {"file": ({}, False), "overlap": ({"cpu_overlap": True}, False),
         "burst": ({"burst": "file"}, False), "overlap+burst": ({"cpu_overlap": True,
                                                                 "burst": "file"}, False),
         "inflight2": ({}, False), "overlap+inflight2": ({"cpu_overlap": True}, False),
-        "overlap+burst+inflight2": ({"cpu_overlap": True, "burst": "file"}, False)}
+        "overlap+burst+inflight2": ({"cpu_overlap": True, "burst": "file"}, False),
+        "queue": ({}, False), "overlap+queue": ({"cpu_overlap": True}, False),
+        "burst+queue": ({"burst": "file"}, False),
+        "overlap+burst+queue": ({"cpu_overlap": True, "burst": "file"}, False)}
+#: alternatives with the PS links' standing queue (``Cluster.tcp_queue``) of ``--queue F``: the
+#: TCP probe's ``standing_queue_s`` at the cell's rate with k = the cell's workers
+QUEUE_ALTS = {a for a in ALTS if a.endswith("queue")}
 #: rings' variant options of an alternative: gloo's default process group runs 2 collectives
 #: at once (``ProcessGroupGloo._Options()._threads``), ``allreduce(inflight=2)``
 RING_OPTS = {a: {"inflight": 2} for a in ("inflight2", "overlap+inflight2",
@@ -167,7 +199,8 @@ RING_OPTS = {a: {"inflight": 2} for a in ("inflight2", "overlap+inflight2",
 
 
 def predict(src: list[Path], clusters: list[Path], alts: list[str], sim_steps: int,
-            replications: int, out_json: Path | None, tcp_file: Path | None = None) -> int:
+            replications: int, out_json: Path | None, tcp_file: Path | None = None,
+            queue_file: Path | None = None) -> int:
     """Predict every cell of ``src`` (see the module docstring) and print the table."""
     import sgdnet
     from sgdnet import Cluster, ModelProfile
@@ -180,6 +213,9 @@ def predict(src: list[Path], clusters: list[Path], alts: list[str], sim_steps: i
     cf = load_cluster_file(f)
     ratio = cf.link.bandwidth / float(cf.measurements["tbf_rate_Bps"])
     tcp = json.loads(tcp_file.read_text())["tcp"] if tcp_file else res.get("tcp", {})
+    queues = json.loads(queue_file.read_text())["standing_queue_s"] if queue_file else {}
+    if QUEUE_ALTS & set(alts) and not queues:
+        raise SystemExit("the *queue alternatives need --queue F (--probe-queue's output)")
     rows = []
     for c in cells(res["runs"]):
         comm = c["scheme"] != "ring" or c["workers"] >= 2
@@ -194,6 +230,12 @@ def predict(src: list[Path], clusters: list[Path], alts: list[str], sim_steps: i
                 if not t:
                     raise SystemExit(f"no TCP probe at {c['rate_Bps'] * 8e-6:g} Mbit/s")
                 over.update(t["cluster"])
+            if alt in QUEUE_ALTS and c["workers"] >= 2:
+                q = queues.get(f"{round(c['rate_Bps'])}/{c['workers']}")
+                if q is None:
+                    raise SystemExit(f"--queue has no standing queue at {c['rate_Bps']} B/s "
+                                     f"with {c['workers']} flows")
+                over["tcp_queue"] = statistics.median(q)
             cl = Cluster.from_file(f, workers=c["workers"], bandwidth=c["rate_Bps"] * ratio,
                                    **over)
             vopts = {**opts, **RING_OPTS.get(alt, {})} if c["scheme"] == "ring" else opts
@@ -246,6 +288,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--alts", default="file,overlap,pace,overlap+pace")
     ap.add_argument("--tcp", type=Path, help="TCP probes (--probe's output) instead of F's")
+    ap.add_argument("--queue", type=Path,
+                    help="standing queues per rate and flow count (--probe-queue's output)")
+    ap.add_argument("--probe-queue", action="store_true",
+                    help="measure the standing queue with 2..max(--workers) flows at every "
+                         "rate, --probe-repeats times, into --out")
     ap.add_argument("--probe", action="store_true",
                     help="only the TCP probe at every rate, --probe-repeats times, to --out")
     ap.add_argument("--probe-repeats", type=int, default=3)
@@ -253,6 +300,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replications", type=int, default=4)
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
+    if a.probe_queue:
+        if a.out is None:
+            ap.error("--probe-queue needs --out")
+        probe_queue(a.out, a.rates.split(","), [int(x) for x in a.workers.split(",")],
+                    a.probe_repeats)
+        return 0
     if a.probe:
         if a.out is None:
             ap.error("--probe needs --out")
@@ -269,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.src is None or not a.cluster:
         ap.error("give --run --out F, or --from F --cluster FILE")
     return predict(a.src, a.cluster, a.alts.split(","), a.sim_steps, a.replications, a.json,
-                   a.tcp)
+                   a.tcp, a.queue)
 
 
 if __name__ == "__main__":
