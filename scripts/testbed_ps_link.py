@@ -110,6 +110,16 @@ def model_fold(cluster_file: Path, profile_from: Path, model: str, workers: int,
             "rx_profile": profile("ps0.down"), "tx_profile": profile("ps0.up")}
 
 
+def _show_profile(res: dict, out: Path | None) -> int:
+    """Print the folded profile (and write ``res`` to ``out``); the exit code 0."""
+    print("phase ms: into/out " + " ".join(
+        f"{p * 1e3:.0f}:{r:.2f}/{x:.2f}"
+        for p, r, x in zip(res["phase_s"], res["rx_profile"], res["tx_profile"])))
+    if out:
+        out.write_text(json.dumps(res, indent=1))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rate", default="250Mbit/s")
@@ -132,12 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         res = model_fold(a.cluster, a.profile_from, a.model, a.workers, rate)
         print(f"model sync-ps {a.model} n={a.workers} at {rate * 8e-6:g} Mbit/s: period "
               f"{res['period_s'] * 1e3:.1f} ms")
-        print("phase ms: into/out " + " ".join(
-            f"{p * 1e3:.0f}:{r:.2f}/{x:.2f}"
-            for p, r, x in zip(res["phase_s"], res["rx_profile"], res["tx_profile"])))
-        if a.json:
-            a.json.write_text(json.dumps(res, indent=1))
-        return 0
+        return _show_profile(res, a.json)
     from sgdnet.testbed.netns import EmulatedCluster
     from sgdnet.testbed.runner import launch, summarize_job
 
@@ -162,12 +167,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{row['steps_per_s']:.2f} steps/s, period {res['period_s'] * 1e3:.1f} ms, "
           f"step ends spread {res['step_end_spread_s'] * 1e3:.1f} ms (median), "
           f"link into / out of the PS host {res['rx_util']:.1%} / {res['tx_util']:.1%} busy")
-    print("phase ms: into/out " + " ".join(
-        f"{p * 1e3:.0f}:{r:.2f}/{x:.2f}"
-        for p, r, x in zip(res["phase_s"], res["rx_profile"], res["tx_profile"])))
-    if a.json:
-        a.json.write_text(json.dumps(res, indent=1))
-    return 0
+    return _show_profile(res, a.json)
 
 
 if __name__ == "__main__":
