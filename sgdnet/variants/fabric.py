@@ -449,20 +449,24 @@ class Fabric:
             return math.inf
         host = dst if share == "in" else src
         bw = self.down_bw(host) if share == "in" else self.up_bw(host)
-        k = c.workers - (1 if host[0] == "worker" else 0)
-        return pacing_cap(bw, max(1, k), c.tcp_pacing)
+        return pacing_cap(bw, max(1, self._connections(share, src, dst)), c.tcp_pacing)
+
+    def _connections(self, share: str, src: Host, dst: Host) -> int:
+        """How many connections share the host link a ``share`` transfer uses: the workers
+        exchanging with that host (``cluster.workers``, less one for a colocated shard's own
+        worker)."""
+        host = dst if share == "in" else src
+        return self.cluster.workers - (1 if host[0] == "worker" else 0)
 
     def share_queue(self, share: str | None, src: Host, dst: Host) -> float:
         """Seconds a message of one of ``k >= 2`` connections into (``share="in"``) or out of
         (``"out"``) one host waits in that link's standing queue: ``cluster.tcp_queue``; 0
         without flows, ``share``, ``tcp_queue`` or a second connection (``k`` as
-        :meth:`flow_cap` counts it)."""
+        :meth:`_connections`)."""
         c = self.cluster
         if not self.flows or share is None or c.tcp_queue <= 0:
             return 0.0
-        host = dst if share == "in" else src
-        k = c.workers - (1 if host[0] == "worker" else 0)
-        return c.tcp_queue if k >= 2 else 0.0
+        return c.tcp_queue if self._connections(share, src, dst) >= 2 else 0.0
 
     def tcp_ramp(self, nbytes: float, src: Host, dst: Host) -> float:
         """Seconds a message's slow-start restart adds (:func:`~.tcp_ramp.ramp_delay` at
