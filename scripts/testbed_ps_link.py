@@ -32,6 +32,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # testbed_ps_timeline
 
 SAMPLER = """
 import json, sys, time
@@ -79,17 +80,9 @@ def model_fold(cluster_file: Path, profile_from: Path, model: str, workers: int,
                bin_s: float = 5e-3) -> dict:
     """The model's folded PS-link profile (``--model-only``, see the module docstring)."""
     import numpy as np
+    from testbed_ps_timeline import traced_sync_ps
 
-    from sgdnet import Cluster, ModelProfile, simulate, variants
-    from sgdnet.workload.cluster_file import load_cluster_file
-
-    cf = load_cluster_file(cluster_file)
-    ratio = cf.link.bandwidth / float(cf.measurements["tbf_rate_Bps"])
-    prof = ModelProfile.from_dict(json.loads(profile_from.read_text())["profiles"][model])
-    cl = Cluster.from_file(cluster_file, workers=workers, bandwidth=rate * ratio)
-    net = variants.build("sync-ps", prof, cl, granularity="fine")
-    ev = simulate(net, steps=60, warmup=6, replications=1, seed=0, trace=True,
-                  parallel=False).trace_events(0)
+    _prof, ev = traced_sync_ps(cluster_file, profile_from, model, workers, rate)
     ends = np.array(sorted(e["end"] for e in ev
                            if e["tags"].get("step") and e["tags"].get("worker") == 0))
     period = float(np.median(np.diff(ends)))

@@ -23,6 +23,7 @@ import json
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -43,9 +44,11 @@ def measured(ranks: list[dict], skip: int = 8) -> dict[int, list[float]]:
     return out
 
 
-def modelled(cluster_file: Path, profile_from: Path, model: str, workers: int, rate: float,
-             skip: int = 3) -> dict[int, list[float]]:
-    """The same figure from the model's trace (see the module docstring)."""
+def traced_sync_ps(cluster_file: Path, profile_from: Path, model: str, workers: int,
+                   rate: float) -> tuple[Any, list[dict]]:
+    """``(profile, trace events)`` of 60 steps of the fine sync-PS net of ``model``'s one-worker
+    profile (a campaign file's ``profiles``) on ``Cluster.from_file(cluster_file, workers,
+    bandwidth=rate x the file's sustained / tbf ratio)``, one replication, seed 0."""
     from sgdnet import Cluster, ModelProfile, simulate, variants
     from sgdnet.workload.cluster_file import load_cluster_file
 
@@ -54,8 +57,14 @@ def modelled(cluster_file: Path, profile_from: Path, model: str, workers: int, r
     prof = ModelProfile.from_dict(json.loads(profile_from.read_text())["profiles"][model])
     cl = Cluster.from_file(cluster_file, workers=workers, bandwidth=rate * ratio)
     net = variants.build("sync-ps", prof, cl, granularity="fine")
-    ev = simulate(net, steps=60, warmup=6, replications=1, seed=0, trace=True, parallel=False,
-                  trace_limit=10 ** 6).trace_events(0)
+    return prof, simulate(net, steps=60, warmup=6, replications=1, seed=0, trace=True,
+                          parallel=False, trace_limit=10 ** 6).trace_events(0)
+
+
+def modelled(cluster_file: Path, profile_from: Path, model: str, workers: int, rate: float,
+             skip: int = 3) -> dict[int, list[float]]:
+    """The same figure from the model's trace (see the module docstring)."""
+    prof, ev = traced_sync_ps(cluster_file, profile_from, model, workers, rate)
     out: dict[int, list[float]] = {}
     for layer in range(prof.n_layers):
         by: dict[int, list[tuple[float, float]]] = collections.defaultdict(list)
