@@ -99,7 +99,7 @@ class _PSClient:
     """Worker side of sync/async PS: push a layer from its gradient hook, pull before forward."""
 
     def __init__(self, model: Any, ps: int, task: TaskClient | None = None,
-                 slow: dict | None = None, ssp: bool = False):
+                 slow: dict | None = None, ssp: bool = False, log: bool = False):
         from .models import param_layers
 
         self.ps = ps
@@ -113,6 +113,7 @@ class _PSClient:
         self.pulls: list[Any] = [None] * len(self.layers)
         self.sends: list[Any] = [None] * len(self.layers)
         self.handles = []
+        self.log = log  # ``ps_log``: record the two below
         self.pull_log: list[tuple[int, float]] = []  # (layer, its pull waited for)
         self.push_log: list[tuple[int, float]] = []  # (layer, its push posted)
         for i, (m, ps_) in enumerate(zip(self.layers, self.params)):
@@ -138,7 +139,8 @@ class _PSClient:
         flat = torch.cat([q.grad.reshape(-1) for q in self.params[i]])
         if self.sends[i] is not None:
             self.sends[i][0].wait()
-        self.push_log.append((i, time.perf_counter()))
+        if self.log:
+            self.push_log.append((i, time.perf_counter()))
         self.sends[i] = (dist.isend(flat, self.ps, tag=i), flat)
         buf = torch.empty_like(flat)
         self.pulls[i] = (dist.irecv(buf, self.ps, tag=TAG_PULL + i), buf)
@@ -152,7 +154,8 @@ class _PSClient:
         pp = self.pulls[i]
         if pp is not None:
             pp[0].wait()
-            self.pull_log.append((i, time.perf_counter()))
+            if self.log:
+                self.pull_log.append((i, time.perf_counter()))
             _load_flat(self.layers[i], pp[1])
             self.pulls[i] = None
         if self.slow is not None and _m is not None:
@@ -200,7 +203,7 @@ def _ps_server(model: Any, workers: list[int], steps: int, lr: float, sync: bool
                     if step + 1 < steps:
                         pend[(w, i)].append(post(w, i))
                     acc = buf if acc is None else acc.add_(buf)
-                t_in = time.perf_counter()
+                t_in = time.perf_counter() if log is not None else 0.0
                 for s in sends[i]:  # the previous round's pulls of this layer are through
                     s.wait()
                 ps_apply(flats[i], acc, len(workers), lr)
@@ -295,7 +298,7 @@ def _train(job: dict, rank: int, world: int, groups: dict) -> dict:
                                                int(job.get("task_seed", 0)))
         slow = job.get("slow")
         slow = slow if slow is not None and int(slow["rank"]) == rank else None
-        client = _PSClient(model, 0, tc, slow, ssp)
+        client = _PSClient(model, 0, tc, slow, ssp, log=bool(job.get("ps_log")))
         stamps = []
         out["t_start"] = time.perf_counter()
         for _ in range(total):
@@ -305,7 +308,7 @@ def _train(job: dict, rank: int, world: int, groups: dict) -> dict:
             stamps.append(time.perf_counter())
         client.finish()
         out["stamps"] = stamps
-        if job.get("ps_log"):
+        if client.log:
             out["pull_log"] = client.pull_log
             out["push_log"] = client.push_log
         return out
