@@ -20,7 +20,7 @@ from sgdnet.net.compiled import compile_net
 @njit
 def _fill_flags(servers, in_ptr, in_w, out_ptr, inh_ptr, guard, g_kind, mem_gate, rs_ptr, mod_of,
                 psres_ptr, psres_idx, r_disc, qres_ptr, cnt_ptr, is_step, sw_w, pcls, rank, d_code,
-                d_par):
+                d_par, jn_link):
     nT = servers.size
     TS = np.zeros((nT, N_TS), dtype=np.int64)
     TD = np.zeros((nT, N_TD), dtype=np.int64)
@@ -28,14 +28,14 @@ def _fill_flags(servers, in_ptr, in_w, out_ptr, inh_ptr, guard, g_kind, mem_gate
     rq = np.zeros(nT, dtype=np.int64)
     tables.fill(TS, TD, TF, servers, in_ptr, in_w, out_ptr, inh_ptr, guard, g_kind, mem_gate,
                 rs_ptr, mod_of, psres_ptr, psres_idx, r_disc, qres_ptr, cnt_ptr, is_step, sw_w, pcls,
-                rank, d_code, d_par, rq, rq)
+                rank, d_code, d_par, rq, rq, jn_link)
     return TS[:, TS_FL].copy()
 
 
 def _kernel_flags(a):
     names = ("servers", "in_ptr", "in_w", "out_ptr", "inh_ptr", "guard", "g_kind", "mem_gate",
              "rs_ptr", "mod_of", "psres_ptr", "psres_idx", "r_disc", "qres_ptr", "cnt_ptr",
-             "is_step", "sw_w", "pcls", "rank", "d_code", "d_par")
+             "is_step", "sw_w", "pcls", "rank", "d_code", "d_par", "jn_link")
     return _fill_flags(*(a[n] for n in names))
 
 

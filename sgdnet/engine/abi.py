@@ -64,7 +64,7 @@ NET_ARGS = tuple((f, f) for f in (
     "in_ptr", "in_place", "in_w", "out_ptr", "out_place", "out_w", "inh_ptr", "inh_place", "inh_thr",
     "r_cap", "r_disc", "r_ps", "r_users", "rq_base",
     "qres_ptr", "qres_idx", "psres_ptr", "psres_idx",
-    "r_bw", "re_ptr", "re_val", "r_tb", "fl_cap",
+    "r_bw", "re_ptr", "re_val", "r_tb", "fl_cap", "jn_link", "jn_q",
     "servers")) + (("pcls", "prio_class"),) + tuple((f, f) for f in (
         "rank", "is_step", "mod_of", "guard",
         "d_code", "d_par", "d_pool",

@@ -28,3 +28,4 @@ F_SELF, F_W1, F_INH, F_GUARD, F_RS, F_MOD, F_PS, F_CNT, F_STEP, F_QRES, F_S1 = 1
 F_JOIN = 2048
 F_FLOW = 4096  # a transfer: its shared resources are links (discipline flow), its work is bytes
 F_SW = 8192  # a random switch (weighted, and the net has at least two weighted transitions)
+F_BACKLOG = 16384  # a join stage: a firing also waits the queue of a link (Transition.backlog)

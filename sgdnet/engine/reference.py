@@ -47,7 +47,9 @@ Flows (links, discipline ``flow``)
     with ``n`` the transfers crossing it, each transfer also bounded by its ``flow_cap``),
     recomputed whenever a transfer starts or ends. A link's busy level is the sum of its
     transfers' rates divided by its bandwidth. Links never queue; a transfer's other resources
-    (its connection) are queued resources as usual.
+    (its connection) are queued resources as usual. A join stage (``backlog=(link, q)``) lasts
+    its sampled duration plus ``sum(min(q, moved, left)) / bandwidth`` over the transfers
+    crossing that link when it starts (``moved``: bytes since the transfer started).
 
 Token buckets (links with a ``burst``)
     A bucket starts full (``burst`` bytes); between two re-allocations the link's load ``x`` (the
@@ -342,6 +344,8 @@ class _Replication:
             if M.mods[mi].kind == "markov":
                 self.advance_markov(mi)
             dur *= self.modval[mi]
+        if M.backlog[i] is not None:
+            dur += self.backlog_wait(*M.backlog[i])
         self.seq += 1
         if M.ps_res[i] or M.links[i]:
             f = _Firing(self.seq, i, now, math.inf, dur, True, req)
@@ -351,6 +355,17 @@ class _Replication:
         else:
             f = _Firing(self.seq, i, now, now + dur, 0.0, False, req)
             heapq.heappush(self.heap, (f.end, f.seq, f))
+
+    def backlog_wait(self, r: int, q: float) -> float:
+        """Seconds a join stage on link ``r`` waits now: each transfer crossing ``r`` keeps
+        ``min(q, bytes moved, bytes left)`` in its queue, all of it carried at ``r``'s
+        bandwidth before the stage ends."""
+        now, b = self.now, 0.0
+        for f in self.psf:
+            if r in self.M.links[f.t]:
+                left = max(f.work - f.rate * (now - f.last), 0.0)
+                b += max(min(q, f.size - left, left), 0.0)
+        return b / float(self.M.link_of[r].bandwidth)
 
     def advance_markov(self, mi: int) -> None:
         mod = self.M.mods[mi]

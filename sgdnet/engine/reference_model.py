@@ -43,7 +43,7 @@ class ReferenceReplication:
 
 
 class _Firing:
-    __slots__ = ("seq", "t", "start", "end", "work", "rate", "last", "ps", "req")
+    __slots__ = ("seq", "t", "start", "end", "work", "rate", "last", "ps", "req", "size")
 
     def __init__(self, seq, t, start, end, work, ps, req=0.0):
         self.req = req  # request time of the firing (its sojourns start there)
@@ -52,6 +52,7 @@ class _Firing:
         self.start = start
         self.end = end
         self.work = work  # remaining work (ps firings only)
+        self.size = work  # the work at the start (a transfer's bytes)
         self.rate = 1.0
         self.last = start  # time `work` was last brought up to date
         self.ps = ps
@@ -82,6 +83,9 @@ class _Model:
         self.links = [[r for r in rs if self.disc[r] == "flow"] for rs in self.res]
         self.link_of = [net.resources[r] for r in self.rnames]
         self.flow_cap = [t.flow_cap for t in self.trans]
+        # join stages: (link index, bytes one transfer keeps queued at most) or None
+        self.backlog = [None if t.backlog is None else (ridx[t.backlog[0]], float(t.backlog[1]))
+                        for t in self.trans]
         self.servers = [t.servers for t in self.trans]
         self.is_step = [t.is_step for t in self.trans]
         self.weight = [t.weight for t in self.trans]

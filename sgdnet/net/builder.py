@@ -324,8 +324,14 @@ class Net:
         modulator=None,
         gate=None,
         weight: float | None = None,
+        backlog: tuple[Any, float] | None = None,
     ) -> Transition:
         """Add a transition; see :class:`Transition` for the arguments.
+
+        ``backlog=(link, bytes)`` makes it a join stage: each firing lasts its duration plus
+        the time the link (a resource of discipline ``flow``) needs to carry what its transfers
+        have queued when the firing starts, ``sum(min(bytes, moved, left)) / bandwidth`` over
+        them (``bytes``: what one connection keeps queued at most, e.g. its standing queue).
 
         ``weight`` makes the transition a GSPN *random switch*. Transitions that could start at
         the same instant and compete -- for the tokens of a shared input place, or for a
@@ -365,6 +371,7 @@ class Net:
             gate=g,
             flow_cap=math.inf,
             weight=weight,
+            backlog=None if backlog is None else _backlog(backlog, name, self.name),
         )
         self._add(self.transitions, name, t)
         return t
@@ -524,3 +531,13 @@ class Net:
             f"Net({self.name!r}: {len(self.places)} places, {len(self.transitions)} transitions, "
             f"{len(self.resources)} resources, {len(self.gates)} gates, {len(self.modulators)} modulators)"
         )
+
+
+def _backlog(backlog: Any, name: str, net: str) -> tuple[str, float]:
+    """``backlog=(link, bytes)`` of :meth:`Net.transition` as ``(link name, bytes)``; the
+    link itself is checked by the validation (it may be declared later)."""
+    if not (isinstance(backlog, tuple) and len(backlog) == 2):
+        raise NetError(f"transition {name!r}: backlog={backlog!r} must be a (link, bytes) pair, "
+                       "e.g. ('ps.down', '64KB')", net)
+    return (_name_of(backlog[0], "backlog link"),
+            _nb(backlog[1], allow_zero=False, what=f"transition {name!r} backlog bytes"))

@@ -16,7 +16,9 @@ Layout (structure of arrays; ``T`` transitions, ``P`` places, ``R`` resources, `
 - links: ``r_bw`` (R,) bandwidth in bytes/s (0 for other resources), ``re_ptr/re_val`` the
   efficiency factors by number of flows (CSR; empty means 1), ``r_tb`` (R, 2) each link's token
   bucket (burst bytes, peak bytes/s; a row of zeros: none); per transition ``fl_cap`` (T,) the
-  rate cap of a transfer in bytes/s (``inf`` when none);
+  rate cap of a transfer in bytes/s (``inf`` when none); ``jn_link`` (T,) the link a join stage
+  (``Transition.backlog``) waits the queue of, -1 for other transitions, ``jn_q`` (T,) the bytes
+  one transfer keeps queued there at most;
 - transitions: ``servers`` (T,) (``math.inf`` encoded as :data:`INF_SERVERS`), ``priority``,
   ``prio_class`` (the priority if t holds a priority resource else 0), ``rank`` (position of t in
   the (priority, declaration index) order), ``is_step`` (0/1), ``worker`` (tag or -1),
@@ -180,6 +182,7 @@ def _key_parts(net: Net, fast: bool) -> list:
          tuple(t.inhibitors.items()), t.resources, repr(t.servers), t.priority, tags(t.tags),
          t.modulator, t.gate, repr(t.flow_cap))
         + (() if t.weight is None else (repr(t.weight),))
+        + (() if t.backlog is None else (("backlog",) + tuple(t.backlog),))
         for t in net.transitions.values()
     ])
     parts.append([(g.name, g.kind, g.counters, g.s, g.s_lower, g.r_max, g.s_upper) for g in net.gates.values()])
@@ -253,7 +256,7 @@ class CompiledNet:
         kept = net._take_arcs()
         cols = (kept[3] if kept else transition_columns(T)) or [()] * len(COLUMNS)
         (t_names, t_tags, t_in, t_out, t_inh, t_res, t_srv, t_prio, t_mod, t_dur, t_cap,
-         t_gate, t_weight) = cols
+         t_gate, t_weight, t_back) = cols
         t_res = tuple(r if type(r) is tuple else tuple(r) for r in t_res)  # a list set by hand
         self.place_names = [p.name for p in P]
         # name -> index tables of ~400 k places / transitions at 1,024 workers cost ~0.15 s
@@ -317,6 +320,15 @@ class CompiledNet:
             if r.discipline == "flow" and r.burst:
                 self.r_tb[i] = (float(r.burst), r.peak_rate())
         self.fl_cap = np.array(t_cap, dtype=_F).reshape(nT)
+        # join stages (Transition.backlog): the link whose queue a firing waits, or -1, and the
+        # bytes one of its transfers keeps queued at most
+        self.jn_link = np.full(nT, -1, dtype=_I)
+        self.jn_q = np.zeros(nT, dtype=_F)
+        if set(t_back) != {None}:
+            for i, b in enumerate(t_back):
+                if b is not None:
+                    self.jn_link[i] = ridx[b[0]]
+                    self.jn_q[i] = float(b[1])
 
         self.servers = np.array([s if type(s) is int else (INF_SERVERS if s == math.inf else int(s))
                                  for s in t_srv], dtype=_I).reshape(nT)

@@ -106,7 +106,7 @@ def new_transition(name: str, duration: Distribution, inputs: dict[str, int],
         "name": name, "duration": duration, "inputs": _TrackedDict(inputs),
         "outputs": _TrackedDict(outputs), "inhibitors": _TrackedDict(), "resources": resources,
         "servers": servers, "priority": priority, "tags": _TrackedDict(tags), "modulator": None,
-        "gate": None, "flow_cap": math.inf, "weight": None})
+        "gate": None, "flow_cap": math.inf, "weight": None, "backlog": None})
     return obj
 
 
@@ -197,6 +197,13 @@ class _TransitionFields:
         tokens and resources are there) with the same priority class and priority, with
         probability proportional to ``weight`` (see :meth:`Net.transition`). ``None`` (the
         default): no draw, ties go by request time, then priority and declaration order.
+    backlog : ``(link name, bytes)`` or None; a *join* stage: each firing also waits the bytes
+        the transfers on that link have queued there when it starts, at the link's bandwidth:
+        ``sum over them of min(bytes, moved, left) / bandwidth`` (each transfer keeps at most
+        ``bytes`` in the link's FIFO buffer, and no more than it has moved or has left). Put
+        before a transfer onto ``link``, it stands for the message's first byte queueing behind
+        the other connections' backlog (a drop-tail queue, not fair sharing); see
+        :meth:`Net.transition`.
     """
 
     name: str
@@ -212,6 +219,7 @@ class _TransitionFields:
     gate: tuple[str, int] | None = None
     flow_cap: float = math.inf
     weight: float | None = None
+    backlog: tuple[str, float] | None = None
 
     @property
     def is_step(self) -> bool:

@@ -55,7 +55,7 @@ _NCNAME_BAD = re.compile(r"[^A-Za-z0-9_.\-]")
 #: the fields of the sgdnet toolspecific blocks :func:`to_pnml` writes (the net's, a transition's)
 _NET_FIELDS = ("resources", "gates", "modulators", "meta")
 _TRANSITION_FIELDS = ("duration", "servers", "priority", "resources", "inhibitors", "tags",
-                      "modulator", "gate", "flow_cap", "weight")
+                      "modulator", "gate", "flow_cap", "weight", "backlog")
 
 
 def _enc(x: Any) -> Any:
@@ -257,6 +257,7 @@ def to_pnml(net: Net, path: str | os.PathLike | None = None) -> str:
             "gate": None if t.gate is None else list(t.gate),
             **({} if t.flow_cap == math.inf else {"flow_cap": t.flow_cap}),
             **({} if t.weight is None else {"weight": t.weight}),
+            **({} if t.backlog is None else {"backlog": list(t.backlog)}),
         })
         for p, w in t.inputs.items():
             arcs.append((pid.get(p, p), tid[t.name], w))
@@ -589,6 +590,9 @@ def _from_tree(root: ET.Element, where: str, default_duration: float, validate: 
             )
             if "flow_cap" in tt:
                 net.transitions[tname].flow_cap = tt["flow_cap"]
+            if tt.get("backlog") is not None:
+                b = tt["backlog"]
+                net.transitions[tname].backlog = (b[0], b[1]) if isinstance(b, list) and len(b) == 2 else b
         except (DistributionError, NetError) as ex:
             raise R.err(str(ex), elem) from None
 

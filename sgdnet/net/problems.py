@@ -196,7 +196,7 @@ def arcs_ptr(arcs: tuple) -> np.ndarray:
 #: :class:`~.compiled.CompiledNet` reads too, so that it takes these columns instead of reading
 #: every transition again.
 COLUMNS = ("name", "tags", "inputs", "outputs", "inhibitors", "resources", "servers", "priority",
-           "modulator", "duration", "flow_cap", "gate", "weight")
+           "modulator", "duration", "flow_cap", "gate", "weight", "backlog")
 
 
 def transition_columns(T: list) -> list[tuple]:
@@ -206,7 +206,7 @@ def transition_columns(T: list) -> list[tuple]:
     ``tests/test_validate_arcs.py`` checks the order against :data:`COLUMNS`."""
     return list(zip(*[(t.name, t.tags, t.inputs, t.outputs, t.inhibitors, t.resources,
                        t.servers, t.priority, t.modulator, t.duration, t.flow_cap, t.gate,
-                       t.weight) for t in T]))
+                       t.weight, t.backlog) for t in T]))
 
 
 def _bulk_ok(net: Any, T: list, max_tokens: int) -> tuple[list, list] | None:
@@ -215,7 +215,7 @@ def _bulk_ok(net: Any, T: list, max_tokens: int) -> tuple[list, list] | None:
     if not T:
         return [], []
     cols = transition_columns(T)
-    (_, tags, ins, outs, inhs, res, servers, prios, mods, _, caps, gates, weights) = cols
+    (_, tags, ins, outs, inhs, res, servers, prios, mods, _, caps, gates, weights, backlogs) = cols
     if not {type(tg.get("step", False)) for tg in tags} <= {bool, np.bool_}:
         return None
     pidx = dict(zip(net.places, range(len(net.places))))
@@ -259,6 +259,8 @@ def _bulk_ok(net: Any, T: list, max_tokens: int) -> tuple[list, list] | None:
                 return None
     if not {m for m in mods if m is not None} <= net.modulators.keys():
         return None
+    if set(backlogs) != {None} and any(_backlog_problem(b, resources) for b in backlogs):
+        return None
     for g in set(gates):
         if g is None:
             continue
@@ -268,6 +270,22 @@ def _bulk_ok(net: Any, T: list, max_tokens: int) -> tuple[list, list] | None:
         if gate is None or not (isinstance(g[1], int) and 0 <= g[1] < len(gate.counters)):
             return None
     return csr, cols
+
+
+def _backlog_problem(b: Any, resources: dict) -> str:
+    """What is wrong with a transition's ``backlog`` (``""``: nothing; None is fine)."""
+    if b is None:
+        return ""
+    if not (isinstance(b, tuple) and len(b) == 2 and isinstance(b[0], str)
+            and isinstance(b[1], (int, float)) and not isinstance(b[1], bool)
+            and math.isfinite(b[1]) and b[1] > 0):
+        return (f"backlog={b!r} must be (link name, bytes > 0), e.g. ('ps.down', 65536.0); "
+                "set it with net.transition(..., backlog=(link, bytes))")
+    r = resources.get(b[0])
+    if r is None or r.discipline != "flow":
+        return (f"backlog link {b[0]!r} is not a link; declare it with net.link({b[0]!r}, "
+                "bandwidth)")
+    return ""
 
 
 def _transition_problems(net: Any, T: list, P: list[str], used_res: set[str],
@@ -305,6 +323,9 @@ def _transition_problems(net: Any, T: list, P: list[str], used_res: set[str],
             P.append(f"{where}: flow_cap={t.flow_cap!r} must be a number of bytes/s > 0 (or math.inf)")
         elif t.flow_cap != math.inf and "flow" not in discs:
             P.append(f"{where}: flow_cap={t.flow_cap!r} is set but it holds no link; only transfers have a rate cap")
+        problem = _backlog_problem(t.backlog, net.resources)
+        if problem:
+            P.append(f"{where}: {problem}")
         s = t.servers
         if not (s == math.inf or (isinstance(s, int) and not isinstance(s, bool) and s >= 1)):
             P.append(f"{where}: servers={s!r} must be an integer >= 1 or math.inf")

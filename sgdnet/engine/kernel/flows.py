@@ -447,8 +447,8 @@ def heads(now, nl, f_CL, r_ps, gn, gh, g_rate, f_lvl, s_vf, g_V, g_head, s_ctime
 
 
 @phase
-def start(t, s, now, dur, TS, psres_idx, s_rem, s_last, s_rate, s_ctime, s_grp, s_inh, s_w0, f_new,
-          nfn, f_pend, f_seeds, nsd):
+def start(t, s, now, dur, TS, psres_idx, s_rem, s_last, s_rate, s_ctime, s_grp, s_inh, s_w0,
+          s_size, f_new, nfn, f_pend, f_seeds, nsd):
     """Start of flow ``s`` of ``t`` (``dur`` bytes; already a holder of its links): it gets its
     rate (and its neighbours' new rates) from the re-allocation played before time advances,
     once for all the flows that start and end at this instant; its links join that
@@ -460,11 +460,34 @@ def start(t, s, now, dur, TS, psres_idx, s_rem, s_last, s_rate, s_ctime, s_grp, 
     s_grp[s] = -2
     s_inh[s] = False
     s_w0[s] = dur
+    s_size[s] = dur
     f_new[nfn] = s
     nfn += 1
     for k in range(TS[t, TS_PS0], TS[t, TS_PS1]):
         nsd = seed(psres_idx[k], f_pend, f_seeds, nsd)
     return nfn, nsd
+
+
+@inner
+def backlog_wait(r, q, now, r_ps, ps_h, ps_n, s_size, s_grp, s_vf, g_V, g_rate, g_tau, s_rem,
+                 s_rate, s_last, r_bw):
+    """Seconds a join stage on link ``r`` waits at ``now``: the bytes the flows holding ``r``
+    keep in its queue, each ``min(q, moved, left)`` (at most ``q``, and no more than it has
+    moved since it started or has left to move), over ``r``'s bandwidth. A flow that starts at
+    this instant has moved nothing: flows that join together do not wait for each other."""
+    rp = r_ps[r]
+    b = 0.0
+    for i in range(ps_n[rp]):
+        o = ps_h[rp, i]
+        left = remaining(o, now, s_grp, s_vf, g_V, g_rate, g_tau, s_rem, s_rate, s_last)
+        x = s_size[o] - left
+        if left < x:
+            x = left
+        if q < x:
+            x = q
+        if x > 0.0:
+            b += x
+    return b / r_bw[r]
 
 
 @phase

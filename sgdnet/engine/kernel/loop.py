@@ -18,6 +18,7 @@ from numba import njit
 
 from .. import abi, periodic
 from ..layout import (
+    F_BACKLOG,
     F_CNT,
     F_FLOW,
     F_GUARD,
@@ -78,7 +79,7 @@ def run_replication(
     in_ptr, in_place, in_w, out_ptr, out_place, out_w, inh_ptr, inh_place, inh_thr,
     r_cap, r_disc, r_ps, r_users, rq_base,
     qres_ptr, qres_idx, psres_ptr, psres_idx,
-    r_bw, re_ptr, re_val, r_tb, fl_cap,
+    r_bw, re_ptr, re_val, r_tb, fl_cap, jn_link, jn_q,
     servers, pcls, rank, is_step, mod_of, guard,
     d_code, d_par, d_pool,
     g_kind, g_s, g_slow, g_rmax, g_ptr, mem_gate, mem_counter,
@@ -173,6 +174,7 @@ def run_replication(
     s_vf = np.zeros(scap, dtype=np.float64)
     s_inh = np.zeros(scap, dtype=np.bool_)
     s_w0 = np.zeros(scap, dtype=np.float64)  # bytes of the flow counted in its links' busy time
+    s_size = np.zeros(scap, dtype=np.float64)  # bytes of the flow (join stages read what it moved)
     f_lmark = np.zeros(nR, dtype=np.int64)
     f_fmark = np.zeros(scap, dtype=np.int64)
     f_epoch = np.zeros(1, dtype=np.int64)
@@ -232,7 +234,7 @@ def run_replication(
     TF = np.zeros((nT, N_TF), dtype=np.float64)
     tables.fill(TS, TD, TF, servers, in_ptr, in_w, out_ptr, inh_ptr, guard, g_kind, mem_gate, rs_ptr,
             mod_of, psres_ptr, psres_idx, r_disc, qres_ptr, cnt_ptr, is_step, sw_w, pcls, rank,
-            d_code, d_par, rq_off, rq_cap)
+            d_code, d_par, rq_off, rq_cap, jn_link)
     dn = tables.all_dirty(dl, isd)
 
     # periodic regimes (sgdnet.engine.periodic): with ``period`` > 0 (a net without randomness),
@@ -327,6 +329,10 @@ def run_replication(
                     dn = gates.consume_release(t, TS, grel, mg_ptr, mg_trans, isd, dl, dn)
                 dur = durations.duration(t, f, now, nT, TS, TF, sb, sk, d_code, d_par, d_pool, rng,
                                          rs_ptr, rs_mod, modval, mod_kind, mod_par, mk_state, mk_next)
+                if f & F_BACKLOG:  # a join stage: also the queue its link holds now
+                    dur += flows.backlog_wait(jn_link[t], jn_q[t], now, r_ps, ps_h, ps_n, s_size,
+                                              s_grp, s_vf, g_V, g_rate, g_tau, s_rem, s_rate,
+                                              s_last, r_bw)
                 # a firing slot
                 if f & F_S1:
                     s = t
@@ -356,8 +362,8 @@ def run_replication(
                         break
                     if f & F_FLOW:
                         nfn, nsd = flows.start(t, s, now, dur, TS, psres_idx, s_rem, s_last, s_rate,
-                                               s_ctime, s_grp, s_inh, s_w0, f_new, nfn, f_pend,
-                                               f_seeds, nsd)
+                                               s_ctime, s_grp, s_inh, s_w0, s_size, f_new, nfn,
+                                               f_pend, f_seeds, nsd)
                     else:
                         eh_n, work = resources.ps_start(t, s, now, dur, hole, psres_ptr, psres_idx,
                                                         used, r_cap, ps_h, ps_n, r_ps, s_trans, s_rem,

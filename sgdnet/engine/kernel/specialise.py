@@ -36,6 +36,7 @@ import numpy as np
 
 from ...net.compiled import DISC_FLOW, GATE_DYNAMIC_LAG
 from ..layout import (
+    F_BACKLOG,
     F_CNT,
     F_FLOW,
     F_GUARD,
@@ -56,7 +57,7 @@ from .jit import JOIN_ARCS
 __all__ = ["FEATURES", "features", "flags", "kernel_for", "choose", "generic_only"]
 
 #: the flags whose code a specialised kernel drops when no transition has them
-FEATURES = F_FLOW | F_PS | F_INH | F_GUARD | F_CNT | F_SW | F_RS | F_MOD | F_SELF
+FEATURES = F_FLOW | F_PS | F_INH | F_GUARD | F_CNT | F_SW | F_RS | F_MOD | F_SELF | F_BACKLOG
 
 _lock = threading.Lock()
 _made: dict[tuple, Any] = {}
@@ -137,6 +138,7 @@ def flags(a: dict[str, np.ndarray]) -> np.ndarray:
     sw = np.asarray(a["sw_w"]) > 0.0
     if sw.sum() >= 2:
         f[sw] |= F_SW
+    f[np.asarray(a["jn_link"]) >= 0] |= F_BACKLOG
     return f
 
 

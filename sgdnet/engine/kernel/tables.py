@@ -12,6 +12,7 @@ from __future__ import annotations
 from ...net.compiled import DISC_FLOW, GATE_DYNAMIC_LAG
 from ..layout import (
     F_CNT,
+    F_BACKLOG,
     F_FLOW,
     F_GUARD,
     F_INH,
@@ -58,7 +59,7 @@ JIT_DEPENDS = ('jit.py', '../../net/compiled.py', '../layout.py')
 @inner
 def fill(TS, TD, TF, servers, in_ptr, in_w, out_ptr, inh_ptr, guard, g_kind, mem_gate, rs_ptr,
             mod_of, psres_ptr, psres_idx, r_disc, qres_ptr, cnt_ptr, is_step, sw_w, pcls, rank,
-            d_code, d_par, rq_off, rq_cap):
+            d_code, d_par, rq_off, rq_cap, jn_link):
     """Fill the per-transition tables ``TS`` (flags ``F_*`` and static columns), ``TD`` and ``TF``
     (see the ``TS_*``, ``TD_*``, ``TF_*`` columns) from the compiled net's arrays."""
     nT = servers.size
@@ -99,6 +100,8 @@ def fill(TS, TD, TF, servers, in_ptr, in_w, out_ptr, inh_ptr, guard, g_kind, mem
             f |= F_JOIN
         if n_sw >= 2 and sw_w[t] > 0.0:
             f |= F_SW
+        if jn_link[t] >= 0:
+            f |= F_BACKLOG
         TS[t, TS_FL] = f
 
     for t in range(nT):
