@@ -58,6 +58,11 @@ CASES = [
     ("coarse-fifo", "async-ps", BASE, "coarse", {"discipline": "fifo"}),
     ("coarse+", "sync-ps", {**BASE, **NOISE}, "coarse+", {}),
     ("coarse+async", "async-ps", {**BASE, "ps_placement": "colocated"}, "coarse+", {}),
+    ("join-queue", "sync-ps", {**BASE, **CPU, "tcp_queue": 0.004, "tcp_queue_model": "join"},
+     "fine", {}),
+    ("join-queue-async-colocated", "async-ps",
+     {**BASE, **NOISE, "tcp_queue": 0.004, "tcp_queue_model": "join",
+      "ps_placement": "colocated"}, "fine", {}),
     ("backup", "backup", {**BASE, **NOISE}, "fine", {}),
     ("backup-coarse-colocated", "backup", {**BASE, "ps_placement": "colocated", **CPU},
      "coarse", {}),
@@ -132,7 +137,8 @@ def test_bulk_and_checked_ps_nets_are_the_same(variant, kw, granularity, opts, m
 
 
 SIMULATED = ["plain", "cpu-costs", "noise-cpu", "colocated-3", "fifo", "priority", "ssp",
-             "dssp", "backup", "local-sgd-ps", "ps-cases-topology", "coarse+"]
+             "dssp", "backup", "local-sgd-ps", "ps-cases-topology", "coarse+", "join-queue",
+             "join-queue-async-colocated"]
 
 
 @pytest.mark.parametrize("case", SIMULATED)

@@ -42,3 +42,51 @@ def test_rings_share_no_ps_link():
 def test_bad_queue_is_refused_naming_the_field(bad):
     with pytest.raises(SgdnetError, match="tcp_queue"):
         Cluster(workers=2, tcp_queue=bad)
+
+
+# ----------------------------------------------------- tcp_queue_model="join" (the dynamic one)
+def join_run(speeds, q, n_steps=6):
+    cl = Cluster(workers=len(speeds), speeds=tuple(speeds), bandwidth=1.25e8, latency=1e-4,
+                 tcp_queue=q, tcp_queue_model="join")
+    net = variants.build("sync-ps", ONE, cl, granularity="fine")
+    r = simulate(net, steps=n_steps * len(speeds), warmup=0, replications=1, seed=0,
+                 parallel=False, trace=True)
+    return net, r
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_workers_that_push_and_pull_together_never_wait_a_join_queue(n):
+    """Identical workers start their pushes (and the PS its pulls) at the same instants: no
+    transfer has moved a byte when another joins, so the step is the one without a queue."""
+    cl = dict(workers=n, bandwidth=1.25e8, latency=1e-4, tcp_queue=Q, tcp_queue_model="join")
+    net = variants.build("sync-ps", ONE, Cluster(**cl), granularity="fine")
+    assert any(t.endswith(".join") for t in net.transitions)
+    r = simulate(net, steps=20 * n, warmup=4 * n, replications=1, seed=0, parallel=False)
+    assert n / r.throughput.mean == pytest.approx(period(n, 0.0), rel=1e-12)
+
+
+def test_a_late_push_waits_what_the_early_one_has_moved_up_to_its_queue():
+    """Worker 1 computes at half speed: its push joins the PS downlink while worker 0's has
+    been alone on it (moving at the link's rate B) for d seconds, so the join stage lasts
+    min(q, B d, S - B d) / B with q = tcp_queue * B (k - 1 = 1 other connection)."""
+    B, S = 1.25e8, 2e6
+    for q in (0.004, 0.030):
+        net, r = join_run((1.0, 0.5), q)
+        ev = r.trace_events(0)
+        first = {}
+        for e in ev:
+            first.setdefault(e["name"], e)
+        push0 = next(e for n_, e in first.items() if n_.startswith("w0.push") and
+                     net.transitions[n_].tags.get("stage") == "link")
+        join1 = next(e for n_, e in first.items() if n_.startswith("w1.push") and
+                     n_.endswith(".join"))
+        d = join1["start"] - push0["start"]
+        assert 0 < B * d < S
+        want = min(q * B, B * d, S - B * d) / B
+        assert join1["end"] - join1["start"] == pytest.approx(want, rel=1e-9)
+
+
+def test_the_static_model_is_unchanged_and_the_model_name_is_checked():
+    assert Cluster(workers=2).tcp_queue_model == "static"
+    with pytest.raises(SgdnetError, match="tcp_queue_model"):
+        Cluster(workers=2, tcp_queue=Q, tcp_queue_model="dynamic")

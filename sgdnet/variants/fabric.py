@@ -383,6 +383,13 @@ class Fabric:
                            tags={**tg, "stage": "send"})
             names.append(f"{name}.send")
             ins = [sent.name]
+        backlog = self.share_backlog(share, src, dst)
+        if backlog is not None:
+            joined = net.place(f"{name}:joined")
+            net.transition(f"{name}.join", 0.0, inputs={p: 1 for p in ins}, outputs={joined: 1},
+                           servers=math.inf, tags={**tg, "stage": "join"}, backlog=backlog)
+            names.append(f"{name}.join")
+            ins = [joined.name]
         arrived = outputs
         if recv_s is not None:
             arrived = [net.place(f"{name}:arrived").name]
@@ -464,9 +471,28 @@ class Fabric:
         without flows, ``share``, ``tcp_queue`` or a second connection (``k`` as
         :meth:`_connections`)."""
         c = self.cluster
-        if not self.flows or share is None or c.tcp_queue <= 0:
+        if not self.flows or share is None or c.tcp_queue <= 0 or c.tcp_queue_model != "static":
             return 0.0
         return c.tcp_queue if self._connections(share, src, dst) >= 2 else 0.0
+
+    def share_backlog(self, share: str | None, src: Host, dst: Host) -> tuple[str, float] | None:
+        """The join stage of a message of one of ``k >= 2`` connections into (``share="in"``,
+        ``dst``'s downlink) or out of (``"out"``, ``src``'s uplink) one host with
+        ``cluster.tcp_queue_model="join"``: ``(that link, q)`` for ``Transition.backlog``,
+        each other connection keeping at most ``q = tcp_queue * bandwidth / (k - 1)`` bytes
+        queued there; None without flows, ``share``, ``tcp_queue``, that model or a second
+        connection."""
+        c = self.cluster
+        if not self.flows or share is None or c.tcp_queue <= 0 or c.tcp_queue_model != "join":
+            return None
+        k = self._connections(share, src, dst)
+        if k < 2:
+            return None
+        if share == "in":
+            link, bw = self.down(dst), self.down_bw(dst)
+        else:
+            link, bw = self.up(src), self.up_bw(src)
+        return link, c.tcp_queue * bw / (k - 1)
 
     def tcp_ramp(self, nbytes: float, src: Host, dst: Host) -> float:
         """Seconds a message's slow-start restart adds (:func:`~.tcp_ramp.ramp_delay` at

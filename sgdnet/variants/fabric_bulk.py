@@ -69,6 +69,7 @@ class TransferBatch:
         self._pairs = fabric._bulk_pairs  # shared by the fabric's batches
         self._cvs: dict[tuple[str | None, int], tuple[float, float]] = {}
         self._lats: dict[float, Deterministic] = {}
+        self._zero = Deterministic(0.0)  # the join stages' duration (their wait is the backlog)
 
     def __enter__(self) -> TransferBatch:
         return self
@@ -212,6 +213,16 @@ class TransferBatch:
                 priority=SEND_PRIORITY))
             names.append(f"{name}.send")
             arcs = {sent: 1}
+        backlog = fab.share_backlog(share, src, dst)
+        if backlog is not None:
+            joined = f"{name}:joined"
+            els.append(new_place(joined, 0, {}))
+            els.append(new_transition(
+                f"{name}.join", self._zero, arcs, {joined: 1}, (),
+                {"kind": "comm", "step": False, **tags, "stage": "join"}, servers=math.inf))
+            els[-1].backlog = backlog
+            names.append(f"{name}.join")
+            arcs = {joined: 1}
         arrived = outputs
         if recv_s is not None:
             arrived = [f"{name}:arrived"]

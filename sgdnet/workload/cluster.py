@@ -177,6 +177,13 @@ class Cluster:
         with 4 workers waits 12.3 ms on the testbed against 0.9 ms without it. Static: every
         such message pays it, right where the link stays backlogged (3-4 workers of a
         bandwidth-bound model), too much where it does not (2 workers, small messages).
+    tcp_queue_model : str
+        How a message waits ``tcp_queue``: ``"static"`` (default) after its bytes, always (as
+        above); ``"join"`` before its bytes, only behind what the other connections have queued
+        when it joins the link: a join stage (``Transition.backlog``) where each of them keeps
+        ``min(q, bytes it has moved, bytes it has left)``, ``q = tcp_queue * bandwidth / (k -
+        1)`` (so ``tcp_queue`` when the ``k - 1`` others are all backlogged, nothing on an idle
+        link or behind flows that have just started); the link stays busy meanwhile.
     burst, burst_peak : float or str
         Token bucket of every host's NIC link, both directions (a shaper such as Linux's
         ``tbf``, a cloud instance's burst credit): ``burst`` bytes (``"64KiB"``; 0, the default:
@@ -235,6 +242,7 @@ class Cluster:
     tcp_rtt: float | str = 0.0
     tcp_init_window: float | str = 14480.0
     tcp_queue: float | str = 0.0
+    tcp_queue_model: str = "static"
     burst: float | str = 0.0
     burst_peak: float | str | None = None
 
@@ -296,6 +304,10 @@ class Cluster:
         if self.tcp_queue == math.inf:
             raise ClusterError("Cluster.tcp_queue=inf: a standing queue is a finite number of "
                                "seconds (0: none; tcp_probe's standing_queue_s measures it)")
+        if self.tcp_queue_model not in ("static", "join"):
+            raise ClusterError(f"Cluster.tcp_queue_model={self.tcp_queue_model!r}: use 'static' "
+                               "(the queue after every message) or 'join' (before it, behind "
+                               "the other connections' backlog)")
         s(self, "burst", _size(self.burst, "burst"))
         if self.burst == math.inf:
             raise ClusterError("Cluster.burst=inf: a token bucket's depth is a finite number of "
