@@ -35,7 +35,12 @@ MIB = 1024 * 1024
 ALTS = {"fifo": ("fine, fifo NICs (earlier model)", {"discipline": "fifo"}, {}),
         "maxmin": ("fine, exact max-min (share_cv 0)", {},
                    {"share_cv_in": 0.0, "share_cv_out": 0.0}),
-        "inflight1": ("fine, one all-reduce in flight", {"inflight": 1}, {})}
+        "inflight1": ("fine, one all-reduce in flight", {"inflight": 1}, {}),
+        "queue": ("fine, static PS-link queue", {}, {"tcp_queue_model": "static"}),
+        "join": ("fine, join queue", {}, {"tcp_queue_model": "join"})}
+#: --alt values that take the PS links' standing queue from --queue (the TCP probe's
+#: standing_queue_s at the cell's rate with k = the cell's workers: Cluster.tcp_queue)
+QUEUE_ALTS = ("queue", "join")
 #: testbed scheme -> (sgdnet variant, options)
 VARIANTS = {"sync-ps": ("sync-ps", {}), "async-ps": ("async-ps", {}),
             "ring": ("allreduce", {"bucket_bytes": 0, "overlap": True})}
@@ -98,8 +103,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--alt", choices=sorted(ALTS), default="fifo",
                     help="the last column: 'fifo' (default) the earlier FIFO NIC model, "
                          "'maxmin' flows with exact max-min sharing (the files' link.share_cv "
-                         "set to 0)")
+                         "set to 0), 'queue' / 'join' the PS links' standing queue of --queue "
+                         "after every shared message / behind the others' backlog")
+    ap.add_argument("--queue", type=Path,
+                    help="standing queues per rate and flow count (validate_testbed37.py "
+                         "--probe-queue's output), for --alt queue / join")
     a = ap.parse_args(argv)
+    if a.alt in QUEUE_ALTS and a.queue is None:
+        ap.error(f"--alt {a.alt} needs --queue")
+    queues = json.loads(a.queue.read_text())["standing_queue_s"] if a.queue else {}
 
     from sgdnet.testbed.runner import summarize_runs
     from sgdnet.workload import ModelProfile
@@ -125,6 +137,12 @@ def main(argv: list[str] | None = None) -> int:
         row["link_bound"] = link_bound(cell["scheme"], cell["workers"], cf.link.bandwidth,
                                        profile.grad_bytes)
         alt_title, alt_opts, alt_over = ALTS[a.alt]
+        if a.alt in QUEUE_ALTS and cell["workers"] >= 2:
+            q = queues.get(f"{key}/{cell['workers']}")
+            if q is None:
+                raise SystemExit(f"--queue has no standing queue at {cell['rate_Bps']} B/s "
+                                 f"with {cell['workers']} flows")
+            alt_over = {**alt_over, "tcp_queue": statistics.median(q)}
         for label, gran, opts, over in (("fine", "fine", {}, {}), ("coarse", "coarse", {}, {}),
                                         ("fine_alt", "fine", alt_opts, alt_over)):
             pred = predict_cell(profile, f, cell["scheme"], cell["workers"],

@@ -23,7 +23,8 @@ the TCP probe at that rate, ``--tcp`` or F's own), ``overlap+pace``, ``burst`` /
 ``--probe --out T``: the TCP probe alone at every rate, ``--probe-repeats`` times.
 ``--probe-queue --out Q``: the probe's standing queue with 2..max(workers) flows at every rate;
 ``--from F --queue Q --alts ...queue`` then gives the PS links that queue
-(``Cluster.tcp_queue``) at each cell's rate and worker count.
+(``Cluster.tcp_queue``) at each cell's rate and worker count; ``...join`` the same queue,
+waited only behind what the other connections have queued (``tcp_queue_model="join"``).
 
     python scripts/validate_testbed37.py --run --out docs/data/testbed37_runs.json
     python scripts/validate_testbed37.py --probe --out docs/data/testbed37_tcp.json
@@ -188,10 +189,17 @@ ALTS = {"file": ({}, False), "overlap": ({"cpu_overlap": True}, False),
         "overlap+burst+inflight2": ({"cpu_overlap": True, "burst": "file"}, False),
         "queue": ({}, False), "overlap+queue": ({"cpu_overlap": True}, False),
         "burst+queue": ({"burst": "file"}, False),
-        "overlap+burst+queue": ({"cpu_overlap": True, "burst": "file"}, False)}
+        "overlap+burst+queue": ({"cpu_overlap": True, "burst": "file"}, False),
+        "join": ({"tcp_queue_model": "join"}, False),
+        "overlap+join": ({"cpu_overlap": True, "tcp_queue_model": "join"}, False),
+        "burst+join": ({"burst": "file", "tcp_queue_model": "join"}, False),
+        "overlap+burst+join": ({"cpu_overlap": True, "burst": "file",
+                                "tcp_queue_model": "join"}, False)}
 #: alternatives with the PS links' standing queue (``Cluster.tcp_queue``) of ``--queue F``: the
-#: TCP probe's ``standing_queue_s`` at the cell's rate with k = the cell's workers
-QUEUE_ALTS = {a for a in ALTS if a.endswith("queue")}
+#: TCP probe's ``standing_queue_s`` at the cell's rate with k = the cell's workers; ``*queue``
+#: waits it after every shared message, ``*join`` before one, behind the others' backlog
+#: (``tcp_queue_model="join"``)
+QUEUE_ALTS = {a for a in ALTS if a.endswith(("queue", "join"))}
 #: rings' variant options of an alternative: gloo's default process group runs 2 collectives
 #: at once (``ProcessGroupGloo._Options()._threads``), ``allreduce(inflight=2)``
 RING_OPTS = {a: {"inflight": 2} for a in ("inflight2", "overlap+inflight2",

@@ -11,9 +11,9 @@ import pytest
 
 from sgdnet import Net, simulate
 from sgdnet.dists import Deterministic
-from sgdnet.net import compile_net, from_pnml, to_pnml
 from sgdnet.engine.reference import simulate_reference
 from sgdnet.errors import SgdnetError
+from sgdnet.net import compile_net, from_pnml, to_pnml
 
 ENGINES = pytest.mark.parametrize("sim", [simulate, simulate_reference], ids=["kernel", "reference"])
 BW = 1e6  # bytes/s: 1 kB per ms
@@ -24,14 +24,15 @@ def ends(sim, net: Net) -> dict[str, float]:
     return {e["name"]: e["end"] for e in res.trace_events(0) if e["name"] != "tick"}
 
 
-def scene(early: dict[str, float], t_join: float, q: float, late_bytes: float = 1e3) -> Net:
-    """Transfers ``early`` (name -> bytes) start at 0 on link L; at ``t_join`` a join stage
-    ``J`` (backlog ``q`` on L) starts, then the late transfer ``B`` of ``late_bytes``."""
+def scene(early: dict[str, tuple], t_join: float, q: float, late_bytes: float = 1e3) -> Net:
+    """Transfers ``early`` (name -> (bytes, cap or None)) start at 0 on link L; at ``t_join`` a
+    join stage ``J`` (backlog ``q`` on L) starts, then the late transfer ``B`` of
+    ``late_bytes``."""
     net = Net("backlog")
     net.link("L", BW)
-    for name, nb in early.items():
+    for name, (nb, cap) in early.items():
         go = net.place(f"{name}.go", tokens=1)
-        net.transfer(name, nb, ["L"], inputs={go: 1})
+        net.transfer(name, nb, ["L"], inputs={go: 1}, cap=cap)
     go = net.place("late.go", tokens=1)
     net.place("late.at")
     net.place("late.in")
@@ -44,25 +45,67 @@ def scene(early: dict[str, float], t_join: float, q: float, late_bytes: float = 
 
 
 @ENGINES
-@pytest.mark.parametrize("t_join, q, wait", [
-    (0.010, 50e3, 0.010),   # queue still building: A has moved 10 kB < q
-    (0.080, 50e3, 0.050),   # A's standing queue q is full
-    (0.195, 50e3, 0.005),   # only 5 kB of A left: it cannot queue more than that
-])
-def test_one_transfer_ahead_queues_min_of_q_moved_and_left(sim, t_join, q, wait):
-    e = ends(sim, scene({"A": 200e3}, t_join, q))
-    assert e["J"] == pytest.approx(t_join + wait, rel=1e-12)
-    # while B waits, A has the link alone; afterwards they share it
-    a_left = 200e3 - BW * (t_join + wait)
-    assert e["B"] == pytest.approx(t_join + wait + (2 * 1e3 if a_left >= 1e3 else a_left + 1e3) / BW,
-                                   rel=1e-9)
+@pytest.mark.parametrize("cap", [None, 0.5e6])
+def test_a_transfer_alone_at_its_pace_queues_nothing(sim, cap):
+    # alone on L (at L's rate, or at its own cap) it sends as fast as it is served
+    e = ends(sim, scene({"A": (200e3, cap)}, 0.080, 50e3))
+    assert e["J"] == pytest.approx(0.080, rel=1e-12)
 
 
 @ENGINES
-def test_each_transfer_ahead_adds_its_own_queue(sim):
-    # two transfers share L from 0: each has moved 20 kB at 40 ms; q = 15 kB each -> 30 ms
-    e = ends(sim, scene({"A1": 100e3, "A2": 100e3}, 0.040, 15e3))
-    assert e["J"] == pytest.approx(0.040 + 2 * 15e3 / BW, rel=1e-12)
+@pytest.mark.parametrize("q, each", [(15e3, 15e3), (50e3, 20e3)])
+def test_transfers_that_share_build_the_queue_at_what_they_fall_behind_their_pace(sim, q, each):
+    # two transfers share L from 0: at 40 ms each has moved 20 kB of the 40 kB its pace sent
+    e = ends(sim, scene({"A1": (100e3, None), "A2": (100e3, None)}, 0.040, q))
+    assert e["J"] == pytest.approx(0.040 + 2 * each / BW, rel=1e-12)
+
+
+@ENGINES
+@pytest.mark.parametrize("t_join, q, wait", [
+    (0.060, 50e3, 0.010),  # A fell 10 kB behind while A2 shared L (0-20 ms) and keeps them
+    (0.060, 4e3, 0.004),   # ... at most q
+    (0.205, 50e3, 0.005),  # 5 kB of A left: no more than that can be queued
+])
+def test_a_queue_built_while_sharing_stays_until_it_is_carried(sim, t_join, q, wait):
+    e = ends(sim, scene({"A": (200e3, None), "A2": (10e3, None)}, t_join, q))
+    assert e["A2"] == pytest.approx(0.020, rel=1e-12)
+    assert e["J"] == pytest.approx(t_join + wait, rel=1e-9)
+    # the link carried A alone meanwhile; then B's 1 kB shares it with A (or follows A's end)
+    a_left = 210e3 - BW * (t_join + wait)
+    assert e["B"] == pytest.approx(
+        t_join + wait + (2e3 if a_left >= 1e3 else a_left + 1e3) / BW, rel=1e-9)
+
+
+@ENGINES
+@pytest.mark.parametrize("carry", [True, False])
+def test_a_connection_streaming_messages_back_to_back_keeps_its_queue(sim, carry):
+    """X sends m1 (20 kB) then m2 (100 kB) on one connection while Y sends 100 kB: m1 ends at
+    40 ms having fallen 20 kB behind its pace, which m2 carries on; at 60 ms m2 has moved 10 kB
+    of the 20 kB its pace sent since, so X queues 30 kB, and so does Y (60 kB sent, 30 moved).
+    Without the connection, m2 starts afresh: 10 kB."""
+    net = Net("stream")
+    net.link("L", BW)
+    conn = {"connection": "cx"} if carry else {}
+    for name, nb, opts in (("m1", 20e3, conn), ("m2", 100e3, conn), ("Y", 100e3, {})):
+        go = net.place(f"{name}.go", tokens=1)
+        net.transfer(name, nb, ["L"], inputs={go: 1}, **opts)
+    if not carry:  # m2 after m1 all the same
+        net.transitions["m2"].inputs.clear()
+        net.transitions["m2"].inputs["m1.done"] = 1
+        net.place("m1.done")
+        net.transitions["m1"].outputs["m1.done"] = 1
+    go = net.place("late.go", tokens=1)
+    net.place("late.at")
+    net.place("late.done")
+    net.transition("delay", 0.060, inputs={go: 1}, outputs={"late.at": 1})
+    net.transition("J", 0.0, inputs={"late.at": 1}, outputs={"late.done": 1}, backlog=("L", 50e3))
+    clk = net.place("clock", tokens=1)
+    net.transition("tick", 1e4, inputs={clk: 1}, outputs={clk: 1}, tags={"step": True})
+    res = sim(net, steps=1, warmup=0, replications=1, seed=0, trace=True)
+    ev = [e for e in res.trace_events(0) if e["name"] in ("m1", "J")]
+    assert ev[0]["name"] == "m1" and ev[0]["end"] == pytest.approx(0.040, rel=1e-12)
+    j = next(e for e in ev if e["name"] == "J")
+    assert j["end"] - j["start"] == pytest.approx((60e3 if carry else 40e3) / BW, rel=1e-9)
 
 
 @ENGINES
@@ -70,17 +113,17 @@ def test_an_idle_link_and_transfers_that_start_together_cost_nothing(sim):
     e = ends(sim, scene({}, 0.010, 50e3))
     assert e["J"] == pytest.approx(0.010, rel=1e-12)
     assert e["B"] == pytest.approx(0.010 + 1e3 / BW, rel=1e-12)
-    # a transfer starting at the join's very instant has moved nothing yet
-    e = ends(sim, scene({"A": 100e3}, 0.0, 50e3))
+    # transfers starting at the join's very instant have moved nothing and fallen behind nothing
+    e = ends(sim, scene({"A1": (100e3, None), "A2": (100e3, None)}, 0.0, 50e3))
     assert e["J"] == 0.0
 
 
 @ENGINES
 def test_the_wait_is_added_to_the_sampled_duration(sim):
-    net = scene({"A": 200e3}, 0.080, 50e3)
+    net = scene({"A": (200e3, None), "A2": (10e3, None)}, 0.060, 50e3)
     net.transitions["J"].duration = Deterministic(0.002)
     e = ends(sim, net)
-    assert e["J"] == pytest.approx(0.080 + 0.002 + 0.050, rel=1e-12)
+    assert e["J"] == pytest.approx(0.060 + 0.002 + 0.010, rel=1e-9)
 
 
 def test_kernel_and_reference_agree_on_a_random_backlog_net():

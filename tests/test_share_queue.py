@@ -65,25 +65,38 @@ def test_workers_that_push_and_pull_together_never_wait_a_join_queue(n):
     assert n / r.throughput.mean == pytest.approx(period(n, 0.0), rel=1e-12)
 
 
-def test_a_late_push_waits_what_the_early_one_has_moved_up_to_its_queue():
-    """Worker 1 computes at half speed: its push joins the PS downlink while worker 0's has
-    been alone on it (moving at the link's rate B) for d seconds, so the join stage lasts
-    min(q, B d, S - B d) / B with q = tcp_queue * B (k - 1 = 1 other connection)."""
+def _first(net, ev, worker, stage):
+    first = {}
+    for e in ev:
+        first.setdefault(e["name"], e)
+    return next(e for n_, e in first.items() if n_.startswith(f"w{worker}.push")
+                and net.transitions[n_].tags.get("stage") == stage)
+
+
+def test_a_push_alone_queues_nothing_for_the_late_one():
+    """Worker 1 computes at half speed: worker 0's push had the PS downlink alone, at its pace,
+    so it queued nothing and worker 1's join stage costs nothing."""
+    net, r = join_run((1.0, 0.5), 0.030)
+    ev = r.trace_events(0)
+    join1 = _first(net, ev, 1, "join")
+    assert join1["start"] > _first(net, ev, 0, "link")["start"]
+    assert join1["end"] == join1["start"]
+
+
+def test_a_late_push_waits_what_the_sharing_ones_fell_behind_their_pace():
+    """Workers 0 and 1 push together (each at B/2, half its pace B) for d seconds before the
+    slow worker 2 joins: each has fallen B d / 2 behind, so the join stage lasts
+    2 min(q, B d / 2, S - B d / 2) / B with q = tcp_queue * B / 2 (k - 1 = 2 others)."""
     B, S = 1.25e8, 2e6
-    for q in (0.004, 0.030):
-        net, r = join_run((1.0, 0.5), q)
+    for q in (0.002, 0.030):
+        net, r = join_run((1.0, 1.0, 0.5), q)
         ev = r.trace_events(0)
-        first = {}
-        for e in ev:
-            first.setdefault(e["name"], e)
-        push0 = next(e for n_, e in first.items() if n_.startswith("w0.push") and
-                     net.transitions[n_].tags.get("stage") == "link")
-        join1 = next(e for n_, e in first.items() if n_.startswith("w1.push") and
-                     n_.endswith(".join"))
-        d = join1["start"] - push0["start"]
-        assert 0 < B * d < S
-        want = min(q * B, B * d, S - B * d) / B
-        assert join1["end"] - join1["start"] == pytest.approx(want, rel=1e-9)
+        p0, p1, join2 = _first(net, ev, 0, "link"), _first(net, ev, 1, "link"), _first(net, ev, 2, "join")
+        assert p0["start"] == p1["start"]
+        d = join2["start"] - p0["start"]
+        assert 0 < B * d / 2 < S
+        want = 2 * min(q * B / 2, B * d / 2, S - B * d / 2) / B
+        assert join2["end"] - join2["start"] == pytest.approx(want, rel=1e-9)
 
 
 def test_the_static_model_is_unchanged_and_the_model_name_is_checked():

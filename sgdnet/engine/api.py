@@ -312,10 +312,12 @@ def period_check(cn: CompiledNet, allowed: bool = True) -> int:
     which it looks for a periodic regime (one per step transition), or 0 (not looked for: the
     net has randomness or modulators, its canonical states would take more than
     :data:`sgdnet.engine.periodic.MAX_STATE_BYTES`, or ``allowed`` is False) or has token
-    buckets (their tokens are not in the canonical state)."""
+    buckets or join stages (their tokens, the connections' lags are not in the canonical
+    state)."""
     from .periodic import MAX_STATE_BYTES, state_bytes
 
-    if not allowed or not cn.deterministic or cn.mod_kind.size or cn.r_tb[:, 0].any():
+    if (not allowed or not cn.deterministic or cn.mod_kind.size or cn.r_tb[:, 0].any()
+            or (cn.jn_link >= 0).any()):
         return 0
     if state_bytes(cn) > MAX_STATE_BYTES:  # the canonical states would cost too much memory
         return 0

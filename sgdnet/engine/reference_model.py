@@ -43,7 +43,7 @@ class ReferenceReplication:
 
 
 class _Firing:
-    __slots__ = ("seq", "t", "start", "end", "work", "rate", "last", "ps", "req", "size")
+    __slots__ = ("seq", "t", "start", "end", "work", "rate", "last", "ps", "req", "size", "lag0")
 
     def __init__(self, seq, t, start, end, work, ps, req=0.0):
         self.req = req  # request time of the firing (its sojourns start there)
@@ -53,6 +53,7 @@ class _Firing:
         self.end = end
         self.work = work  # remaining work (ps firings only)
         self.size = work  # the work at the start (a transfer's bytes)
+        self.lag0 = 0.0  # what its connection had sent beyond the message before it
         self.rate = 1.0
         self.last = start  # time `work` was last brought up to date
         self.ps = ps
@@ -86,6 +87,7 @@ class _Model:
         # join stages: (link index, bytes one transfer keeps queued at most) or None
         self.backlog = [None if t.backlog is None else (ridx[t.backlog[0]], float(t.backlog[1]))
                         for t in self.trans]
+        self.joins = any(b is not None for b in self.backlog)
         self.servers = [t.servers for t in self.trans]
         self.is_step = [t.is_step for t in self.trans]
         self.weight = [t.weight for t in self.trans]

@@ -175,6 +175,15 @@ def run_replication(
     s_inh = np.zeros(scap, dtype=np.bool_)
     s_w0 = np.zeros(scap, dtype=np.float64)  # bytes of the flow counted in its links' busy time
     s_size = np.zeros(scap, dtype=np.float64)  # bytes of the flow (join stages read what it moved)
+    # join stages (sgdnet.engine.kernel.flows.backlog_wait): what a flow's connection had sent
+    # beyond the message before it, and per queued resource the last such lag and its time
+    joins = False
+    for t in range(nT):
+        if jn_link[t] >= 0:
+            joins = True
+    s_lag0 = np.zeros(scap, dtype=np.float64)
+    c_lag = np.zeros(nR, dtype=np.float64)
+    c_t = np.full(nR, -np.inf, dtype=np.float64)
     f_lmark = np.zeros(nR, dtype=np.int64)
     f_fmark = np.zeros(scap, dtype=np.int64)
     f_epoch = np.zeros(1, dtype=np.int64)
@@ -331,6 +340,7 @@ def run_replication(
                                          rs_ptr, rs_mod, modval, mod_kind, mod_par, mk_state, mk_next)
                 if f & F_BACKLOG:  # a join stage: also the queue its link holds now
                     dur += flows.backlog_wait(jn_link[t], jn_q[t], now, r_ps, ps_h, ps_n, s_size,
+                                              s_start, s_lag0, s_trans, TS, psres_idx, fl_cap,
                                               s_grp, s_vf, g_V, g_rate, g_tau, s_rem, s_rate,
                                               s_last, r_bw)
                 # a firing slot
@@ -361,6 +371,8 @@ def run_replication(
                         grow = abi.GROW_HOLDERS
                         break
                     if f & F_FLOW:
+                        if joins:
+                            flows.carry_in(t, s, now, TS, qres_idx, s_lag0, c_lag, c_t)
                         nfn, nsd = flows.start(t, s, now, dur, TS, psres_idx, s_rem, s_last, s_rate,
                                                s_ctime, s_grp, s_inh, s_w0, s_size, f_new, nfn,
                                                f_pend, f_seeds, nsd)
@@ -527,6 +539,9 @@ def run_replication(
                 statistics.shared_sojourn(t, s, now, hist, TS, psres_idx, o_ssum, o_sn, o_hs, hb_f,
                                           hb_i, s_req)
             if f & F_FLOW:
+                if joins:
+                    flows.carry_out(t, s, now, TS, psres_idx, qres_idx, fl_cap, r_bw, s_start,
+                                    s_size, s_lag0, c_lag, c_t)
                 eh_n, hole = flows.complete(t, s, now, counting, TS, psres_idx, o_busy, s_w0, r_bw,
                                             s_grp, r_ps, s_vf, gh, gn, s_gpos, s_seq, g_head, s_ctime,
                                             s_inh, hole, eh, ekt, eks, eh_pos, eh_n)

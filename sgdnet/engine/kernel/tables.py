@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from ...net.compiled import DISC_FLOW, GATE_DYNAMIC_LAG
 from ..layout import (
-    F_CNT,
     F_BACKLOG,
+    F_CNT,
     F_FLOW,
     F_GUARD,
     F_INH,
