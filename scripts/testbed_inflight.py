@@ -5,10 +5,7 @@ iproute2, torch. For each worker count: one warm-up launch, then one ``train`` j
 ``tcp_probe`` on. Every ACK a socket receives records its ``snd_nxt - snd_una`` (the bytes it has
 in the network: the link's queue holds all of them but a BDP of ~2 kB here) and ``srtt``. Prints,
 for the workers' push connections (worker -> PS) and the PS's pull connections (PS -> worker),
-the bytes in flight while a connection is sending (median, p90), and for every push that joins
-the PS's downlink while others send, the bytes the others had in flight at that moment (the
-queue a join stage waits, ``Cluster.tcp_queue_model="join"``) next to the bytes they had moved
-in their current busy stretch.
+the bytes in flight while a connection is sending (median, p90) and its smoothed RTT.
 
     python scripts/testbed_inflight.py --rate 250Mbit/s --workers 2,3,4 --json out.json
 """
@@ -29,8 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 LINE = re.compile(r"\s(\d+\.\d+): tcp_probe: .*?src=([\d.]+):\d+ dest=([\d.]+):\d+ .*?"
                   r"snd_nxt=0x([0-9a-f]+) snd_una=0x([0-9a-f]+) .*?srtt=(\d+).*?"
                   r"sock_cookie=([0-9a-f]+)")
-#: a connection with nothing in flight for this long has ended its busy stretch (seconds)
-IDLE_GAP = 0.002
 
 
 def samples(lines: list[str]) -> dict[tuple[str, str], list[tuple[float, int, int, int]]]:
@@ -49,41 +44,6 @@ def samples(lines: list[str]) -> dict[tuple[str, str], list[tuple[float, int, in
     return out
 
 
-def stretches(s: list[tuple[float, int, int, int]]) -> list[tuple[float, float]]:
-    """Busy stretches ``(start, end)`` of one connection: runs of ACKs with bytes in flight
-    or newly acknowledged, split at gaps of more than :data:`IDLE_GAP`."""
-    out = []
-    cur = None
-    for t, inflight, _, acked in s:
-        if inflight == 0 and acked == 0:
-            continue
-        if cur is None or t - cur[1] > IDLE_GAP:
-            if cur is not None:
-                out.append(tuple(cur))
-            cur = [t, t]
-        else:
-            cur[1] = t
-    if cur is not None:
-        out.append(tuple(cur))
-    return out
-
-
-def at(s: list[tuple[float, int, int, int]], t: float) -> tuple[int, int]:
-    """``(bytes in flight at the last ACK before t, bytes acked since its stretch began)``."""
-    import bisect
-
-    ts = [x[0] for x in s]
-    i = bisect.bisect_right(ts, t) - 1
-    if i < 0 or t - s[i][0] > IDLE_GAP:
-        return 0, 0
-    moved = 0
-    j = i
-    while j > 0 and s[j][0] - s[j - 1][0] <= IDLE_GAP:
-        moved += s[j][3]
-        j -= 1
-    return s[i][1], moved
-
-
 def analyse(conns: dict, ps: str, t0: float, t1: float) -> dict:
     push = {k: [x for x in v if t0 <= x[0] <= t1] for k, v in conns.items() if k[1] == ps}
     pull = {k: [x for x in v if t0 <= x[0] <= t1] for k, v in conns.items() if k[0] == ps}
@@ -97,15 +57,6 @@ def analyse(conns: dict, ps: str, t0: float, t1: float) -> dict:
             res[label] = {"inflight_median_B": statistics.median(fl),
                           "inflight_p90_B": fl[(9 * len(fl)) // 10],
                           "srtt_median_us": statistics.median(rt), "acks": len(fl)}
-    joins = []
-    for k, v in push.items():
-        for start, _ in stretches(v):
-            others = [at(w, start) for k2, w in push.items() if k2 != k]
-            busy = [o for o in others if o[0] > 0]
-            if busy:
-                joins.append({"t": start, "others_inflight_B": sum(o[0] for o in busy),
-                              "others_moved_B": sum(o[1] for o in busy), "busy_others": len(busy)})
-    res["push_joins"] = joins
     return res
 
 
@@ -153,18 +104,11 @@ def main(argv: list[str] | None = None) -> int:
         put("trace", "")
         ref = got["ranks"][1]["jobs"][0]["stamps"]
         r = analyse(conns, ps, ref[warm + 1], ref[-2])
-        j = r["push_joins"]
-        q = sorted(x["others_inflight_B"] for x in j)
         print(f"{a.scheme} {a.model} n={n} at {rate * 8e-6:g} Mbit/s: "
               + "; ".join(f"{lab} in flight median {r[lab]['inflight_median_B'] / 1e3:.1f} kB "
                           f"(p90 {r[lab]['inflight_p90_B'] / 1e3:.1f}), srtt "
                           f"{r[lab]['srtt_median_us'] / 1e3:.2f} ms"
-                          for lab in ("push", "pull") if lab in r)
-              + (f"; {len(j)} pushes joined busy others: their bytes in flight median "
-                 f"{statistics.median(q) / 1e3:.1f} kB ({statistics.median(q) / rate * 1e3:.2f} "
-                 f"ms at the rate), moved median "
-                 f"{statistics.median(x['others_moved_B'] for x in j) / 1e3:.1f} kB" if j else ""),
-              flush=True)
+                          for lab in ("push", "pull") if lab in r), flush=True)
         out["by_workers"][str(n)] = r
     if a.json:
         a.json.write_text(json.dumps(out, indent=1))

@@ -139,9 +139,12 @@ def probe(out: Path, rates: list[str], flows: int, repeats: int) -> None:
     out.write_text(json.dumps({"rates_Bps": bps, "flows": flows, "tcp": tcp}, indent=1))
 
 
-def probe_queue(out: Path, rates: list[str], workers: list[int], repeats: int) -> None:
+def probe_queue(out: Path, rates: list[str], workers: list[int], repeats: int,
+                incast: bool = False) -> None:
     """The TCP probe's standing queue (``standing_queue_s``) with k = 2..max(workers)
-    connections sharing one host's link, at every rate, ``repeats`` times (interleaved)."""
+    connections sharing one host's link, at every rate, ``repeats`` times (interleaved):
+    connections out of one host (a PS's pulls), or with ``incast`` from k hosts into one (its
+    pushes; also their bytes in flight, ``inflight_B``)."""
     from sgdnet import units
     from sgdnet.testbed import tcp_probe
     from sgdnet.testbed.netns import EmulatedCluster
@@ -149,17 +152,26 @@ def probe_queue(out: Path, rates: list[str], workers: list[int], repeats: int) -
     bps = [units.bandwidth(r, what="rate") for r in rates]
     ks = [k for k in range(2, max(workers) + 1)]
     got: dict[str, list[float]] = {}
+    inflight: dict[str, list[float]] = {}
     with EmulatedCluster(max(workers) + 1, rate=bps[0]) as cl:
         for _ in range(repeats):
             for b in bps:
                 cl.shape(b)
                 for k in ks:
-                    p = tcp_probe.probe_cluster(cl, flows=k)
+                    p = (tcp_probe.probe_incast(cl, flows=k) if incast
+                         else tcp_probe.probe_cluster(cl, flows=k))
                     got.setdefault(f"{round(b)}/{k}", []).append(p["standing_queue_s"])
-                    print(f"{b * 8e-6:.0f} Mbit/s, {k} flows: standing queue "
-                          f"{p['standing_queue_s'] * 1e3:.2f} ms", flush=True)
-    out.write_text(json.dumps({"rates_Bps": bps, "flows": ks, "standing_queue_s": got},
-                              indent=1))
+                    if incast:
+                        inflight.setdefault(f"{round(b)}/{k}", []).append(p["inflight_B"])
+                    print(f"{b * 8e-6:.0f} Mbit/s, {k} flows{' in' if incast else ''}: "
+                          f"standing queue {p['standing_queue_s'] * 1e3:.2f} ms"
+                          + (f", {p['inflight_B'] / 1e3:.0f} kB in flight each" if incast
+                             else ""), flush=True)
+    rec = {"rates_Bps": bps, "flows": ks, "direction": "in" if incast else "out",
+           "standing_queue_s": got}
+    if incast:
+        rec["inflight_B"] = inflight
+    out.write_text(json.dumps(rec, indent=1))
 
 
 def cells(runs: list[dict]) -> list[dict]:
@@ -187,9 +199,11 @@ ALTS = {"file": ({}, False), "overlap": ({"cpu_overlap": True}, False),
                                                                 "burst": "file"}, False),
         "inflight2": ({}, False), "overlap+inflight2": ({"cpu_overlap": True}, False),
         "overlap+burst+inflight2": ({"cpu_overlap": True, "burst": "file"}, False),
-        "queue": ({}, False), "overlap+queue": ({"cpu_overlap": True}, False),
-        "burst+queue": ({"burst": "file"}, False),
-        "overlap+burst+queue": ({"cpu_overlap": True, "burst": "file"}, False),
+        "queue": ({"tcp_queue_model": "static"}, False),
+        "overlap+queue": ({"cpu_overlap": True, "tcp_queue_model": "static"}, False),
+        "burst+queue": ({"burst": "file", "tcp_queue_model": "static"}, False),
+        "overlap+burst+queue": ({"cpu_overlap": True, "burst": "file",
+                                 "tcp_queue_model": "static"}, False),
         "join": ({"tcp_queue_model": "join"}, False),
         "overlap+join": ({"cpu_overlap": True, "tcp_queue_model": "join"}, False),
         "burst+join": ({"burst": "file", "tcp_queue_model": "join"}, False),
@@ -298,6 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tcp", type=Path, help="TCP probes (--probe's output) instead of F's")
     ap.add_argument("--queue", type=Path,
                     help="standing queues per rate and flow count (--probe-queue's output)")
+    ap.add_argument("--incast", action="store_true",
+                    help="with --probe-queue: k hosts streaming into one (a PS's pushes) "
+                         "instead of one host's connections out")
     ap.add_argument("--probe-queue", action="store_true",
                     help="measure the standing queue with 2..max(--workers) flows at every "
                          "rate, --probe-repeats times, into --out")
@@ -312,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.out is None:
             ap.error("--probe-queue needs --out")
         probe_queue(a.out, a.rates.split(","), [int(x) for x in a.workers.split(",")],
-                    a.probe_repeats)
+                    a.probe_repeats, incast=a.incast)
         return 0
     if a.probe:
         if a.out is None:

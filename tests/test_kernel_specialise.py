@@ -48,6 +48,9 @@ def _nets():
             except Exception:  # noqa: BLE001 - a variant without that granularity
                 continue
     yield "ps_net", ps_net(workers=3)
+    from sgdnet import Cluster  # join stages (F_BACKLOG) before the PS's shared messages
+    yield "sync-ps-join", variants.get("sync-ps").build(
+        "resnet50", Cluster(workers=3, bandwidth="10Gbps", tcp_queue=0.004), "fine")
 
 
 @pytest.mark.parametrize("label,net", list(_nets()), ids=lambda x: x if isinstance(x, str) else "")

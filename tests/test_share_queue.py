@@ -1,7 +1,7 @@
 """``Cluster.tcp_queue``: the standing queue of a PS host's shared link (issue #37).
 
-A message of one of ``k >= 2`` connections into / out of the PS host waits the queue on top
-of its latency; with one connection (one worker) there is no queue. On a deterministic
+``tcp_queue_model="static"``: a message of one of ``k >= 2`` connections into / out of the PS
+host waits the queue on top of its latency; with one connection (one worker) there is no queue. On a deterministic
 one-layer sync PS every step is push -> average -> pull, one after another, so each worker's
 step grows by exactly 2 q (its push and its pull each wait q) when 2 or more workers share the
 PS's links, and not at all with one worker.
@@ -19,7 +19,7 @@ Q = 0.0123
 
 
 def period(n: int, q: float, variant: str = "sync-ps") -> float:
-    cl = Cluster(workers=n, bandwidth=1.25e8, latency=1e-4, tcp_queue=q)
+    cl = Cluster(workers=n, bandwidth=1.25e8, latency=1e-4, tcp_queue=q, tcp_queue_model="static")
     net = variants.build(variant, ONE, cl, granularity="fine")
     r = simulate(net, steps=20 * n, warmup=4 * n, replications=1, seed=0, parallel=False)
     return n / r.throughput.mean
@@ -99,7 +99,7 @@ def test_a_late_push_waits_what_the_sharing_ones_fell_behind_their_pace():
         assert join2["end"] - join2["start"] == pytest.approx(want, rel=1e-9)
 
 
-def test_the_static_model_is_unchanged_and_the_model_name_is_checked():
-    assert Cluster(workers=2).tcp_queue_model == "static"
+def test_the_join_model_is_the_default_and_the_model_name_is_checked():
+    assert Cluster(workers=2).tcp_queue_model == "join"
     with pytest.raises(SgdnetError, match="tcp_queue_model"):
         Cluster(workers=2, tcp_queue=Q, tcp_queue_model="dynamic")

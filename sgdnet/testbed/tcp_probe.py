@@ -13,6 +13,12 @@ what ``ss -ti`` prints):
 - **after idle**: the time of one message sent after an idle gap longer than the RTO against
   the same message sent right after another (the slow-start restart, if any, is the
   difference), and the window the connection restarted from;
+- **incast** (:func:`probe_incast`, its own run): ``k`` hosts stream 1 MiB messages into one
+  host at once (a PS's pushes); their RTT while sharing less the idle RTT is the standing
+  queue of the receiving host's link (``standing_queue_s``), their bytes in flight each
+  connection's share of it. The queue sits in that link's buffer, which no sender's qdisc
+  (TCP small queues) bounds: connections into one host keep about twice the bytes in flight
+  that connections out of one host do;
 - **sharing** (``share_repeats`` times): ``k`` connections out of one host send 1 MiB
   messages (each acked, as a PS's pulls) at once for ``stream_s`` seconds, all idle ``gap_s``
   (below the RTO), then the first sends one message alone; its time against the same
@@ -46,7 +52,8 @@ from typing import Any
 
 from ..errors import TestbedError
 
-__all__ = ["tcp_info", "probe_cluster", "summarize", "with_probe", "sender", "sink"]
+__all__ = ["tcp_info", "probe_cluster", "probe_incast", "summarize", "summarize_incast",
+           "with_probe", "sender", "sink", "streamer"]
 
 PORT = 29650
 _HDR = struct.Struct("!Q")
@@ -57,7 +64,7 @@ def tcp_info(sock: socket.socket) -> dict[str, float]:
     raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 168)
     u32 = lambda off: struct.unpack_from("I", raw, off)[0]  # noqa: E731
     u64 = lambda off: struct.unpack_from("Q", raw, off)[0]  # noqa: E731
-    return {"rto_s": u32(8) * 1e-6, "mss": u32(16), "rtt_s": u32(68) * 1e-6,
+    return {"rto_s": u32(8) * 1e-6, "mss": u32(16), "unacked": u32(24), "rtt_s": u32(68) * 1e-6,
             "cwnd": u32(80), "pacing_Bps": float(u64(104)), "bytes_acked": u64(120),
             "min_rtt_s": u32(148) * 1e-6 if len(raw) >= 152 else None}
 
@@ -210,6 +217,94 @@ def _share(peers: list[str], port: int, stream_s: float, gap_s: float,
             "after_alone_s": after_alone, "samples": samples}
 
 
+def streamer(spec: dict) -> dict[str, Any]:
+    """One of the ``k`` hosts of the incast probe: connect to ``spec["peer"]``, 20 one-byte
+    ping-pongs (the idle RTT), wait until ``spec["start_at"]`` (``time.perf_counter``, one
+    clock for every namespace), then send 1 MiB messages (each acked, as a worker's pushes
+    are) for ``stream_s`` seconds, TCP_INFO every 10 ms."""
+    c = _connect(spec["peer"], int(spec.get("port", PORT)))
+    one = memoryview(b"x")
+    pings = [_msg(c, one) for _ in range(20)]
+    buf = memoryview(bytearray(1 << 20))
+    stop = threading.Event()
+
+    def stream() -> None:
+        while not stop.is_set():
+            _msg(c, buf)
+
+    wait = float(spec["start_at"]) - time.perf_counter()
+    if wait > 0:
+        time.sleep(wait)
+    th = threading.Thread(target=stream, daemon=True)
+    t0 = time.perf_counter()
+    th.start()
+    samples = []
+    while time.perf_counter() - t0 < float(spec.get("stream_s", 3.0)):
+        time.sleep(0.01)
+        samples.append([time.perf_counter() - t0, tcp_info(c)])
+    stop.set()
+    th.join(timeout=30)
+    c.sendall(_HDR.pack(0))
+    c.close()
+    return {"ping_s": pings, "samples": samples}
+
+
+def probe_incast(cluster: Any, flows: int, stream_s: float = 3.0, timeout_s: float = 120.0,
+                 rate_Bps: float | None = None) -> dict[str, Any]:
+    """The incast probe on an emulated cluster: a sink on host 0, ``flows`` hosts ``1..flows``
+    streaming into it at once (a PS's pushes: connections from different hosts into one
+    host's link, whose queue no sender's own qdisc limits); :func:`summarize_incast` of
+    their records."""
+    if not 1 <= flows < cluster.hosts:
+        raise TestbedError(f"flows={flows}: the cluster has {cluster.hosts} hosts (one sinks)")
+    exe = [sys.executable, "-m", "sgdnet.testbed.tcp_probe"]
+    sink_p = subprocess.Popen(cluster.exec_args(0, [*exe, "sink", str(PORT)]),
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        if sink_p.stdout.readline().strip() != "ready":
+            raise TestbedError("tcp_probe: the sink did not start")
+        spec = {"peer": cluster.addr(0), "port": PORT, "stream_s": stream_s,
+                "start_at": time.perf_counter() + 3.0}
+        procs = [subprocess.Popen(cluster.exec_args(i, [*exe, "stream", json.dumps(spec)]),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for i in range(1, flows + 1)]
+        recs = []
+        for p in procs:
+            out, err = p.communicate(timeout=timeout_s)
+            if p.returncode != 0:
+                raise TestbedError(f"tcp_probe streamer failed:\n{err[-2000:]}")
+            recs.append(json.loads(out))
+    finally:
+        sink_p.terminate()
+        sink_p.wait(timeout=5)
+    return summarize_incast(recs, cluster.rate if rate_Bps is None else rate_Bps)
+
+
+def summarize_incast(recs: list[dict], rate_Bps: float | None = None,
+                     payload_ratio: float = 1448 / 1514) -> dict[str, Any]:
+    """Figures of the incast probe's records (one per sending host): the idle RTT (min of the
+    pings), the RTT while the k flows share (``rtt_loaded_s``: median of TCP_INFO's RTT over
+    the samples after the first 0.5 s, every flow), the standing queue it implies
+    (``standing_queue_s`` = that - the idle RTT, ``standing_queue_B`` at the link's payload
+    rate) and each connection's bytes in flight (``inflight_B``: unacked segments x MSS,
+    median)."""
+    idle = min(x for r in recs for x in r["ping_s"])
+    loaded, inflight = [], []
+    for r in recs:
+        for t, i in r["samples"]:
+            if t >= 0.5:
+                loaded.append(i["rtt_s"])
+                inflight.append(i["unacked"] * i["mss"])
+    out: dict[str, Any] = {"flows": len(recs), "rtt_min_s": idle}
+    out["rtt_loaded_s"] = statistics.median(loaded) if loaded else None
+    out["standing_queue_s"] = max(0.0, out["rtt_loaded_s"] - idle) if loaded else None
+    beff = None if rate_Bps is None else payload_ratio * rate_Bps
+    out["standing_queue_B"] = (out["standing_queue_s"] * beff
+                               if loaded and beff is not None else None)
+    out["inflight_B"] = statistics.median(inflight) if inflight else None
+    return out
+
+
 def summarize(rec: dict, rate_Bps: float | None = None, payload_ratio: float = 1448 / 1514
               ) -> dict[str, Any]:
     """Figures of one :func:`sender` record: RTT, MSS, initial window, RTO, slow start after
@@ -328,8 +423,11 @@ def main(argv: list[str] | None = None) -> int:
     if len(a) == 2 and a[0] == "send":
         print(json.dumps(sender(json.loads(a[1]))))
         return 0
-    print("usage: python -m sgdnet.testbed.tcp_probe sink [PORT] | send SPEC_JSON",
-          file=sys.stderr)
+    if len(a) == 2 and a[0] == "stream":
+        print(json.dumps(streamer(json.loads(a[1]))))
+        return 0
+    print("usage: python -m sgdnet.testbed.tcp_probe sink [PORT] | send SPEC_JSON | "
+          "stream SPEC_JSON", file=sys.stderr)
     return 2
 
 

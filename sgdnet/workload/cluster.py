@@ -171,19 +171,20 @@ class Cluster:
         The standing queue (seconds) that the ``k`` TCP connections into / out of a PS host
         keep in that link's buffer while they share it (``sgdnet.testbed.tcp_probe``'s
         ``standing_queue_s``: their RTT while sharing less the idle RTT, measured with ``k`` =
-        ``workers`` flows): every message of such a connection waits it behind the others'
-        bytes (FIFO) before it arrives, added to its latency when ``k >= 2``; 0 (default):
-        none (fluid max-min sharing has no queue). Issue #37: the late worker's first push
-        with 4 workers waits 12.3 ms on the testbed against 0.9 ms without it. Static: every
-        such message pays it, right where the link stays backlogged (3-4 workers of a
-        bandwidth-bound model), too much where it does not (2 workers, small messages).
+        ``workers`` flows): a message of such a connection waits behind the others' bytes
+        (FIFO) as ``tcp_queue_model`` says, when ``k >= 2``; 0 (default): none (fluid max-min
+        sharing has no queue). Issue #37: the late worker's first push with 4 workers waits
+        12.3 ms on the testbed against 0.9 ms without it.
     tcp_queue_model : str
-        How a message waits ``tcp_queue``: ``"static"`` (default) after its bytes, always (as
-        above); ``"join"`` before its bytes, only behind what the other connections have queued
-        when it joins the link: a join stage (``Transition.backlog``) where each of them keeps
-        ``min(q, bytes it has moved, bytes it has left)``, ``q = tcp_queue * bandwidth / (k -
-        1)`` (so ``tcp_queue`` when the ``k - 1`` others are all backlogged, nothing on an idle
-        link or behind flows that have just started); the link stays busy meanwhile.
+        How a message waits ``tcp_queue``: ``"join"`` (default) before its bytes, behind what
+        the other connections keep queued in that link when it joins: a join stage
+        (``Transition.backlog``) where each of them keeps what it has fallen behind its pace
+        (the rate it would have alone) while sharing, at most ``q = tcp_queue * bandwidth / (k
+        - 1)`` (so ``tcp_queue`` behind ``k - 1`` backlogged others; nothing on an idle link,
+        behind a flow alone or behind flows that have just started), the link busy meanwhile;
+        ``"static"``: after its bytes, every such message, added to its latency: right where
+        the link stays backlogged (3-4 workers of a bandwidth-bound model), too much where it
+        does not (2 workers, small messages).
     burst, burst_peak : float or str
         Token bucket of every host's NIC link, both directions (a shaper such as Linux's
         ``tbf``, a cloud instance's burst credit): ``burst`` bytes (``"64KiB"``; 0, the default:
@@ -242,7 +243,7 @@ class Cluster:
     tcp_rtt: float | str = 0.0
     tcp_init_window: float | str = 14480.0
     tcp_queue: float | str = 0.0
-    tcp_queue_model: str = "static"
+    tcp_queue_model: str = "join"
     burst: float | str = 0.0
     burst_peak: float | str | None = None
 
