@@ -47,10 +47,8 @@ Flows (links, discipline ``flow``)
     with ``n`` the transfers crossing it, each transfer also bounded by its ``flow_cap``),
     recomputed whenever a transfer starts or ends. A link's busy level is the sum of its
     transfers' rates divided by its bandwidth. Links never queue; a transfer's other resources
-    (its connection) are queued resources as usual. A join stage (``backlog=(link, q)``) lasts
-    its sampled duration plus ``sum(min(q, pace * age - moved, left)) / bandwidth`` over the
-    transfers crossing that link when it starts (``age``, ``moved``: seconds and bytes since the
-    transfer started; ``pace``: its cap and its path's slowest bandwidth).
+    (its connection) are queued resources as usual. A join stage (``backlog=(link, q)``) also
+    waits what the transfers on that link have queued (:func:`.reference_model.backlog`).
 
 Token buckets (links with a ``burst``)
     A bucket starts full (``burst`` bytes); between two re-allocations the link's load ``x`` (the
@@ -122,7 +120,7 @@ from ..dists import CODE_DET
 from ..errors import DeadlockError, SimulationError
 from ..net.builder import Net
 from ..results import HIST_BINS, hist_bin
-from .reference_model import ReferenceReplication, _Firing, _Model, _Streams, max_min
+from .reference_model import ReferenceReplication, _Firing, _Model, _Streams, backlog, max_min, pace
 
 __all__ = ["simulate_reference", "ReferenceReplication", "derive_seeds"]
 
@@ -158,9 +156,8 @@ class _Replication:
         self.base = {r: links[r].peak_rate() for r in self.buckets}
         self.dry = {r: math.inf for r in self.buckets}
         self.seq = 0
-        # join stages: per queued resource (a connection) the lag its last message left, and when
-        self.c_lag: dict[int, float] = {}
-        self.c_t: dict[int, float] = {}
+        self.c_lag: dict[int, float] = {}  # join stages: a connection's last message's lag
+        self.c_t: dict[int, float] = {}  # ... and when that message ended
         # gate state
         self.count = [[0] * len(g.counters) for g in M.gates]
         self.last_t = [[0.0] * len(g.counters) for g in M.gates]
@@ -348,40 +345,19 @@ class _Replication:
             if M.mods[mi].kind == "markov":
                 self.advance_markov(mi)
             dur *= self.modval[mi]
-        if M.backlog[i] is not None:
-            dur += self.backlog_wait(*M.backlog[i])
+        if M.backlog[i] is not None:  # a join stage: also the queue its link holds now
+            dur += backlog(M, self.psf, now, *M.backlog[i])
         self.seq += 1
         if M.ps_res[i] or M.links[i]:
             f = _Firing(self.seq, i, now, math.inf, dur, True, req)
             f.rate = 0.0  # forces the end to be computed below
-            if M.joins and M.links[i]:  # a message right behind its connection's last one
-                for r in M.queued_res[i]:
-                    if self.c_t.get(r) == now:
-                        f.lag0 = self.c_lag[r]
-                        break
+            if M.joins and M.links[i]:  # right behind its connection's last message: its lag
+                f.lag0 = next((self.c_lag[r] for r in M.queued_res[i] if self.c_t.get(r) == now), 0.0)
             self.psf.append(f)
             self.rerate()
         else:
             f = _Firing(self.seq, i, now, now + dur, 0.0, False, req)
             heapq.heappush(self.heap, (f.end, f.seq, f))
-
-    def pace(self, i: int) -> float:
-        """The rate transfer ``i`` would have alone: its cap and its path's slowest bandwidth."""
-        M = self.M
-        return min([M.flow_cap[i]] + [float(M.link_of[x].bandwidth) for x in M.links[i]])
-
-    def backlog_wait(self, r: int, q: float) -> float:
-        """Seconds a join stage on link ``r`` waits now: each transfer crossing ``r`` keeps
-        ``min(q, lag0 + pace * (now - start) - moved, left)`` in its queue, all of it carried
-        at ``r``'s bandwidth before the stage ends (``lag0``: what its connection had sent
-        beyond the message before it, when that one ended at the instant this one started)."""
-        M, now, b = self.M, self.now, 0.0
-        for f in self.psf:
-            if r in M.links[f.t]:
-                left = max(f.work - f.rate * (now - f.last), 0.0)
-                x = f.lag0 + self.pace(f.t) * (now - f.start) - (f.size - left)
-                b += max(min(q, x, left), 0.0)
-        return b / float(M.link_of[r].bandwidth)
 
     def advance_markov(self, mi: int) -> None:
         mod = self.M.mods[mi]
@@ -478,9 +454,8 @@ class _Replication:
         self.active[i] -= 1
         self.dirty.add(i)
         if M.joins and M.links[i]:  # what its connection had sent beyond it
-            lag = max(f.lag0 + self.pace(i) * (now - f.start) - f.size, 0.0)
             for r in M.queued_res[i]:
-                self.c_lag[r], self.c_t[r] = lag, now
+                self.c_lag[r], self.c_t[r] = max(f.lag0 + pace(M, i) * (now - f.start) - f.size, 0.0), now
         for r in M.res[i]:
             self.use(r, -1)
             if self.counting:

@@ -14,7 +14,7 @@ from ..errors import SimulationError
 from ..net.builder import Net
 from ..net.compiled import law_rows, net_stream_ids
 
-__all__ = ["ReferenceReplication", "max_min"]
+__all__ = ["ReferenceReplication", "backlog", "max_min", "pace"]
 
 
 @dataclass
@@ -193,3 +193,22 @@ def max_min(M: _Model, flows: list, base: dict | None = None) -> dict:
             rate[f.seq] = max(level, 0.0)
         unfixed = [f for f in unfixed if f.seq not in rate]
     return rate
+
+
+def pace(M: _Model, i: int) -> float:
+    """The rate transfer ``i`` would have alone: its cap and its path's slowest bandwidth."""
+    return min([M.flow_cap[i]] + [float(M.link_of[x].bandwidth) for x in M.links[i]])
+
+
+def backlog(M: _Model, firings: list, now: float, r: int, q: float) -> float:
+    """Seconds a join stage on link ``r`` waits at ``now``: each transfer crossing ``r`` keeps
+    ``min(q, lag0 + pace * (now - start) - moved, left)`` in its queue, all of it carried at
+    ``r``'s bandwidth before the stage ends (``lag0``: what its connection had sent beyond the
+    message before it, when that one ended at the instant this one started)."""
+    b = 0.0
+    for f in firings:
+        if r in M.links[f.t]:
+            left = max(f.work - f.rate * (now - f.last), 0.0)
+            x = f.lag0 + pace(M, f.t) * (now - f.start) - (f.size - left)
+            b += max(min(q, x, left), 0.0)
+    return b / float(M.link_of[r].bandwidth)

@@ -1,14 +1,11 @@
-"""The event loop of one replication: :func:`run_replication`. Each pass is A (enabling: the
-dirty transitions re-evaluated, new candidates queued), B (a start: the first candidate takes
-tokens, servers, a slot and its duration, or waits at a full resource) or C (time advances: the
-flows re-allocated, a checkpoint of the periodic search, the batch of completions at the next
-event time in start order, the ps holders re-rated).
-
-Invariant between passes: the dirty list holds every transition whose degree may have changed;
-when it and the instant queue are empty, no transition can start at ``now``. The phases are
-functions of the other modules, inlined by LLVM (:data:`~.jit.phase`). All the state (the request
-rings and the periodic search's buffers too) is allocated here, not by helpers returning tuples
-of arrays: those made the loop ~10-20 % slower on the flows' nets (numba's IR inlining, measured).
+"""The event loop of one replication: :func:`run_replication`. Each pass is A (enabling: dirty
+transitions re-evaluated, candidates queued), B (a start: the first candidate takes tokens,
+servers, a slot and its duration, or waits at a full resource) or C (time advances: flows
+re-allocated, a periodic-search checkpoint, the next instant's completions in start order, ps
+holders re-rated). Invariant between passes: the dirty list holds every transition whose degree
+may have changed; when it and the instant queue are empty, nothing can start at ``now``. Phases
+are other modules' functions inlined by LLVM (:data:`~.jit.phase`); all state is allocated here,
+not by helpers returning tuples of arrays (~10-20 % slower on flows' nets, measured).
 """
 
 from __future__ import annotations
@@ -51,6 +48,7 @@ from . import (
     event_heap,
     flows,
     gates,
+    joins,
     resources,
     statistics,
     switches,
@@ -69,7 +67,7 @@ SHARED = True  # ps resources or links (the holders re-rated after a batch)
 #: embeds: numba keys the cache by this file only, so sgdnet.engine.jitcache recompiles when one
 #: of them changed (every module of the package, and what they read)
 JIT_DEPENDS = ("jit.py", "buckets.py", "candidates.py", "durations.py", "enabling.py", "event_heap.py", "flows.py",
-               "gates.py", "resources.py", "statistics.py", "switches.py", "tables.py", "../rng.py",
+               "gates.py", "joins.py", "resources.py", "statistics.py", "switches.py", "tables.py", "../rng.py",
                "../abi.py", "../layout.py", "../periodic.py", "../../dists.py",
                "../../net/compiled.py", "../../results.py")
 
@@ -116,12 +114,7 @@ def run_replication(
     # first (a full ring moves to a larger place of the pool), the pool >= cap_requests long
     rq_cap = np.empty(nT, dtype=np.int64)
     rq_off = np.empty(nT, dtype=np.int64)
-    rq_used = I0  # an int64, not a literal: helpers it is passed to compile once
-    for t in range(nT):
-        c = min(servers[t], 4)
-        rq_cap[t] = c
-        rq_off[t] = rq_used
-        rq_used += c
+    rq_used = tables.request_rings(servers, rq_cap, rq_off)  # an int64 (helpers compile once)
     rq_pool = np.zeros(max(rq_used, cap_requests), dtype=np.float64)
     # the instant queue (a sorted ring, a heap when long and out of order: see candidates.instant_push)
     ih = np.zeros(max(nT, 1), dtype=np.int64)
@@ -174,13 +167,9 @@ def run_replication(
     s_vf = np.zeros(scap, dtype=np.float64)
     s_inh = np.zeros(scap, dtype=np.bool_)
     s_w0 = np.zeros(scap, dtype=np.float64)  # bytes of the flow counted in its links' busy time
-    s_size = np.zeros(scap, dtype=np.float64)  # bytes of the flow (join stages read what it moved)
-    # join stages (sgdnet.engine.kernel.flows.backlog_wait): what a flow's connection had sent
-    # beyond the message before it, and per queued resource the last such lag and its time
-    joins = False
-    for t in range(nT):
-        if jn_link[t] >= 0:
-            joins = True
+    # join stages (sgdnet.engine.kernel.joins): flows' bytes and lags, connections' last lags
+    lags = joins.any_backlog(jn_link)
+    s_size = np.zeros(scap, dtype=np.float64)
     s_lag0 = np.zeros(scap, dtype=np.float64)
     c_lag = np.zeros(nR, dtype=np.float64)
     c_t = np.full(nR, -np.inf, dtype=np.float64)
@@ -246,11 +235,9 @@ def run_replication(
             d_code, d_par, rq_off, rq_cap, jn_link)
     dn = tables.all_dirty(dl, isd)
 
-    # periodic regimes (sgdnet.engine.periodic): with ``period`` > 0 (a net without randomness),
-    # a checkpoint every ``period`` step completions, in the warm-up too (its search starts over
-    # when counting starts). The search's state is in pf_i / pf_f and its buffers are sized once
-    # for the largest state (np.empty touches no page a smaller state does not use; they are
-    # written before they are read), so the event loop carries nothing more
+    # periodic regimes (sgdnet.engine.periodic): with ``period`` > 0 a checkpoint every
+    # ``period`` step completions (the search starts over when counting starts); its buffers
+    # are sized once for the largest state (np.empty: untouched pages cost nothing)
     pf_i = np.zeros(periodic.N_PF, dtype=np.int64)
     pf_f = np.zeros(periodic.N_PFF, dtype=np.float64)
     pf_i[periodic.PF_NEXT] = period if period > 0 else periodic.PZ_OFF
@@ -339,7 +326,7 @@ def run_replication(
                 dur = durations.duration(t, f, now, nT, TS, TF, sb, sk, d_code, d_par, d_pool, rng,
                                          rs_ptr, rs_mod, modval, mod_kind, mod_par, mk_state, mk_next)
                 if f & F_BACKLOG:  # a join stage: also the queue its link holds now
-                    dur += flows.backlog_wait(jn_link[t], jn_q[t], now, r_ps, ps_h, ps_n, s_size,
+                    dur += joins.backlog_wait(jn_link[t], jn_q[t], now, r_ps, ps_h, ps_n, s_size,
                                               s_start, s_lag0, s_trans, TS, psres_idx, fl_cap,
                                               s_grp, s_vf, g_V, g_rate, g_tau, s_rem, s_rate,
                                               s_last, r_bw)
@@ -371,8 +358,8 @@ def run_replication(
                         grow = abi.GROW_HOLDERS
                         break
                     if f & F_FLOW:
-                        if joins:
-                            flows.carry_in(t, s, now, TS, qres_idx, s_lag0, c_lag, c_t)
+                        if lags:
+                            joins.carry_in(t, s, now, TS, qres_idx, s_lag0, c_lag, c_t)
                         nfn, nsd = flows.start(t, s, now, dur, TS, psres_idx, s_rem, s_last, s_rate,
                                                s_ctime, s_grp, s_inh, s_w0, s_size, f_new, nfn,
                                                f_pend, f_seeds, nsd)
@@ -394,10 +381,8 @@ def run_replication(
             hole = FALSE
             eh_n = event_heap.pop(eh, ekt, eks, eh_pos, eh_n)
         if FLOWS and nsd > 0:
-            # the flows of the links whose flow set changed at this instant: their max-min fair
-            # rates (sgdnet.engine.kernel.flows), by the single-bottleneck fast path when it
-            # applies (inlined phases), else the full allocation (called: long, run where links
-            # tie); then each group's rate, and its head in the completion heap
+            # the changed links' flows get max-min fair rates (sgdnet.engine.kernel.flows): the
+            # single-bottleneck fast path, else the full allocation; then groups' heads in the heap
             fq, fu_m, fu_rate = IM1, 0.0, 0.0
             if nbk == 0 or not buckets.touched(nfn, nsd, f_new, f_seeds, s_trans, psres_ptr,
                                                     psres_idx, r_tb):
@@ -501,9 +486,8 @@ def run_replication(
         while not hole and eh_n > 0 and ekt[0] == now:
             s = eh[0]
             if not ((eh_n > 1 and ekt[1] == now) or (eh_n > 2 and ekt[2] == now)):
-                # the last completion of this instant: leave it at the root, where the next start
-                # (usually one of the transitions this completion enables) replaces it, one sift
-                # instead of a pop and a push
+                # the instant's last completion stays at the root, for the next start (often one
+                # it enables) to replace: one sift instead of a pop and a push
                 hole = TRUE
             else:
                 eh_n = event_heap.drop_top(eh, ekt, eks, eh_pos, eh_n)
@@ -524,9 +508,8 @@ def run_replication(
                 o_firings[t] += 1
             a = TD[t, TD_ACT]
             TD[t, TD_ACT] = a - 1
-            # the freed server can raise t's degree only if the server bound was the binding one
-            # (else its tokens, inhibitors or gate bound it, and this completion changes none of
-            # them; output places mark their consumers below)
+            # the freed server raises t's degree only if the server bound was the binding one
+            # (its outputs' consumers are marked below)
             if not isd[t] and TD[t, TD_DEG] >= TS[t, TS_SERV] - a:
                 isd[t] = True
                 dl[dn] = t
@@ -539,8 +522,8 @@ def run_replication(
                 statistics.shared_sojourn(t, s, now, hist, TS, psres_idx, o_ssum, o_sn, o_hs, hb_f,
                                           hb_i, s_req)
             if f & F_FLOW:
-                if joins:
-                    flows.carry_out(t, s, now, TS, psres_idx, qres_idx, fl_cap, r_bw, s_start,
+                if lags:
+                    joins.carry_out(t, s, now, TS, psres_idx, qres_idx, fl_cap, r_bw, s_start,
                                     s_size, s_lag0, c_lag, c_t)
                 eh_n, hole = flows.complete(t, s, now, counting, TS, psres_idx, o_busy, s_w0, r_bw,
                                             s_grp, r_ps, s_vf, gh, gn, s_gpos, s_seq, g_head, s_ctime,
@@ -586,17 +569,14 @@ def run_replication(
         if stop:
             break
         if events == ev0:
-            # nothing completed at the next event time: only a clock the flows made NaN (rates
-            # of ~1e-300 B/s, inf - inf) does this, and the loop would spin with no completion
-            # (issue #43); the pass counts as one against the budget and the halt poll, as a
-            # completion does (a healthy run always completes the heap's head here)
+            # nothing completed: only a clock the flows made NaN (rates ~1e-300 B/s) does this
+            # (issue #43); the pass counts against the budget and the halt poll as a completion
             events += 1
             if events > ev_limit:
                 status, ev_limit = statistics.poll(events, max_events, halt, prog, nsteps)
                 if status != abi.ST_OK:
                     break
-        # the shared resources whose holders changed: links seed the next re-allocation, ps
-        # resources' holders are re-rated
+        # shared resources whose holders changed: links seed the re-allocation, ps re-rated
         if SHARED:
             if hole and nt_touched > 0:
                 hole = FALSE

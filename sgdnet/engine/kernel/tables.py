@@ -128,6 +128,19 @@ def fill(TS, TD, TF, servers, in_ptr, in_w, out_ptr, inh_ptr, guard, g_kind, mem
 
 
 @inner
+def request_rings(servers, rq_cap, rq_off):
+    """Each transition's ring of request times in one pool: room for ``min(servers, 4)``
+    requests at first (``rq_cap``, at offset ``rq_off``); returns the pool's used length."""
+    used = 0
+    for t in range(servers.size):
+        c = min(servers[t], 4)
+        rq_cap[t] = c
+        rq_off[t] = used
+        used += c
+    return used
+
+
+@inner
 def all_dirty(dl, isd):
     """Mark every transition dirty for the loop's first pass (``dl[:nT]`` in index order,
     ``isd``); returns the dirty list's length ``nT``."""
