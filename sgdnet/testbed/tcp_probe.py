@@ -239,21 +239,25 @@ def streamer(spec: dict) -> dict[str, Any]:
     t0 = time.perf_counter()
     th.start()
     samples = []
-    while time.perf_counter() - t0 < float(spec.get("stream_s", 3.0)):
-        time.sleep(0.01)
+    # the survivor (``solo_s`` > 0) goes on alone after the others stop at ``stream_s``
+    until = float(spec.get("stream_s", 3.0)) + float(spec.get("solo_s", 0.0))
+    while time.perf_counter() - t0 < until:
+        time.sleep(0.005)
         samples.append([time.perf_counter() - t0, tcp_info(c)])
     stop.set()
     th.join(timeout=30)
+    done = time.perf_counter() - t0  # its last message acknowledged
     c.sendall(_HDR.pack(0))
     c.close()
-    return {"ping_s": pings, "samples": samples}
+    return {"ping_s": pings, "samples": samples, "stream_end_s": done}
 
 
 def probe_incast(cluster: Any, flows: int, stream_s: float = 3.0, timeout_s: float = 120.0,
-                 rate_Bps: float | None = None) -> dict[str, Any]:
+                 rate_Bps: float | None = None, solo_s: float = 0.5) -> dict[str, Any]:
     """The incast probe on an emulated cluster: a sink on host 0, ``flows`` hosts ``1..flows``
     streaming into it at once (a PS's pushes: connections from different hosts into one
-    host's link, whose queue no sender's own qdisc limits); :func:`summarize_incast` of
+    host's link, whose queue no sender's own qdisc limits), host 1 then alone for ``solo_s``
+    seconds (how fast a push takes the link its peers left); :func:`summarize_incast` of
     their records."""
     if not 1 <= flows < cluster.hosts:
         raise TestbedError(f"flows={flows}: the cluster has {cluster.hosts} hosts (one sinks)")
@@ -265,7 +269,8 @@ def probe_incast(cluster: Any, flows: int, stream_s: float = 3.0, timeout_s: flo
             raise TestbedError("tcp_probe: the sink did not start")
         spec = {"peer": cluster.addr(0), "port": PORT, "stream_s": stream_s,
                 "start_at": time.perf_counter() + 3.0}
-        procs = [subprocess.Popen(cluster.exec_args(i, [*exe, "stream", json.dumps(spec)]),
+        procs = [subprocess.Popen(cluster.exec_args(i, [*exe, "stream", json.dumps(
+                     {**spec, "solo_s": solo_s if i == 1 and flows > 1 else 0.0})]),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for i in range(1, flows + 1)]
         recs = []
@@ -302,6 +307,19 @@ def summarize_incast(recs: list[dict], rate_Bps: float | None = None,
     out["standing_queue_B"] = (out["standing_queue_s"] * beff
                                if loaded and beff is not None else None)
     out["inflight_B"] = statistics.median(inflight) if inflight else None
+    # the survivor alone after its peers stopped: its goodput over the first 50 / 100 / 200 /
+    # 400 ms, as a fraction of the link's payload rate (BBR keeps pacing at its estimate of
+    # its share for a while; a window-based control takes the free link at once)
+    s0 = recs[0]["samples"]
+    end = max(t for t, _ in s0)
+    t_stop = max(r["stream_end_s"] for r in recs[1:]) if len(recs) > 1 else end
+    if beff is not None and len(recs) > 1 and end - t_stop > 0.05:
+        def acked_at(x: float) -> float:
+            return next(i["bytes_acked"] for t, i in s0 if t >= x)
+
+        out["solo_fraction"] = {
+            f"{w * 1e3:.0f}ms": (acked_at(t_stop + w) - acked_at(t_stop)) / (w * beff)
+            for w in (0.05, 0.1, 0.2, 0.4) if t_stop + w <= end}
     return out
 
 
