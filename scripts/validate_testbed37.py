@@ -174,6 +174,33 @@ def probe_queue(out: Path, rates: list[str], workers: list[int], repeats: int,
     out.write_text(json.dumps(rec, indent=1))
 
 
+def probe_duplex(out: Path, rates: list[str], workers: list[int]) -> None:
+    """Pushes and pulls at once against pushes alone (:func:`sgdnet.testbed.tcp_probe.
+    probe_duplex`) and the incast survivor's goodput after its peers stop, k = 1..max(workers)
+    (1 for duplex only), at every rate."""
+    from sgdnet import units
+    from sgdnet.testbed import tcp_probe
+    from sgdnet.testbed.netns import EmulatedCluster
+
+    got: dict[str, dict] = {}
+    with EmulatedCluster(max(workers) + 1, rate=units.bandwidth(rates[0], what="rate")) as cl:
+        for r in rates:
+            b = units.bandwidth(r, what="rate")
+            cl.shape(b)
+            for k in range(1, max(workers) + 1):
+                d = tcp_probe.probe_duplex(cl, flows=k)
+                if k >= 2:
+                    d["solo_fraction"] = tcp_probe.probe_incast(cl, k, stream_s=2.0,
+                                                                solo_s=0.6)["solo_fraction"]
+                got[f"{round(b)}/{k}"] = d
+                print(f"{b * 8e-6:.0f} Mbit/s, {k} flows each way: pushes at "
+                      f"{d['push_fraction']:.3f}, pulls at {d['pull_fraction']:.3f} of the rate, "
+                      f"RTT {d['push_rtt_s'] * 1e3:.1f} ms (pushes alone "
+                      f"{d['alone']['rtt_loaded_s'] * 1e3:.1f} ms)"
+                      + (f"; survivor {d['solo_fraction']}" if k >= 2 else ""), flush=True)
+    out.write_text(json.dumps(got, indent=1))
+
+
 def cells(runs: list[dict]) -> list[dict]:
     """One row per (model, scheme, workers, rate): median, min, max over the repeats."""
     by: dict[tuple, list[dict]] = {}
@@ -315,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--incast", action="store_true",
                     help="with --probe-queue: k hosts streaming into one (a PS's pushes) "
                          "instead of one host's connections out")
+    ap.add_argument("--probe-duplex", action="store_true",
+                    help="pushes and pulls at once, and a push alone after its peers stop")
     ap.add_argument("--probe-queue", action="store_true",
                     help="measure the standing queue with 2..max(--workers) flows at every "
                          "rate, --probe-repeats times, into --out")
@@ -325,6 +354,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replications", type=int, default=4)
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
+    if a.probe_duplex:
+        if a.out is None:
+            ap.error("--probe-duplex needs --out")
+        probe_duplex(a.out, a.rates.split(","), [int(x) for x in a.workers.split(",")])
+        return 0
     if a.probe_queue:
         if a.out is None:
             ap.error("--probe-queue needs --out")

@@ -171,3 +171,31 @@ def test_with_probe_writes_the_cap_into_the_cluster_file_and_back(tmp_path):
     assert Cluster(**back.cluster_kwargs(4)).tcp_pacing == pytest.approx(2.0)
     with pytest.raises(ClusterError, match="tcp_pacing"):
         Link(bandwidth="1Gbps", tcp_pacing=-1.0)
+
+
+def _stream(rtt, unacked, rate, t_end, stream_end, mss=1448):
+    """A synthetic streamer record: TCP_INFO every 5 ms, bytes acked at ``rate`` B/s."""
+    return {"ping_s": [5e-5, 6e-5], "stream_end_s": stream_end,
+            "samples": [[t, {"rtt_s": rtt, "unacked": unacked, "mss": mss,
+                             "bytes_acked": int(rate * t)}]
+                        for t in (k * 0.005 for k in range(1, int(t_end / 0.005) + 1))]}
+
+
+def test_incast_summary_reads_the_queue_the_bytes_in_flight_and_the_survivor():
+    from sgdnet.testbed.tcp_probe import summarize_incast
+
+    link = 31.25e6
+    beff = 1448 / 1514 * link
+    # two hosts share for 2 s (RTT 9 ms, 50 segments in flight); the first goes on alone at
+    # 0.8 of the link's payload rate (its bytes acked grow at that rate all along: the
+    # fraction is read from the growth after its peer's last message was acknowledged)
+    recs = [_stream(0.009, 50, 0.8 * beff, 2.6, 2.0), _stream(0.009, 50, 0.5 * beff, 2.0, 2.02)]
+    out = summarize_incast(recs, link)
+    assert out["rtt_min_s"] == 5e-5
+    assert out["standing_queue_s"] == pytest.approx(0.009 - 5e-5)
+    assert out["standing_queue_B"] == pytest.approx((0.009 - 5e-5) * beff)
+    assert out["inflight_B"] == 50 * 1448
+    fr = out["solo_fraction"]
+    assert set(fr) == {"50ms", "100ms", "200ms", "400ms"}
+    for v in fr.values():
+        assert v == pytest.approx(0.8, rel=0.03)  # 5 ms samples: +-1 sample over the window

@@ -52,7 +52,8 @@ from typing import Any
 
 from ..errors import TestbedError
 
-__all__ = ["tcp_info", "probe_cluster", "probe_incast", "summarize", "summarize_incast",
+__all__ = ["tcp_info", "probe_cluster", "probe_duplex", "probe_incast", "summarize",
+           "summarize_incast",
            "with_probe", "sender", "sink", "streamer"]
 
 PORT = 29650
@@ -283,6 +284,61 @@ def probe_incast(cluster: Any, flows: int, stream_s: float = 3.0, timeout_s: flo
         sink_p.terminate()
         sink_p.wait(timeout=5)
     return summarize_incast(recs, cluster.rate if rate_Bps is None else rate_Bps)
+
+
+def probe_duplex(cluster: Any, flows: int, stream_s: float = 3.0, timeout_s: float = 120.0,
+                 rate_Bps: float | None = None) -> dict[str, Any]:
+    """Pushes and pulls at once: hosts ``1..flows`` stream into host 0 (its downlink) while
+    host 0 streams to each of them (its uplink), every connection TCP_INFO-sampled. A
+    connection's ACKs travel the opposite direction, so a push's ACKs queue behind the pulls'
+    data in host 0's uplink (and a pull's behind the pushes' in the switch). Returns each
+    direction's goodput over the samples after the first 0.5 s as a fraction of the link's
+    payload rate (``push_fraction``, ``pull_fraction``; 1: the link is never idle), their
+    median RTTs, and the same for the pushes alone (``alone``: :func:`probe_incast`)."""
+    if not 1 <= flows < cluster.hosts:
+        raise TestbedError(f"flows={flows}: the cluster has {cluster.hosts} hosts (one sinks)")
+    rate = cluster.rate if rate_Bps is None else rate_Bps
+    exe = [sys.executable, "-m", "sgdnet.testbed.tcp_probe"]
+    sinks = [subprocess.Popen(cluster.exec_args(i, [*exe, "sink", str(PORT)]),
+                              stdout=subprocess.PIPE, text=True) for i in range(flows + 1)]
+    try:
+        for p in sinks:
+            if p.stdout.readline().strip() != "ready":
+                raise TestbedError("tcp_probe: a sink did not start")
+        at = time.perf_counter() + 3.0
+        spec = {"port": PORT, "stream_s": stream_s, "start_at": at}
+        jobs = [(i, {**spec, "peer": cluster.addr(0)}) for i in range(1, flows + 1)]
+        jobs += [(0, {**spec, "peer": cluster.addr(i)}) for i in range(1, flows + 1)]
+        procs = [subprocess.Popen(cluster.exec_args(h, [*exe, "stream", json.dumps(sp)]),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for h, sp in jobs]
+        recs = []
+        for p in procs:
+            out, err = p.communicate(timeout=timeout_s)
+            if p.returncode != 0:
+                raise TestbedError(f"tcp_probe streamer failed:\n{err[-2000:]}")
+            recs.append(json.loads(out))
+    finally:
+        for p in sinks:
+            p.terminate()
+            p.wait(timeout=5)
+    beff = 1448 / 1514 * rate
+
+    def goodput(rs: list[dict]) -> tuple[float, float]:
+        got, rtts = 0.0, []
+        for r in rs:
+            v = [(t, i) for t, i in r["samples"] if t >= 0.5]
+            got += (v[-1][1]["bytes_acked"] - v[0][1]["bytes_acked"]) / (v[-1][0] - v[0][0])
+            rtts += [i["rtt_s"] for _, i in v]
+        return got / beff, statistics.median(rtts)
+
+    push, push_rtt = goodput(recs[:flows])
+    pull, pull_rtt = goodput(recs[flows:])
+    alone = probe_incast(cluster, flows, stream_s=stream_s, rate_Bps=rate, solo_s=0.0)
+    return {"flows": flows, "push_fraction": push, "pull_fraction": pull,
+            "push_rtt_s": push_rtt, "pull_rtt_s": pull_rtt,
+            "alone": {"rtt_loaded_s": alone["rtt_loaded_s"],
+                      "standing_queue_s": alone["standing_queue_s"]}}
 
 
 def summarize_incast(recs: list[dict], rate_Bps: float | None = None,
