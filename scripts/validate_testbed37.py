@@ -201,6 +201,32 @@ def probe_duplex(out: Path, rates: list[str], workers: list[int]) -> None:
     out.write_text(json.dumps(got, indent=1))
 
 
+def probe_ps_runs(out: Path, rates: list[str], workers: list[int], repeats: int,
+                  layers: tuple[int, ...] | None = None) -> None:
+    """A PS's traffic without its processes (:func:`sgdnet.testbed.tcp_probe.probe_ps`: tb-mlp's
+    layer bytes pushed and pulled per layer, a 2 ms sleep for compute), sync and async, every
+    worker count and rate, ``repeats`` times (interleaved)."""
+    from sgdnet import units
+    from sgdnet.testbed import tcp_probe
+    from sgdnet.testbed.netns import EmulatedCluster
+
+    got: dict[str, list[dict]] = {}
+    with EmulatedCluster(max(workers) + 1, rate=units.bandwidth(rates[0], what="rate")) as cl:
+        for _ in range(repeats):
+            for r in rates:
+                b = units.bandwidth(r, what="rate")
+                cl.shape(b)
+                for sync in (True, False):
+                    for n in workers:
+                        d = tcp_probe.probe_ps(cl, n, sync, layers=layers or tcp_probe.PS_LAYERS)
+                        got.setdefault(f"{round(b)}/{'sync' if sync else 'async'}/{n}", []).append(d)
+                        print(f"{b * 8e-6:.0f} Mbit/s {'sync' if sync else 'async'} n={n}: "
+                              f"{d['steps_per_s']:.2f} steps/s ({d['of_bound']:.3f} of the "
+                              "PS link's bound)", flush=True)
+    out.write_text(json.dumps({"layers_B": list(layers or tcp_probe.PS_LAYERS), "compute_s": 0.002,
+                               "runs": got}, indent=1))
+
+
 def cells(runs: list[dict]) -> list[dict]:
     """One row per (model, scheme, workers, rate): median, min, max over the repeats."""
     by: dict[tuple, list[dict]] = {}
@@ -342,6 +368,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--incast", action="store_true",
                     help="with --probe-queue: k hosts streaming into one (a PS's pushes) "
                          "instead of one host's connections out")
+    ap.add_argument("--probe-ps", action="store_true",
+                    help="a PS's traffic without its processes, sync and async (tcp_probe.probe_ps)")
+    ap.add_argument("--ps-layers", help="with --probe-ps: the pushed messages' bytes, in push "
+                    "order (default tb-mlp's four layers, 5160,131584,525312,526336)")
     ap.add_argument("--probe-duplex", action="store_true",
                     help="pushes and pulls at once, and a push alone after its peers stop")
     ap.add_argument("--probe-queue", action="store_true",
@@ -354,6 +384,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replications", type=int, default=4)
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
+    if a.probe_ps:
+        if a.out is None:
+            ap.error("--probe-ps needs --out")
+        probe_ps_runs(a.out, a.rates.split(","), [int(x) for x in a.workers.split(",")],
+                      a.probe_repeats,
+                      tuple(int(x) for x in a.ps_layers.split(",")) if a.ps_layers else None)
+        return 0
     if a.probe_duplex:
         if a.out is None:
             ap.error("--probe-duplex needs --out")

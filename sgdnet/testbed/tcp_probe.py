@@ -52,7 +52,7 @@ from typing import Any
 
 from ..errors import TestbedError
 
-__all__ = ["tcp_info", "probe_cluster", "probe_duplex", "probe_incast", "summarize",
+__all__ = ["tcp_info", "probe_cluster", "probe_duplex", "probe_incast", "probe_ps", "summarize",
            "summarize_incast",
            "with_probe", "sender", "sink", "streamer"]
 
@@ -341,6 +341,136 @@ def probe_duplex(cluster: Any, flows: int, stream_s: float = 3.0, timeout_s: flo
                       "standing_queue_s": alone["standing_queue_s"]}}
 
 
+_HDR2 = struct.Struct("!QQ")
+#: tb-mlp's layers' gradient bytes, pushed in backward order (5 kB first)
+PS_LAYERS = (5160, 131584, 525312, 526336)
+
+
+def ps_sink(port: int, hosts: int, sync: bool, layers: int = len(PS_LAYERS)) -> None:
+    """A parameter server without a model: each of ``hosts`` connections sends messages
+    ``[in bytes][back bytes][payload]``; the sink answers each with ``back`` bytes once it is
+    in, with ``sync`` only when every connection's message of that index in the round is in
+    (a barrier per message index: a sync PS's per-layer pulls). Runs until killed."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", port))
+    srv.listen(64)
+    bars = [threading.Barrier(hosts) for _ in range(layers)]
+    back = memoryview(bytearray(1 << 21))
+
+    def serve(c: socket.socket) -> None:
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            k = 0
+            while True:
+                hdr = bytearray(16)
+                _recv_exact_into(c, hdr)
+                n_in, n_back = _HDR2.unpack(hdr)
+                if n_in == 0:
+                    return
+                _recv_exact(c, n_in)
+                if sync:  # a peer that ended its run breaks the barrier: this one ends too
+                    bars[k % len(bars)].wait(timeout=3.0)
+                k += 1
+                while n_back > 0:
+                    c.sendall(back[:min(n_back, len(back))])
+                    n_back -= min(n_back, len(back))
+        except (ConnectionError, OSError, threading.BrokenBarrierError):
+            return
+        finally:
+            c.close()
+
+    print("ready", flush=True)
+    while True:
+        c, _ = srv.accept()
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+
+
+def ps_worker(spec: dict) -> dict[str, Any]:
+    """One worker of :func:`probe_ps`: from ``start_at`` for ``run_s`` seconds, push the
+    layers (:data:`PS_LAYERS`, back to back), read the pulls (each the size of its push),
+    compute for ``compute_s`` (a sleep), again; returns the times its rounds ended."""
+    c = _connect(spec["peer"], int(spec.get("port", PORT)))
+    c.settimeout(5.0)
+    sizes = spec.get("layers", PS_LAYERS)
+    bufs = [memoryview(bytearray(n)) for n in sizes]
+    got = memoryview(bytearray(max(sizes)))
+    wait = float(spec["start_at"]) - time.perf_counter()
+    if wait > 0:
+        time.sleep(wait)
+    t0 = time.perf_counter()
+    ends = []
+    run_s = float(spec["run_s"])
+    while time.perf_counter() - t0 < run_s:
+        try:
+            for b in bufs:
+                c.sendall(_HDR2.pack(len(b), len(b)))
+                c.sendall(b)
+            for b in bufs:
+                view, left = got[:len(b)], len(b)
+                while left:
+                    k = c.recv_into(view[len(b) - left:], left)
+                    if k == 0:
+                        raise ConnectionError("peer closed")
+                    left -= k
+        except (ConnectionError, TimeoutError, OSError):
+            # sync: a peer ended its run first and the PS's barrier broke; this round is lost
+            if time.perf_counter() - t0 >= run_s - 1.0:
+                break
+            raise
+        time.sleep(float(spec.get("compute_s", 0.0)))
+        ends.append(time.perf_counter() - t0)
+    try:
+        c.sendall(_HDR2.pack(0, 0))
+    except OSError:
+        pass
+    c.close()
+    return {"ends": ends}
+
+
+def probe_ps(cluster: Any, workers: int, sync: bool, run_s: float = 6.0,
+             compute_s: float = 0.002, timeout_s: float = 120.0,
+             rate_Bps: float | None = None, layers: tuple[int, ...] = PS_LAYERS
+             ) -> dict[str, Any]:
+    """A PS's traffic without its processes: ``workers`` hosts push tb-mlp's layers into host
+    0 and take the same bytes back per layer (with ``sync`` once every worker's layer is in),
+    then sleep ``compute_s``, for ``run_s`` seconds. Returns the rounds per second (each
+    worker's over its rounds ending in the middle 70 % of the run, end to end, summed), their
+    fraction of the PS link's bound (payload rate over one round's bytes: the most a PS
+    host's link carries whatever the worker count), and every worker's round end times."""
+    rate = cluster.rate if rate_Bps is None else rate_Bps
+    exe = [sys.executable, "-m", "sgdnet.testbed.tcp_probe"]
+    sk = subprocess.Popen(cluster.exec_args(0, [*exe, "ps-sink", str(PORT), str(workers),
+                                                "sync" if sync else "async", str(len(layers))]),
+                          stdout=subprocess.PIPE, text=True)
+    try:
+        if sk.stdout.readline().strip() != "ready":
+            raise TestbedError("tcp_probe: the PS sink did not start")
+        spec = {"peer": cluster.addr(0), "port": PORT, "run_s": run_s, "compute_s": compute_s,
+                "start_at": time.perf_counter() + 3.0, "layers": list(layers)}
+        procs = [subprocess.Popen(cluster.exec_args(i, [*exe, "ps-worker", json.dumps(spec)]),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for i in range(1, workers + 1)]
+        ends = []
+        for p in procs:
+            out, err = p.communicate(timeout=timeout_s)
+            if p.returncode != 0:
+                raise TestbedError(f"tcp_probe PS worker failed:\n{err[-2000:]}")
+            ends.append(json.loads(out)["ends"])
+    finally:
+        sk.terminate()
+        sk.wait(timeout=5)
+    lo, hi = 0.2 * run_s, 0.9 * run_s
+    per = []
+    for e in ends:  # each worker's rounds per second: its rounds ending in [lo, hi], end to end
+        v = [t for t in e if lo <= t <= hi]
+        per.append((len(v) - 1) / (v[-1] - v[0]) if len(v) >= 2 else 0.0)
+    steps = sum(per)
+    bound = 1448 / 1514 * rate / sum(layers)
+    return {"workers": workers, "sync": sync, "compute_s": compute_s, "steps_per_s": steps,
+            "of_bound": steps / bound, "per_worker": per, "ends": ends}
+
+
 def summarize_incast(recs: list[dict], rate_Bps: float | None = None,
                      payload_ratio: float = 1448 / 1514) -> dict[str, Any]:
     """Figures of the incast probe's records (one per sending host): the idle RTT (min of the
@@ -499,6 +629,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if len(a) == 2 and a[0] == "stream":
         print(json.dumps(streamer(json.loads(a[1]))))
+        return 0
+    if len(a) == 5 and a[0] == "ps-sink":
+        ps_sink(int(a[1]), int(a[2]), a[3] == "sync", int(a[4]))
+        return 0
+    if len(a) == 2 and a[0] == "ps-worker":
+        print(json.dumps(ps_worker(json.loads(a[1]))))
         return 0
     print("usage: python -m sgdnet.testbed.tcp_probe sink [PORT] | send SPEC_JSON | "
           "stream SPEC_JSON", file=sys.stderr)
