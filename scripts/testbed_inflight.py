@@ -17,10 +17,10 @@ import collections
 import json
 import re
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 LINE = re.compile(r"\s(\d+\.\d+): tcp_probe: .*?src=([\d.]+):\d+ dest=([\d.]+):\d+ .*?"
@@ -71,17 +71,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
 
+    from testbed_tcp_trace import tracefs
+
     from sgdnet import units
     from sgdnet.testbed.netns import EmulatedCluster
     from sgdnet.testbed.runner import launch
 
     T = a.tracefs
-    if not (T / "events" / "tcp" / "tcp_probe").exists():
-        T.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["mount", "-t", "tracefs", "nodev", str(T)], check=True)
-
-    def put(f: str, v: str) -> None:
-        (T / f).write_text(v)
+    put = tracefs(T)
 
     rate = units.bandwidth(a.rate, what="rate")
     warm = 5

@@ -19,6 +19,7 @@ import collections
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -44,6 +45,19 @@ def acked(lines: list[str], src: str) -> dict[str, list[tuple[float, int]]]:
     return out
 
 
+def tracefs(T: Path) -> Callable[[str, str], None]:
+    """Mount tracefs at ``T`` unless the ``tcp:tcp_probe`` event is already there; returns
+    ``put(file, value)``, a write to one of its files."""
+    if not (T / "events" / "tcp" / "tcp_probe").exists():
+        T.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "-t", "tracefs", "nodev", str(T)], check=True)
+
+    def put(f: str, v: str) -> None:
+        (T / f).write_text(v)
+
+    return put
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rate", default="250Mbit/s")
@@ -61,12 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     from sgdnet.testbed.runner import launch
 
     T = a.tracefs
-    if not (T / "events" / "tcp" / "tcp_probe").exists():
-        T.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["mount", "-t", "tracefs", "nodev", str(T)], check=True)
-
-    def put(f: str, v: str) -> None:
-        (T / f).write_text(v)
+    put = tracefs(T)
 
     rate = units.bandwidth(a.rate, what="rate")
     warm = 5

@@ -82,11 +82,6 @@ def _recv_exact(c: socket.socket, n: int) -> None:
 def sink(port: int = PORT) -> None:
     """Accept connections; each sends messages ``[8-byte length][payload]``; the sink answers
     one byte when a payload is in (length 0 ends the connection). Runs until killed."""
-    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("0.0.0.0", port))
-    srv.listen(64)
-
     def serve(c: socket.socket) -> None:
         c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
@@ -103,6 +98,16 @@ def sink(port: int = PORT) -> None:
         finally:
             c.close()
 
+    _serve_forever(port, serve)
+
+
+def _serve_forever(port: int, serve: Any) -> None:
+    """Listen on ``port``, print ``ready``, and serve every connection in a thread of its
+    own (``serve(conn)``) until killed."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", port))
+    srv.listen(64)
     print("ready", flush=True)
     while True:
         c, _ = srv.accept()
@@ -253,6 +258,34 @@ def streamer(spec: dict) -> dict[str, Any]:
     return {"ping_s": pings, "samples": samples, "stream_end_s": done}
 
 
+def _on_hosts(cluster: Any, sinks: list[tuple[int, list[str]]],
+              clients: list[tuple[int, str, dict]], timeout_s: float) -> list[dict]:
+    """Start ``sinks`` (host, this module's arguments) and wait for each to say ``ready``,
+    then run ``clients`` (host, command, spec) at once and return their JSON records in
+    order; the sinks are stopped whatever happens."""
+    exe = [sys.executable, "-m", "sgdnet.testbed.tcp_probe"]
+    ps = [subprocess.Popen(cluster.exec_args(h, [*exe, *argv]), stdout=subprocess.PIPE,
+                           text=True) for h, argv in sinks]
+    try:
+        for p in ps:
+            if p.stdout.readline().strip() != "ready":
+                raise TestbedError("tcp_probe: a sink did not start")
+        procs = [subprocess.Popen(cluster.exec_args(h, [*exe, cmd, json.dumps(spec)]),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for h, cmd, spec in clients]
+        recs = []
+        for p, (_, cmd, _) in zip(procs, clients):
+            out, err = p.communicate(timeout=timeout_s)
+            if p.returncode != 0:
+                raise TestbedError(f"tcp_probe {cmd} failed:\n{err[-2000:]}")
+            recs.append(json.loads(out))
+        return recs
+    finally:
+        for p in ps:
+            p.terminate()
+            p.wait(timeout=5)
+
+
 def probe_incast(cluster: Any, flows: int, stream_s: float = 3.0, timeout_s: float = 120.0,
                  rate_Bps: float | None = None, solo_s: float = 0.5) -> dict[str, Any]:
     """The incast probe on an emulated cluster: a sink on host 0, ``flows`` hosts ``1..flows``
@@ -262,27 +295,11 @@ def probe_incast(cluster: Any, flows: int, stream_s: float = 3.0, timeout_s: flo
     their records."""
     if not 1 <= flows < cluster.hosts:
         raise TestbedError(f"flows={flows}: the cluster has {cluster.hosts} hosts (one sinks)")
-    exe = [sys.executable, "-m", "sgdnet.testbed.tcp_probe"]
-    sink_p = subprocess.Popen(cluster.exec_args(0, [*exe, "sink", str(PORT)]),
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        if sink_p.stdout.readline().strip() != "ready":
-            raise TestbedError("tcp_probe: the sink did not start")
-        spec = {"peer": cluster.addr(0), "port": PORT, "stream_s": stream_s,
-                "start_at": time.perf_counter() + 3.0}
-        procs = [subprocess.Popen(cluster.exec_args(i, [*exe, "stream", json.dumps(
-                     {**spec, "solo_s": solo_s if i == 1 and flows > 1 else 0.0})]),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for i in range(1, flows + 1)]
-        recs = []
-        for p in procs:
-            out, err = p.communicate(timeout=timeout_s)
-            if p.returncode != 0:
-                raise TestbedError(f"tcp_probe streamer failed:\n{err[-2000:]}")
-            recs.append(json.loads(out))
-    finally:
-        sink_p.terminate()
-        sink_p.wait(timeout=5)
+    spec = {"peer": cluster.addr(0), "port": PORT, "stream_s": stream_s,
+            "start_at": time.perf_counter() + 3.0}
+    recs = _on_hosts(cluster, [(0, ["sink", str(PORT)])],
+                     [(i, "stream", {**spec, "solo_s": solo_s if i == 1 and flows > 1 else 0.0})
+                      for i in range(1, flows + 1)], timeout_s)
     return summarize_incast(recs, cluster.rate if rate_Bps is None else rate_Bps)
 
 
@@ -298,30 +315,11 @@ def probe_duplex(cluster: Any, flows: int, stream_s: float = 3.0, timeout_s: flo
     if not 1 <= flows < cluster.hosts:
         raise TestbedError(f"flows={flows}: the cluster has {cluster.hosts} hosts (one sinks)")
     rate = cluster.rate if rate_Bps is None else rate_Bps
-    exe = [sys.executable, "-m", "sgdnet.testbed.tcp_probe"]
-    sinks = [subprocess.Popen(cluster.exec_args(i, [*exe, "sink", str(PORT)]),
-                              stdout=subprocess.PIPE, text=True) for i in range(flows + 1)]
-    try:
-        for p in sinks:
-            if p.stdout.readline().strip() != "ready":
-                raise TestbedError("tcp_probe: a sink did not start")
-        at = time.perf_counter() + 3.0
-        spec = {"port": PORT, "stream_s": stream_s, "start_at": at}
-        jobs = [(i, {**spec, "peer": cluster.addr(0)}) for i in range(1, flows + 1)]
-        jobs += [(0, {**spec, "peer": cluster.addr(i)}) for i in range(1, flows + 1)]
-        procs = [subprocess.Popen(cluster.exec_args(h, [*exe, "stream", json.dumps(sp)]),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for h, sp in jobs]
-        recs = []
-        for p in procs:
-            out, err = p.communicate(timeout=timeout_s)
-            if p.returncode != 0:
-                raise TestbedError(f"tcp_probe streamer failed:\n{err[-2000:]}")
-            recs.append(json.loads(out))
-    finally:
-        for p in sinks:
-            p.terminate()
-            p.wait(timeout=5)
+    spec = {"port": PORT, "stream_s": stream_s, "start_at": time.perf_counter() + 3.0}
+    recs = _on_hosts(cluster, [(i, ["sink", str(PORT)]) for i in range(flows + 1)],
+                     [(i, "stream", {**spec, "peer": cluster.addr(0)}) for i in range(1, flows + 1)]
+                     + [(0, "stream", {**spec, "peer": cluster.addr(i)})
+                        for i in range(1, flows + 1)], timeout_s)
     beff = 1448 / 1514 * rate
 
     def goodput(rs: list[dict]) -> tuple[float, float]:
@@ -351,10 +349,6 @@ def ps_sink(port: int, hosts: int, sync: bool, layers: int = len(PS_LAYERS)) -> 
     ``[in bytes][back bytes][payload]``; the sink answers each with ``back`` bytes once it is
     in, with ``sync`` only when every connection's message of that index in the round is in
     (a barrier per message index: a sync PS's per-layer pulls). Runs until killed."""
-    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("0.0.0.0", port))
-    srv.listen(64)
     bars = [threading.Barrier(hosts) for _ in range(layers)]
     back = memoryview(bytearray(1 << 21))
 
@@ -380,10 +374,7 @@ def ps_sink(port: int, hosts: int, sync: bool, layers: int = len(PS_LAYERS)) -> 
         finally:
             c.close()
 
-    print("ready", flush=True)
-    while True:
-        c, _ = srv.accept()
-        threading.Thread(target=serve, args=(c,), daemon=True).start()
+    _serve_forever(port, serve)
 
 
 def ps_worker(spec: dict) -> dict[str, Any]:
@@ -439,27 +430,12 @@ def probe_ps(cluster: Any, workers: int, sync: bool, run_s: float = 6.0,
     fraction of the PS link's bound (payload rate over one round's bytes: the most a PS
     host's link carries whatever the worker count), and every worker's round end times."""
     rate = cluster.rate if rate_Bps is None else rate_Bps
-    exe = [sys.executable, "-m", "sgdnet.testbed.tcp_probe"]
-    sk = subprocess.Popen(cluster.exec_args(0, [*exe, "ps-sink", str(PORT), str(workers),
-                                                "sync" if sync else "async", str(len(layers))]),
-                          stdout=subprocess.PIPE, text=True)
-    try:
-        if sk.stdout.readline().strip() != "ready":
-            raise TestbedError("tcp_probe: the PS sink did not start")
-        spec = {"peer": cluster.addr(0), "port": PORT, "run_s": run_s, "compute_s": compute_s,
-                "start_at": time.perf_counter() + 3.0, "layers": list(layers)}
-        procs = [subprocess.Popen(cluster.exec_args(i, [*exe, "ps-worker", json.dumps(spec)]),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for i in range(1, workers + 1)]
-        ends = []
-        for p in procs:
-            out, err = p.communicate(timeout=timeout_s)
-            if p.returncode != 0:
-                raise TestbedError(f"tcp_probe PS worker failed:\n{err[-2000:]}")
-            ends.append(json.loads(out)["ends"])
-    finally:
-        sk.terminate()
-        sk.wait(timeout=5)
+    spec = {"peer": cluster.addr(0), "port": PORT, "run_s": run_s, "compute_s": compute_s,
+            "start_at": time.perf_counter() + 3.0, "layers": list(layers)}
+    recs = _on_hosts(cluster, [(0, ["ps-sink", str(PORT), str(workers),
+                                    "sync" if sync else "async", str(len(layers))])],
+                     [(i, "ps-worker", spec) for i in range(1, workers + 1)], timeout_s)
+    ends = [r["ends"] for r in recs]
     lo, hi = 0.2 * run_s, 0.9 * run_s
     per = []
     for e in ends:  # each worker's rounds per second: its rounds ending in [lo, hi], end to end
