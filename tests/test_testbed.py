@@ -203,6 +203,30 @@ def test_smoke_run_two_hosts_few_steps():
     assert not {n for n in _ns_list() if n.startswith(f"{PREFIX}-{os.getpid()}-")}
 
 
+def test_probe_ps_rate_is_rounds_end_to_end_inside_the_window():
+    from sgdnet.testbed.tcp_probe import rounds_per_s
+
+    ends = [0.5, 1.0, 1.25, 1.5, 1.75, 2.0, 3.0]
+    assert rounds_per_s(ends, 0.9, 2.1) == pytest.approx(4 / 1.0)  # 1.0 .. 2.0: 4 rounds
+    assert rounds_per_s(ends, 2.5, 4.0) == 0.0  # one round inside: no rate
+
+
+@needs_ns
+def test_ps_traffic_probe_stays_under_the_link_and_sync_workers_keep_step():
+    """The PS-traffic probe on 2 workers at 100 Mbit/s: no PS link carries more than its rate
+    (rounds x the round's bytes <= the payload rate, 5 % for the tbf burst), sync workers
+    go in lockstep (the sink's per-layer barrier) and async ones do not need to."""
+    from sgdnet.testbed.tcp_probe import probe_ps
+
+    with EmulatedCluster(3, rate="100Mbit/s") as cl:
+        got = {sync: probe_ps(cl, 2, sync, run_s=2.5) for sync in (True, False)}
+    for sync, r in got.items():
+        assert 0 < r["of_bound"] <= 1.05, (sync, r["of_bound"])
+        assert len(r["ends"]) == 2 and all(len(e) >= 5 for e in r["ends"])
+    a, b = got[True]["per_worker"]
+    assert a == pytest.approx(b, rel=0.05)
+
+
 @needs_ns
 def test_allreduce_job_and_one_gloo_thread_ring_on_two_workers():
     pytest.importorskip("torch")

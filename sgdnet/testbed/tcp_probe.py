@@ -419,6 +419,13 @@ def ps_worker(spec: dict) -> dict[str, Any]:
     return {"ends": ends}
 
 
+def rounds_per_s(ends: list[float], lo: float, hi: float) -> float:
+    """A worker's rounds per second from its round end times: those in ``[lo, hi]``, end to
+    end (0 with fewer than two)."""
+    v = [t for t in ends if lo <= t <= hi]
+    return (len(v) - 1) / (v[-1] - v[0]) if len(v) >= 2 else 0.0
+
+
 def probe_ps(cluster: Any, workers: int, sync: bool, run_s: float = 6.0,
              compute_s: float = 0.002, timeout_s: float = 120.0,
              rate_Bps: float | None = None, layers: tuple[int, ...] = PS_LAYERS
@@ -436,11 +443,7 @@ def probe_ps(cluster: Any, workers: int, sync: bool, run_s: float = 6.0,
                                     "sync" if sync else "async", str(len(layers))])],
                      [(i, "ps-worker", spec) for i in range(1, workers + 1)], timeout_s)
     ends = [r["ends"] for r in recs]
-    lo, hi = 0.2 * run_s, 0.9 * run_s
-    per = []
-    for e in ends:  # each worker's rounds per second: its rounds ending in [lo, hi], end to end
-        v = [t for t in e if lo <= t <= hi]
-        per.append((len(v) - 1) / (v[-1] - v[0]) if len(v) >= 2 else 0.0)
+    per = [rounds_per_s(e, 0.2 * run_s, 0.9 * run_s) for e in ends]
     steps = sum(per)
     bound = 1448 / 1514 * rate / sum(layers)
     return {"workers": workers, "sync": sync, "compute_s": compute_s, "steps_per_s": steps,
