@@ -391,8 +391,10 @@ def ps_worker(spec: dict) -> dict[str, Any]:
         time.sleep(wait)
     t0 = time.perf_counter()
     ends = []
+    rounds = []  # per round: its start, then when each layer's pull was in (push order)
     run_s = float(spec["run_s"])
     while time.perf_counter() - t0 < run_s:
+        row = [time.perf_counter() - t0]
         try:
             for b in bufs:
                 c.sendall(_HDR2.pack(len(b), len(b)))
@@ -404,11 +406,13 @@ def ps_worker(spec: dict) -> dict[str, Any]:
                     if k == 0:
                         raise ConnectionError("peer closed")
                     left -= k
+                row.append(time.perf_counter() - t0)
         except (ConnectionError, TimeoutError, OSError):
             # sync: a peer ended its run first and the PS's barrier broke; this round is lost
             if time.perf_counter() - t0 >= run_s - 1.0:
                 break
             raise
+        rounds.append(row)
         time.sleep(float(spec.get("compute_s", 0.0)))
         ends.append(time.perf_counter() - t0)
     try:
@@ -416,7 +420,7 @@ def ps_worker(spec: dict) -> dict[str, Any]:
     except OSError:
         pass
     c.close()
-    return {"ends": ends}
+    return {"ends": ends, "rounds": rounds}
 
 
 def rounds_per_s(ends: list[float], lo: float, hi: float) -> float:
@@ -443,11 +447,12 @@ def probe_ps(cluster: Any, workers: int, sync: bool, run_s: float = 6.0,
                                     "sync" if sync else "async", str(len(layers))])],
                      [(i, "ps-worker", spec) for i in range(1, workers + 1)], timeout_s)
     ends = [r["ends"] for r in recs]
+    rounds = [r["rounds"] for r in recs]
     per = [rounds_per_s(e, 0.2 * run_s, 0.9 * run_s) for e in ends]
     steps = sum(per)
     bound = 1448 / 1514 * rate / sum(layers)
     return {"workers": workers, "sync": sync, "compute_s": compute_s, "steps_per_s": steps,
-            "of_bound": steps / bound, "per_worker": per, "ends": ends}
+            "of_bound": steps / bound, "per_worker": per, "ends": ends, "rounds": rounds}
 
 
 def summarize_incast(recs: list[dict], rate_Bps: float | None = None,

@@ -1,0 +1,114 @@
+"""Where a PS round's time goes: the PS-traffic probe against the model, layer by layer.
+
+Root, iproute2. Runs :func:`sgdnet.testbed.tcp_probe.probe_ps` once (``--workers``, ``--rate``,
+sync unless ``--async``) and, for its rounds in the middle 70 % of the run, prints the median
+time from a round's start (its first push posted) to each layer's pull being in, and to the
+round's end; then the same from a traced sgdnet run of the probe's pattern
+(:func:`predict_probe_ps.probe_profile` on ``Cluster.from_file(--cluster, ...)``, no CPU or
+update costs): a round starts at the worker's first push and a layer's pull is in at the end
+of its pull's last stage. ``--model-only`` skips the testbed.
+
+    python scripts/probe_ps_timeline.py --rate 250Mbit/s --workers 4 \\
+        --cluster docs/data/testbed37_quiet_cluster-100mbit.yaml
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def measured(rate: float, workers: int, sync: bool, run_s: float) -> list[list[float]]:
+    """Per round (pooled over workers): ``[pull of each layer in, round end]`` after its start."""
+    from sgdnet.testbed.netns import EmulatedCluster
+    from sgdnet.testbed.tcp_probe import probe_ps
+
+    with EmulatedCluster(workers + 1, rate=rate) as cl:
+        r = probe_ps(cl, workers, sync, run_s=run_s)
+    out = []
+    for rows, ends in zip(r["rounds"], r["ends"]):
+        for row, end in zip(rows, ends):
+            if 0.2 * run_s <= row[0] <= 0.9 * run_s:
+                out.append([t - row[0] for t in row[1:]] + [end - row[0]])
+    return out
+
+
+def modelled(cluster_file: Path, rate: float, workers: int, sync: bool) -> list[list[float]]:
+    """The same from the model's trace (rounds after the first 10)."""
+    from predict_probe_ps import probe_profile
+
+    from sgdnet import Cluster, simulate, variants
+    from sgdnet.testbed.tcp_probe import PS_LAYERS
+    from sgdnet.workload.cluster_file import load_cluster_file
+
+    cf = load_cluster_file(cluster_file)
+    ratio = cf.link.bandwidth / float(cf.measurements["tbf_rate_Bps"])
+    prof = probe_profile(list(PS_LAYERS), 0.002)
+    cl = Cluster.from_file(cluster_file, workers=workers, bandwidth=rate * ratio,
+                           update_s_per_byte=0.0, update_s_per_layer=0.0, send_s_per_byte=0.0,
+                           recv_s_per_byte=0.0, reduce_s_per_byte=0.0)
+    net = variants.build("sync-ps" if sync else "async-ps", prof, cl, granularity="fine")
+    ev = simulate(net, steps=60 * workers, warmup=0, replications=1, seed=0, trace=True,
+                  parallel=False, trace_limit=10 ** 6).trace_events(0)
+    L = len(PS_LAYERS)
+    # per worker and layer: the firings of its push (starts) and pull (ends), in order
+    push: dict = collections.defaultdict(lambda: collections.defaultdict(list))
+    pull: dict = collections.defaultdict(lambda: collections.defaultdict(list))
+    names: dict = collections.defaultdict(set)
+    for e in ev:
+        tg = e["tags"]
+        if "worker" not in tg or tg.get("layer") is None:
+            continue
+        d = tg.get("direction") or tg.get("role")
+        if d in ("push", "pull"):
+            names[(d, tg["layer"])].add(e["name"].split(".", 1)[1])
+            (push if d == "push" else pull)[tg["worker"]][(tg["layer"], e["name"])].append(e)
+    out = []
+    for w in push:
+        starts = []  # per step: the earliest start of any stage of its first push (layer L-1)
+        by = [v for (layer, _), v in push[w].items() if layer == L - 1]
+        for k in range(min(len(v) for v in by)):
+            starts.append(min(v[k]["start"] for v in by))
+        ins = []
+        for j in range(L):  # push order j -> model layer L-1-j
+            by = [v for (layer, _), v in pull[w].items() if layer == L - 1 - j]
+            ins.append([max(v[k]["end"] for v in by) for k in range(min(len(v) for v in by))])
+        m = min(len(starts), *(len(x) for x in ins))
+        for k in range(10, m - 1):
+            out.append([ins[j][k] - starts[k] for j in range(L)] + [starts[k + 1] - starts[k]])
+    return out
+
+
+def show(label: str, rows: list[list[float]]) -> None:
+    med = [statistics.median(r[j] for r in rows) * 1e3 for j in range(len(rows[0]))]
+    print(f"{label}: pulls in at " + " / ".join(f"{x:.1f}" for x in med[:-1])
+          + f" ms, round {med[-1]:.1f} ms ({len(rows)} rounds)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rate", default="250Mbit/s")
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--async", dest="asyn", action="store_true")
+    ap.add_argument("--run-s", type=float, default=6.0)
+    ap.add_argument("--cluster", type=Path, required=True)
+    ap.add_argument("--model-only", action="store_true")
+    a = ap.parse_args(argv)
+    from sgdnet import units
+
+    rate = units.bandwidth(a.rate, what="rate")
+    what = f"{'async' if a.asyn else 'sync'} n={a.workers} at {a.rate}"
+    if not a.model_only:
+        show(f"testbed {what}", measured(rate, a.workers, not a.asyn, a.run_s))
+    show(f"model   {what}", modelled(a.cluster, rate, a.workers, not a.asyn))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
