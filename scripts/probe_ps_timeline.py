@@ -2,8 +2,8 @@
 
 Root, iproute2. Runs :func:`sgdnet.testbed.tcp_probe.probe_ps` once (``--workers``, ``--rate``,
 sync unless ``--async``) and, for its rounds in the middle 70 % of the run, prints the median
-time from a round's start (its first push posted) to each layer's pull being in, and to the
-round's end; then the same from a traced sgdnet run of the probe's pattern
+time from a round's start (its first push posted) to every worker's push of each layer being
+in at the PS (meaningful for sync), to each layer's pull being in, and to the round's end; then the same from a traced sgdnet run of the probe's pattern
 (:func:`predict_probe_ps.probe_profile` on ``Cluster.from_file(--cluster, ...)``, no CPU or
 update costs): a round starts at the worker's first push and a layer's pull is in at the end
 of its pull's last stage. ``--model-only`` skips the testbed.
@@ -25,17 +25,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def measured(rate: float, workers: int, sync: bool, run_s: float) -> list[list[float]]:
-    """Per round (pooled over workers): ``[pull of each layer in, round end]`` after its start."""
+    """Per round (pooled over workers), after its start: every push of each layer in at the
+    PS, each layer's pull in, the round's end."""
     from sgdnet.testbed.netns import EmulatedCluster
-    from sgdnet.testbed.tcp_probe import probe_ps
+    from sgdnet.testbed.tcp_probe import PS_LAYERS, probe_ps
 
     with EmulatedCluster(workers + 1, rate=rate) as cl:
         r = probe_ps(cl, workers, sync, run_s=run_s)
+    L = len(PS_LAYERS)
+    got = {(w, k): t for t, w, k in r["ps_in"]}  # push k of worker w in at the PS
     out = []
     for rows, ends in zip(r["rounds"], r["ends"]):
-        for row, end in zip(rows, ends):
-            if 0.2 * run_s <= row[0] <= 0.9 * run_s:
-                out.append([t - row[0] for t in row[1:]] + [end - row[0]])
+        for i, (row, end) in enumerate(zip(rows, ends)):
+            if not 0.2 * run_s <= row[0] <= 0.9 * run_s:
+                continue
+            # every worker's push j of this round in (sync: the round index is the same)
+            ins = [max(got.get((v, i * L + j), float("nan")) for v in range(1, workers + 1))
+                   for j in range(L)]
+            out.append([x - row[0] for x in ins] + [t - row[0] for t in row[1:]] + [end - row[0]])
     return out
 
 
@@ -69,6 +76,14 @@ def modelled(cluster_file: Path, rate: float, workers: int, sync: bool) -> list[
         if d in ("push", "pull"):
             names[(d, tg["layer"])].add(e["name"].split(".", 1)[1])
             (push if d == "push" else pull)[tg["worker"]][(tg["layer"], e["name"])].append(e)
+    # every worker's push of a layer in at the PS (sync: step k of each worker is round k)
+    pushed = []
+    for j in range(L):
+        ws = []
+        for w in push:
+            by = [v for (layer, _), v in push[w].items() if layer == L - 1 - j]
+            ws.append([max(v[k]["end"] for v in by) for k in range(min(len(v) for v in by))])
+        pushed.append([max(x[k] for x in ws) for k in range(min(len(x) for x in ws))])
     out = []
     for w in push:
         starts = []  # per step: the earliest start of any stage of its first push (layer L-1)
@@ -79,16 +94,19 @@ def modelled(cluster_file: Path, rate: float, workers: int, sync: bool) -> list[
         for j in range(L):  # push order j -> model layer L-1-j
             by = [v for (layer, _), v in pull[w].items() if layer == L - 1 - j]
             ins.append([max(v[k]["end"] for v in by) for k in range(min(len(v) for v in by))])
-        m = min(len(starts), *(len(x) for x in ins))
+        m = min(len(starts), *(len(x) for x in ins), *(len(x) for x in pushed))
         for k in range(10, m - 1):
-            out.append([ins[j][k] - starts[k] for j in range(L)] + [starts[k + 1] - starts[k]])
+            out.append([pushed[j][k] - starts[k] for j in range(L)]
+                       + [ins[j][k] - starts[k] for j in range(L)] + [starts[k + 1] - starts[k]])
     return out
 
 
 def show(label: str, rows: list[list[float]]) -> None:
     med = [statistics.median(r[j] for r in rows) * 1e3 for j in range(len(rows[0]))]
-    print(f"{label}: pulls in at " + " / ".join(f"{x:.1f}" for x in med[:-1])
-          + f" ms, round {med[-1]:.1f} ms ({len(rows)} rounds)")
+    L = (len(med) - 1) // 2
+    print(f"{label}: every push in at " + " / ".join(f"{x:.1f}" for x in med[:L])
+          + " ms; pulls in at " + " / ".join(f"{x:.1f}" for x in med[L:2 * L])
+          + f" ms; round {med[-1]:.1f} ms ({len(rows)} rounds)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -344,16 +344,20 @@ _HDR2 = struct.Struct("!QQ")
 PS_LAYERS = (5160, 131584, 525312, 526336)
 
 
-def ps_sink(port: int, hosts: int, sync: bool, layers: int = len(PS_LAYERS)) -> None:
+def ps_sink(port: int, hosts: int, sync: bool, layers: int = len(PS_LAYERS),
+            log: str | None = None) -> None:
     """A parameter server without a model: each of ``hosts`` connections sends messages
     ``[in bytes][back bytes][payload]``; the sink answers each with ``back`` bytes once it is
     in, with ``sync`` only when every connection's message of that index in the round is in
     (a barrier per message index: a sync PS's per-layer pulls). Runs until killed."""
     bars = [threading.Barrier(hosts) for _ in range(layers)]
     back = memoryview(bytearray(1 << 21))
+    out = open(log, "w", buffering=1) if log else None  # "time peer index" per push in
+    lock = threading.Lock()
 
     def serve(c: socket.socket) -> None:
         c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = c.getpeername()[0]
         try:
             k = 0
             while True:
@@ -363,6 +367,9 @@ def ps_sink(port: int, hosts: int, sync: bool, layers: int = len(PS_LAYERS)) -> 
                 if n_in == 0:
                     return
                 _recv_exact(c, n_in)
+                if out is not None:
+                    with lock:
+                        out.write(f"{time.perf_counter()} {peer} {k}\n")
                 if sync:  # a peer that ended its run breaks the barrier: this one ends too
                     bars[k % len(bars)].wait(timeout=3.0)
                 k += 1
@@ -443,16 +450,25 @@ def probe_ps(cluster: Any, workers: int, sync: bool, run_s: float = 6.0,
     rate = cluster.rate if rate_Bps is None else rate_Bps
     spec = {"peer": cluster.addr(0), "port": PORT, "run_s": run_s, "compute_s": compute_s,
             "start_at": time.perf_counter() + 3.0, "layers": list(layers)}
-    recs = _on_hosts(cluster, [(0, ["ps-sink", str(PORT), str(workers),
-                                    "sync" if sync else "async", str(len(layers))])],
-                     [(i, "ps-worker", spec) for i in range(1, workers + 1)], timeout_s)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        log = str(Path(tmp) / "ps_in.txt")
+        recs = _on_hosts(cluster, [(0, ["ps-sink", str(PORT), str(workers),
+                                        "sync" if sync else "async", str(len(layers)), log])],
+                         [(i, "ps-worker", spec) for i in range(1, workers + 1)], timeout_s)
+        # each push's arrival at the PS: (seconds after start_at, worker 1..n, message index)
+        hosts = {cluster.addr(i): i for i in range(1, workers + 1)}
+        ps_in = [(float(t) - spec["start_at"], hosts.get(a, 0), int(k))
+                 for t, a, k in (ln.split() for ln in Path(log).read_text().splitlines())]
     ends = [r["ends"] for r in recs]
     rounds = [r["rounds"] for r in recs]
     per = [rounds_per_s(e, 0.2 * run_s, 0.9 * run_s) for e in ends]
     steps = sum(per)
     bound = 1448 / 1514 * rate / sum(layers)
     return {"workers": workers, "sync": sync, "compute_s": compute_s, "steps_per_s": steps,
-            "of_bound": steps / bound, "per_worker": per, "ends": ends, "rounds": rounds}
+            "of_bound": steps / bound, "per_worker": per, "ends": ends, "rounds": rounds,
+            "ps_in": ps_in}
 
 
 def summarize_incast(recs: list[dict], rate_Bps: float | None = None,
@@ -614,8 +630,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(a) == 2 and a[0] == "stream":
         print(json.dumps(streamer(json.loads(a[1]))))
         return 0
-    if len(a) == 5 and a[0] == "ps-sink":
-        ps_sink(int(a[1]), int(a[2]), a[3] == "sync", int(a[4]))
+    if len(a) in (5, 6) and a[0] == "ps-sink":
+        ps_sink(int(a[1]), int(a[2]), a[3] == "sync", int(a[4]), a[5] if len(a) == 6 else None)
         return 0
     if len(a) == 2 and a[0] == "ps-worker":
         print(json.dumps(ps_worker(json.loads(a[1]))))
