@@ -454,8 +454,9 @@ class _Replication:
         self.active[i] -= 1
         self.dirty.add(i)
         if M.joins and M.links[i]:  # what its connection had sent beyond it
+            lag = max(f.lag0 + pace(M, i) * (now - f.start) - f.size, 0.0)
             for r in M.queued_res[i]:
-                self.c_lag[r], self.c_t[r] = max(f.lag0 + pace(M, i) * (now - f.start) - f.size, 0.0), now
+                self.c_lag[r], self.c_t[r] = lag, now
         for r in M.res[i]:
             self.use(r, -1)
             if self.counting:

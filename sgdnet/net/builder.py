@@ -330,8 +330,10 @@ class Net:
 
         ``backlog=(link, bytes)`` makes it a join stage: each firing lasts its duration plus
         the time the link (a resource of discipline ``flow``) needs to carry what its transfers
-        have queued when the firing starts, ``sum(min(bytes, moved, left)) / bandwidth`` over
-        them (``bytes``: what one connection keeps queued at most, e.g. its standing queue).
+        have queued when the firing starts: each has queued what it has fallen behind its pace
+        (the rate it would have alone), at most ``bytes`` (what one connection keeps queued at
+        most, e.g. its standing queue) and no more than it has left
+        (:mod:`sgdnet.engine.kernel.joins`).
 
         ``weight`` makes the transition a GSPN *random switch*. Transitions that could start at
         the same instant and compete -- for the tokens of a shared input place, or for a

@@ -199,10 +199,10 @@ class _TransitionFields:
         default): no draw, ties go by request time, then priority and declaration order.
     backlog : ``(link name, bytes)`` or None; a *join* stage: each firing also waits the bytes
         the transfers on that link have queued there when it starts, at the link's bandwidth:
-        ``sum over them of min(bytes, moved, left) / bandwidth`` (each transfer keeps at most
-        ``bytes`` in the link's FIFO buffer, and no more than it has moved or has left). Put
-        before a transfer onto ``link``, it stands for the message's first byte queueing behind
-        the other connections' backlog (a drop-tail queue, not fair sharing); see
+        each keeps what it has fallen behind its pace (the rate it would have alone), at most
+        ``bytes`` and no more than it has left (:mod:`sgdnet.engine.kernel.joins`). Put before
+        a transfer onto ``link``, it stands for the message's first byte queueing behind the
+        other connections' backlog (a drop-tail queue, not fair sharing); see
         :meth:`Net.transition`.
     """
 

@@ -454,9 +454,13 @@ class Fabric:
         c = self.cluster
         if not self.flows or share is None or c.tcp_pacing <= 0:
             return math.inf
-        host = dst if share == "in" else src
-        bw = self.down_bw(host) if share == "in" else self.up_bw(host)
-        return pacing_cap(bw, max(1, self._connections(share, src, dst)), c.tcp_pacing)
+        return pacing_cap(self._shared_bw(share, src, dst),
+                          max(1, self._connections(share, src, dst)), c.tcp_pacing)
+
+    def _shared_bw(self, share: str, src: Host, dst: Host) -> float:
+        """The bandwidth of the host link a ``share`` transfer shares: ``dst``'s downlink
+        (``"in"``) or ``src``'s uplink (``"out"``)."""
+        return self.down_bw(dst) if share == "in" else self.up_bw(src)
 
     def _connections(self, share: str, src: Host, dst: Host) -> int:
         """How many connections share the host link a ``share`` transfer uses: the workers
@@ -488,11 +492,8 @@ class Fabric:
         k = self._connections(share, src, dst)
         if k < 2:
             return None
-        if share == "in":
-            link, bw = self.down(dst), self.down_bw(dst)
-        else:
-            link, bw = self.up(src), self.up_bw(src)
-        return link, c.tcp_queue * bw / (k - 1)
+        link = self.down(dst) if share == "in" else self.up(src)
+        return link, c.tcp_queue * self._shared_bw(share, src, dst) / (k - 1)
 
     def tcp_ramp(self, nbytes: float, src: Host, dst: Host) -> float:
         """Seconds a message's slow-start restart adds (:func:`~.tcp_ramp.ramp_delay` at

@@ -6,8 +6,7 @@ its connection had sent beyond the message before it when that one ended at the 
 one started; a join stage on link ``r`` with bound ``q`` waits ``sum over r's flows of min(q,
 lag, left) / bandwidth(r)``. A flow alone on its path at its pace falls behind by nothing, and
 flows that start together have moved nothing: the queue builds only while flows share. The
-reference oracle (:meth:`sgdnet.engine.reference._Replication.backlog_wait`) plays the same
-rule.
+reference oracle (:func:`sgdnet.engine.reference_model.backlog`) plays the same rule.
 """
 
 from __future__ import annotations
