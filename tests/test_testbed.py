@@ -211,6 +211,20 @@ def test_probe_ps_rate_is_rounds_end_to_end_inside_the_window():
     assert rounds_per_s(ends, 2.5, 4.0) == 0.0  # one round inside: no rate
 
 
+@pytest.mark.parametrize("n", [0, 3])
+def test_the_probes_refuse_more_hosts_than_the_cluster_has(n):
+    from sgdnet.testbed.tcp_probe import probe_duplex, probe_incast, probe_ps
+
+    class Three:  # no namespaces are made: the check comes first
+        hosts = 3
+
+    for probe, what in ((lambda: probe_ps(Three(), n, True), "workers"),
+                        (lambda: probe_incast(Three(), n), "flows"),
+                        (lambda: probe_duplex(Three(), n), "flows")):
+        with pytest.raises(TestbedError, match=f"{what}={n}: the cluster has 3 hosts"):
+            probe()
+
+
 @needs_ns
 def test_ps_traffic_probe_stays_under_the_link_and_sync_workers_keep_step():
     """The PS-traffic probe on 2 workers at 100 Mbit/s: no PS link carries more than its rate

@@ -45,6 +45,7 @@ import statistics
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -258,6 +259,13 @@ def streamer(spec: dict) -> dict[str, Any]:
     return {"ping_s": pings, "samples": samples, "stream_end_s": done}
 
 
+def _check_hosts(cluster: Any, n: int, what: str) -> None:
+    """``n`` hosts besides host 0 (the sink, the PS, or the sender) must fit the cluster."""
+    if not 1 <= n < cluster.hosts:
+        raise TestbedError(f"{what}={n}: the cluster has {cluster.hosts} hosts, one of them "
+                           f"host 0; use 1..{cluster.hosts - 1}")
+
+
 def _on_hosts(cluster: Any, sinks: list[tuple[int, list[str]]],
               clients: list[tuple[int, str, dict]], timeout_s: float) -> list[dict]:
     """Start ``sinks`` (host, this module's arguments) and wait for each to say ``ready``,
@@ -293,8 +301,7 @@ def probe_incast(cluster: Any, flows: int, stream_s: float = 3.0, timeout_s: flo
     host's link, whose queue no sender's own qdisc limits), host 1 then alone for ``solo_s``
     seconds (how fast a push takes the link its peers left); :func:`summarize_incast` of
     their records."""
-    if not 1 <= flows < cluster.hosts:
-        raise TestbedError(f"flows={flows}: the cluster has {cluster.hosts} hosts (one sinks)")
+    _check_hosts(cluster, flows, "flows")
     spec = {"peer": cluster.addr(0), "port": PORT, "stream_s": stream_s,
             "start_at": time.perf_counter() + 3.0}
     recs = _on_hosts(cluster, [(0, ["sink", str(PORT)])],
@@ -312,8 +319,7 @@ def probe_duplex(cluster: Any, flows: int, stream_s: float = 3.0, timeout_s: flo
     direction's goodput over the samples after the first 0.5 s as a fraction of the link's
     payload rate (``push_fraction``, ``pull_fraction``; 1: the link is never idle), their
     median RTTs, and the same for the pushes alone (``alone``: :func:`probe_incast`)."""
-    if not 1 <= flows < cluster.hosts:
-        raise TestbedError(f"flows={flows}: the cluster has {cluster.hosts} hosts (one sinks)")
+    _check_hosts(cluster, flows, "flows")
     rate = cluster.rate if rate_Bps is None else rate_Bps
     spec = {"port": PORT, "stream_s": stream_s, "start_at": time.perf_counter() + 3.0}
     recs = _on_hosts(cluster, [(i, ["sink", str(PORT)]) for i in range(flows + 1)],
@@ -447,11 +453,10 @@ def probe_ps(cluster: Any, workers: int, sync: bool, run_s: float = 6.0,
     worker's over its rounds ending in the middle 70 % of the run, end to end, summed), their
     fraction of the PS link's bound (payload rate over one round's bytes: the most a PS
     host's link carries whatever the worker count), and every worker's round end times."""
+    _check_hosts(cluster, workers, "workers")
     rate = cluster.rate if rate_Bps is None else rate_Bps
     spec = {"peer": cluster.addr(0), "port": PORT, "run_s": run_s, "compute_s": compute_s,
             "start_at": time.perf_counter() + 3.0, "layers": list(layers)}
-    import tempfile
-
     with tempfile.TemporaryDirectory() as tmp:
         log = str(Path(tmp) / "ps_in.txt")
         recs = _on_hosts(cluster, [(0, ["ps-sink", str(PORT), str(workers),
@@ -593,8 +598,7 @@ def probe_cluster(cluster: Any, flows: int = 4, sizes: tuple[int, ...] = (16384,
     """Run the probe on an emulated cluster: sinks on hosts ``1..flows``, the sender on host 0
     (a PS host's pulls: ``flows`` connections out of one host); the record and its
     :func:`summarize`."""
-    if not 1 <= flows < cluster.hosts:
-        raise TestbedError(f"flows={flows}: the cluster has {cluster.hosts} hosts (one sends)")
+    _check_hosts(cluster, flows, "flows")
     exe = [sys.executable, "-m", "sgdnet.testbed.tcp_probe"]
     sinks = [subprocess.Popen(cluster.exec_args(i, [*exe, "sink", str(PORT)]),
                               stdout=subprocess.PIPE, text=True) for i in range(1, flows + 1)]
