@@ -84,6 +84,9 @@ class _Model:
         self.links = [[r for r in rs if self.disc[r] == "flow"] for rs in self.res]
         self.link_of = [net.resources[r] for r in self.rnames]
         self.flow_cap = [t.flow_cap for t in self.trans]
+        # ACK paths (Net.ack_path): per link, (its ACK link's index, caps by that link's flows)
+        self.ack = [None if r.ack_path is None else (ridx[r.ack_path[0]], r.ack_path[1])
+                    for r in self.link_of]
         # join stages: (link index, bytes one transfer keeps queued at most) or None
         self.backlog = [None if t.backlog is None else (ridx[t.backlog[0]], float(t.backlog[1]))
                         for t in self.trans]
@@ -177,6 +180,7 @@ def max_min(M: _Model, flows: list, base: dict | None = None) -> dict:
     for r in (base or {}):
         if r in on:
             cap[r] *= base[r] / float(M.link_of[r].bandwidth)
+    fcap = {f.seq: flow_cap(M, f.t, on) for f in flows}
     unfixed = list(flows)
     while unfixed:
         level, bottleneck = math.inf, None
@@ -187,12 +191,25 @@ def max_min(M: _Model, flows: list, base: dict | None = None) -> dict:
                 if share < level:
                     level, bottleneck = share, free
         for f in unfixed:
-            if M.flow_cap[f.t] < level:
-                level, bottleneck = M.flow_cap[f.t], [f]
+            if fcap[f.seq] < level:
+                level, bottleneck = fcap[f.seq], [f]
         for f in bottleneck:
             rate[f.seq] = max(level, 0.0)
         unfixed = [f for f in unfixed if f.seq not in rate]
     return rate
+
+
+def flow_cap(M: _Model, i: int, on: dict) -> float:
+    """Transfer ``i``'s cap while the links carry the flows ``on`` (link -> its flows): its own
+    and, for each link of its path whose ACK link carries ``n >= 1`` flows, that link's
+    ``n``-th ACK-path cap (the last one beyond)."""
+    cap = M.flow_cap[i]
+    for r in M.links[i]:
+        a = M.ack[r]
+        n = len(on.get(a[0], ())) if a is not None else 0
+        if n:
+            cap = min(cap, a[1][min(n, len(a[1])) - 1])
+    return cap
 
 
 def pace(M: _Model, i: int) -> float:

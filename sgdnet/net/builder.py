@@ -209,6 +209,48 @@ class Net:
         self._add(self.resources, name, r)
         return r
 
+    def ack_path(self, link: str, via: str, caps) -> Resource:
+        """Cap the flows of ``link`` while the link their ACKs travel, ``via``, carries data.
+
+        A TCP flow whose window is ``W`` bytes moves at most ``W / RTT``; when its ACKs queue
+        behind other flows' data in the opposite direction's link (a parameter server's pushes
+        in while its pulls go out: the pushes' ACKs leave behind the pulls in the PS's uplink),
+        the RTT grows by that queue. While ``n >= 1`` flows cross ``via``, every flow of
+        ``link`` is capped at ``caps[n - 1]`` bytes/s (the last value for more), besides its
+        own cap; with none, no cap. The caps change (and the rates are re-allocated) whenever
+        ``via``'s flow count does.
+
+        Parameters
+        ----------
+        link, via : str
+            Two different links of the net (:meth:`link`).
+        caps : float or sequence of float
+            Bytes/s, each > 0 (``inf`` allowed: no cap at that count).
+
+        Returns
+        -------
+        Resource
+            ``link``, with ``ack_path = (via, caps)``.
+        """
+        for n in (link, via):
+            if n not in self.resources or self.resources[n].discipline != "flow":
+                raise NetError(f"ack_path({link!r}, {via!r}): {n!r} is not a link of the net; "
+                               "declare both with Net.link first", self.name)
+        if link == via:
+            raise NetError(f"ack_path({link!r}, {via!r}): a link cannot be its own ACK path",
+                           self.name)
+        vals = (caps,) if isinstance(caps, (int, float)) else caps
+        try:
+            c = tuple(float(x) for x in vals)
+        except (TypeError, ValueError):
+            c = ()
+        if not c or any(isinstance(x, bool) or not x > 0 for x in vals):
+            raise NetError(f"ack_path({link!r}, {via!r}): caps={caps!r} must be a number or a "
+                           "non-empty sequence of bytes/s > 0", self.name)
+        r = self.resources[link]
+        r.ack_path = (via, c)
+        return r
+
     def transfer(
         self,
         name: str,

@@ -14,7 +14,9 @@ Layout (structure of arrays; ``T`` transitions, ``P`` places, ``R`` resources, `
   the links of a transfer's path); ``r_users`` (R,) number of transitions holding r; ``rq_base``
   (R+1,) offsets of each resource's waiting queue in one shared array;
 - links: ``r_bw`` (R,) bandwidth in bytes/s (0 for other resources), ``re_ptr/re_val`` the
-  efficiency factors by number of flows (CSR; empty means 1), ``r_tb`` (R, 2) each link's token
+  efficiency factors by number of flows (CSR; empty means 1), and after them, when some link
+  has one, the ACK paths (:meth:`Net.ack_path`; :func:`_ack_arrays`, its pointers into
+  ``re_val``), ``r_tb`` (R, 2) each link's token
   bucket (burst bytes, peak bytes/s; a row of zeros: none); per transition ``fl_cap`` (T,) the
   rate cap of a transfer in bytes/s (``inf`` when none); ``jn_link`` (T,) the link a join stage
   (``Transition.backlog``) waits the queue of, -1 for other transitions, ``jn_q`` (T,) the bytes
@@ -176,6 +178,7 @@ def _key_parts(net: Net, fast: bool) -> list:
     parts.append([(p.name, p.tokens, tags(p.tags)) for p in net.places.values()])
     parts.append([(r.name, r.capacity, r.discipline, tags(r.tags), r.bandwidth, r.latency,
                    r.efficiency) + ((r.burst, r.peak) if r.burst else ())
+                  + (() if r.ack_path is None else (("ack",) + r.ack_path,))
                   for r in net.resources.values()])
     parts.append([
         (t.name, dkeys[id(t.duration)], tuple(t.inputs.items()), tuple(t.outputs.items()),
@@ -320,6 +323,17 @@ class CompiledNet:
             if r.discipline == "flow" and r.burst:
                 self.r_tb[i] = (float(r.burst), r.peak_rate())
         self.fl_cap = np.array(t_cap, dtype=_F).reshape(nT)
+        ak_i, ak_val = _ack_arrays(Rs, ridx)
+        if ak_i.size:  # after the efficiencies' pointers and values (no kernel argument more)
+            ak_i[nR:2 * nR + 1] += self.re_val.size
+            self.re_ptr = np.concatenate([self.re_ptr, ak_i])
+            self.re_val = np.concatenate([self.re_val, ak_val])
+            # the transfers on a link of an ACK path count as capped (never a star component
+            # for the kernel's fast path, whose flow counts would not reach the dependents)
+            on = np.isin(self.psres_idx, np.flatnonzero((ak_i[:nR] >= 0)
+                                                        | np.isin(np.arange(nR), ak_i[:nR])))
+            who = np.repeat(np.arange(nT), np.diff(self.psres_ptr))[on]
+            self.fl_cap[who] = np.minimum(self.fl_cap[who], ACK_MARK)
         # join stages (Transition.backlog): the link whose queue a firing waits, or -1, and the
         # bytes one of its transfers keeps queued at most
         self.jn_link = np.full(nT, -1, dtype=_I)
@@ -541,3 +555,34 @@ def _remember(net: Net, stamp, cn: CompiledNet) -> None:
         _BY_NET[net] = (stamp, cn)
     except TypeError:  # pragma: no cover - a Net subclass that cannot be weakly referenced
         pass
+
+
+#: the compiled cap of a transfer crossing a link of an ACK path when it has none of its own
+#: (finite: the kernel's fast path takes no capped flow; no link is as fast)
+ACK_MARK = 1e300
+
+
+def _ack_arrays(Rs: list, ridx: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The links' ACK paths as one int array and one float array, both empty when no link has
+    one; the compiled net appends them to ``re_ptr`` and ``re_val`` (the kernel:
+    :func:`sgdnet.engine.kernel.flows.ack_cap`). The ints, for ``R`` resources: ``[0, R)``
+    each link's ACK link or -1; ``[R, 2R+1)`` the pointers of its caps among the floats (by
+    the ACK link's flow count, the last beyond; shifted past the efficiencies when appended);
+    ``[2R+1, 3R+2)`` the pointers, after ``3R+2``, of the links whose caps each link's flow
+    count sets (its dependents: re-allocated with it)."""
+    nR = len(Rs)
+    if all(r.ack_path is None for r in Rs):
+        return np.zeros(0, dtype=_I), np.zeros(0, dtype=_F)
+    via = [-1 if r.ack_path is None else ridx[r.ack_path[0]] for r in Rs]
+    caps = [[] if r.ack_path is None else [float(c) for c in r.ack_path[1]] for r in Rs]
+    deps: list[list[int]] = [[] for _ in Rs]
+    for i, a in enumerate(via):
+        if a >= 0:
+            deps[a].append(i)
+    cptr = np.zeros(nR + 1, dtype=_I)
+    cptr[1:] = np.cumsum([len(c) for c in caps])
+    dptr = np.zeros(nR + 1, dtype=_I)
+    dptr[1:] = np.cumsum([len(d) for d in deps])
+    ak_i = np.concatenate([np.array(via, dtype=_I), cptr, dptr,
+                           np.array([i for d in deps for i in d], dtype=_I)])
+    return ak_i, np.array([c for lst in caps for c in lst], dtype=_F)

@@ -148,6 +148,9 @@ class _ResourceFields:
     token bucket (a shaper such as Linux's ``tbf``): ``burst`` bytes of tokens (0: none) that
     fill at the sustained rate while the link carries less, and while it holds any the link
     runs at ``peak`` bytes/s (``None``: :data:`PEAK_FACTOR` times ``bandwidth``).
+    ``ack_path`` (:meth:`Net.ack_path`): ``(link, caps)``, the link this one's flows are
+    acknowledged through and their rate cap while it carries ``n >= 1`` flows, ``caps[n - 1]``
+    bytes/s (the last value for more); None: no such cap.
     """
 
     name: str
@@ -159,6 +162,7 @@ class _ResourceFields:
     efficiency: tuple[float, ...] = ()
     burst: float = 0.0
     peak: float | None = None
+    ack_path: tuple[str, tuple[float, ...]] | None = None
 
     def peak_rate(self) -> float:
         """A link's rate (bytes/s) while its token bucket holds tokens (``peak``, or

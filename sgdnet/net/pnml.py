@@ -218,7 +218,9 @@ def to_pnml(net: Net, path: str | os.PathLike | None = None) -> str:
             {"name": r.name, "capacity": r.capacity, "discipline": r.discipline, "tags": r.tags,
              **({"bandwidth": r.bandwidth, "latency": r.latency, "efficiency": list(r.efficiency)}
                 if r.discipline == "flow" else {}),
-             **({"burst": r.burst, "peak": r.peak} if r.discipline == "flow" and r.burst else {})}
+             **({"burst": r.burst, "peak": r.peak} if r.discipline == "flow" and r.burst else {}),
+             **({"ack_path": [r.ack_path[0], list(r.ack_path[1])]}
+                if r.discipline == "flow" and r.ack_path is not None else {})}
             for r in net.resources.values()
         ],
         "gates": [
@@ -545,6 +547,12 @@ def _from_tree(root: ET.Element, where: str, default_duration: float, validate: 
                 net.resource(r["name"], r["capacity"], r["discipline"], **r.get("tags", {}))
         except (KeyError, TypeError) as ex:
             raise R.err(f"sgdnet resource entry {r!r} is incomplete ({ex})", enet) from None
+    for r in nt.get("resources", []):  # once every link exists
+        if r.get("ack_path") is not None:
+            try:
+                net.ack_path(r["name"], r["ack_path"][0], r["ack_path"][1])
+            except (IndexError, TypeError) as ex:
+                raise R.err(f"sgdnet resource entry {r!r}: bad ack_path ({ex})", enet) from None
 
     inputs: dict[str, dict[str, int]] = {t: {} for t in trans_of.values()}
     outputs: dict[str, dict[str, int]] = {t: {} for t in trans_of.values()}

@@ -55,6 +55,8 @@ def net_problems(net: Any, arcs_out: list | None = None) -> list[str]:
                 if not (isinstance(e, (int, float)) and 0 < e <= 1):
                     P.append(f"link {r.name!r}: efficiency {e!r} must be in (0, 1]")
                     break
+            if r.ack_path is not None:
+                P.extend(_ack_path_problem(r, net.resources))
             bu, pk = r.burst, r.peak
             if isinstance(bu, bool) or not isinstance(bu, (int, float)) or not (math.isfinite(bu) and bu >= 0):
                 P.append(f"link {r.name!r}: burst={bu!r} must be a finite number of bytes >= 0 (0: no token bucket)")
@@ -270,6 +272,20 @@ def _bulk_ok(net: Any, T: list, max_tokens: int) -> tuple[list, list] | None:
         if gate is None or not (isinstance(g[1], int) and 0 <= g[1] < len(gate.counters)):
             return None
     return csr, cols
+
+
+def _ack_path_problem(r: Any, resources: dict) -> list[str]:
+    """What is wrong with link ``r``'s ``ack_path`` (set by hand rather than by
+    :meth:`Net.ack_path`)."""
+    a = r.ack_path
+    if not (isinstance(a, tuple) and len(a) == 2 and isinstance(a[1], tuple) and a[1]):
+        return [f"link {r.name!r}: ack_path={a!r} must be (link name, caps); use Net.ack_path"]
+    via, caps = a
+    if via not in resources or resources[via].discipline != "flow" or via == r.name:
+        return [f"link {r.name!r}: ack_path's link {via!r} must be another link of the net"]
+    if any(isinstance(c, bool) or not isinstance(c, (int, float)) or not c > 0 for c in caps):
+        return [f"link {r.name!r}: ack_path caps {caps!r} must be bytes/s > 0"]
+    return []
 
 
 def _backlog_problem(b: Any, resources: dict) -> str:

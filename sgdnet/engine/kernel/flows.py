@@ -126,6 +126,26 @@ def fix(s, lvl, bott, f_fixed, f_rate, f_bott, f_rc, f_nu, s_trans, psres_ptr, p
 
 
 @inner
+def ack_cap(t, cap, used, psres_ptr, psres_idx, re_ptr, re_val):
+    """Transfer ``t``'s cap: its own (``cap``) and, for each link of its path with an ACK path
+    (:meth:`sgdnet.net.Net.ack_path`) whose ACK link carries ``n >= 1`` flows, that link's
+    ``n``-th cap (its last one beyond). The ACK paths follow the efficiencies' pointers in
+    ``re_ptr`` (:func:`sgdnet.net.compiled._ack_arrays`)."""
+    nR = used.size
+    b = nR + 1
+    for k in range(psres_ptr[t], psres_ptr[t + 1]):
+        r = psres_idx[k]
+        a = re_ptr[b + r]
+        if a >= 0 and used[a] > 0:
+            lo = re_ptr[b + nR + r]
+            n = re_ptr[b + nR + r + 1] - lo
+            c = re_val[lo + (used[a] - 1 if used[a] <= n else n - 1)]
+            if c < cap:
+                cap = c
+    return cap
+
+
+@inner
 def allocate(now, used, nsd, f_seeds, f_epoch, f_lmark, f_fmark, f_CL, f_CF, f_rc, f_nu,
                  f_rate, f_fixed, f_lvl, f_bott, g_rate, g_V, g_tau, ps_h, ps_n, s_trans,
                  psres_ptr, psres_idx, r_ps, r_bw, re_ptr, re_val, fl_cap):
@@ -135,6 +155,13 @@ def allocate(now, used, nsd, f_seeds, f_epoch, f_lmark, f_fmark, f_CL, f_CF, f_r
     over that component; return ``(fu_nl, fu_nf, fu_cap)``: its links ``f_CL[:fu_nl]``, its flows
     ``f_CF[:fu_nf]`` with their rates ``f_rate`` and bottlenecks ``f_bott``, and whether a flow
     of it is capped.
+
+    With ACK paths (after the efficiencies in ``re_ptr`` / ``re_val``:
+    :func:`sgdnet.net.compiled._ack_arrays`), the component also takes in the links whose
+    flows' caps a link of it sets (its dependents), and a flow's cap is the least of its own and its links' ACK-path caps at their ACK links' flow
+    counts (:func:`ack_cap`); an unfixed flow's cap is kept in ``f_rate`` until it is fixed.
+    (Every transfer crossing an ACK path's link is capped, so no such component is marked a star
+    for :func:`star_test`.)
 
     Functions of their own, to shorten run_replication's cold compile (numba's live-variable
     maps of a function cost more than linearly in its size), each called with at most 30
@@ -154,10 +181,19 @@ def allocate(now, used, nsd, f_seeds, f_epoch, f_lmark, f_fmark, f_CL, f_CF, f_r
             f_CL[fu_nl] = r
             fu_nl += 1
     fu_cap = False
+    nR = r_bw.size
+    acks = re_ptr.size > nR + 1
     i = 0
     while i < fu_nl:
         r = f_CL[i]
         i += 1
+        if acks:  # the links whose flows' caps r's flow count sets join the component
+            for k in range(re_ptr[3 * nR + 2 + r], re_ptr[3 * nR + 3 + r]):
+                r2 = re_ptr[4 * nR + 3 + k]
+                if f_lmark[r2] != fu_ep:
+                    f_lmark[r2] = fu_ep
+                    f_CL[fu_nl] = r2
+                    fu_nl += 1
         rp = r_ps[r]
         for j in range(ps_n[rp]):
             s = ps_h[rp, j]
@@ -167,7 +203,11 @@ def allocate(now, used, nsd, f_seeds, f_epoch, f_lmark, f_fmark, f_CL, f_CF, f_r
                 fu_nf += 1
                 f_fixed[s] = False
                 t = s_trans[s]
-                if fl_cap[t] < np.inf:
+                fu_c = fl_cap[t]
+                if acks:
+                    fu_c = ack_cap(t, fu_c, used, psres_ptr, psres_idx, re_ptr, re_val)
+                f_rate[s] = fu_c
+                if fu_c < np.inf:
                     fu_cap = True
                 for k in range(psres_ptr[t], psres_ptr[t + 1]):
                     r2 = psres_idx[k]
@@ -201,8 +241,8 @@ def allocate(now, used, nsd, f_seeds, f_epoch, f_lmark, f_fmark, f_CL, f_CF, f_r
         if fu_cap:
             for i in range(fu_nf):
                 s = f_CF[i]
-                if not f_fixed[s] and fl_cap[s_trans[s]] < fu_lvl:
-                    fu_lvl = fl_cap[s_trans[s]]
+                if not f_fixed[s] and f_rate[s] < fu_lvl:
+                    fu_lvl = f_rate[s]
                     fu_argf = s
         if fu_argf >= 0:
             fix(fu_argf, fu_lvl, IM1, f_fixed, f_rate, f_bott, f_rc, f_nu, s_trans,
@@ -315,7 +355,9 @@ def star_test(nfn, nsd, f_new, f_seeds, s_trans, psres_ptr, psres_idx, used, fl_
     is capped or touches another component, and L's new fair share ``cap(L) / n`` is below every
     other changed link's share and below ``f_m[L]`` (a lower bound of the others'). Returns
     ``(L, that bound, L's share)``, L -1 when the full allocation must run. Always advances
-    ``f_epoch``."""
+    ``f_epoch``. (The transfers of a net with ACK paths that cross a link of one are capped,
+    :data:`sgdnet.net.compiled.ACK_MARK` at least: they always take the full allocation, since
+    a flow count that changes caps other components' flows.)"""
     fq = -1
     if nfn > 0:
         t = s_trans[f_new[0]]
