@@ -383,6 +383,7 @@ class Fabric:
                            tags={**tg, "stage": "send"})
             names.append(f"{name}.send")
             ins = [sent.name]
+        self.ack_path(share, src, dst)
         backlog = self.share_backlog(share, src, dst)
         if backlog is not None:
             joined = net.place(f"{name}:joined")
@@ -478,6 +479,22 @@ class Fabric:
         if not self.flows or share is None or c.tcp_queue <= 0 or c.tcp_queue_model != "static":
             return 0.0
         return c.tcp_queue if self._connections(share, src, dst) >= 2 else 0.0
+
+    def ack_path(self, share: str | None, src: Host, dst: Host) -> None:
+        """With ``cluster.tcp_ack_share``, a ``share="in"`` message of ``k >= 2`` connections
+        makes ``dst``'s downlink acknowledged through its uplink (:meth:`Net.ack_path
+        <sgdnet.net.Net.ack_path>`, once per host): its flows are capped at
+        ``tcp_ack_share[n - 1]`` times the downlink's bandwidth while the uplink carries
+        ``n`` flows (ratios >= 1: no cap)."""
+        c = self.cluster
+        if (not self.flows or share != "in" or not c.tcp_ack_share
+                or self._connections(share, src, dst) < 2):
+            return
+        down = self.down(dst)
+        if self.net.resources[down].ack_path is None:
+            bw = self.down_bw(dst)
+            self.net.ack_path(down, self.up(dst),
+                              [e * bw if e < 1 else math.inf for e in c.tcp_ack_share])
 
     def share_backlog(self, share: str | None, src: Host, dst: Host) -> tuple[str, float] | None:
         """The join stage of a message of one of ``k >= 2`` connections into (``share="in"``,

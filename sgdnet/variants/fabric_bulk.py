@@ -213,6 +213,7 @@ class TransferBatch:
                 priority=SEND_PRIORITY))
             names.append(f"{name}.send")
             arcs = {sent: 1}
+        fab.ack_path(share, src, dst)
         backlog = fab.share_backlog(share, src, dst)
         if backlog is not None:
             joined = f"{name}:joined"

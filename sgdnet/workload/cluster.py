@@ -185,6 +185,14 @@ class Cluster:
         ``"static"``: after its bytes, every such message, added to its latency: right where
         the link stays backlogged (3-4 workers of a bandwidth-bound model), too much where it
         does not (2 workers, small messages).
+    tcp_ack_share : sequence of float
+        A push's ACKs leave a PS host through its uplink, behind the pulls' data queued there:
+        while that uplink carries ``n >= 1`` flows, a flow into the host (a ``share="in"``
+        message of ``k >= 2`` connections) moves at most ``tcp_ack_share[n - 1]`` times the
+        downlink's bandwidth (the last value beyond; ``Net.ack_path``). Measured by
+        :func:`sgdnet.testbed.tcp_reverse.probe_reverse_in` (a message's rate into a host
+        streaming to ``n`` others, over the link's payload rate); values >= 1: no cap; empty
+        (default): none.
     burst, burst_peak : float or str
         Token bucket of every host's NIC link, both directions (a shaper such as Linux's
         ``tbf``, a cloud instance's burst credit): ``burst`` bytes (``"64KiB"``; 0, the default:
@@ -244,6 +252,7 @@ class Cluster:
     tcp_init_window: float | str = 14480.0
     tcp_queue: float | str = 0.0
     tcp_queue_model: str = "join"
+    tcp_ack_share: tuple[float, ...] = ()
     burst: float | str = 0.0
     burst_peak: float | str | None = None
 
@@ -335,6 +344,14 @@ class Cluster:
                                    f"(0, 1] (goodput with {i + 1} concurrent flows / bandwidth)")
             effs.append(float(e))
         s(self, "incast", tuple(effs))
+        ack = self.tcp_ack_share
+        if (isinstance(ack, (str, bytes)) or not isinstance(ack, Sequence)
+                or any(isinstance(e, bool) or not isinstance(e, (int, float)) or not e > 0
+                       for e in ack)):
+            raise ClusterError(f"Cluster.tcp_ack_share={ack!r}: a sequence of rate / bandwidth "
+                               "ratios > 0, one per number of flows out of the PS host (1, 2, "
+                               "...), or () for none; tcp_reverse.probe_reverse_in measures it")
+        s(self, "tcp_ack_share", tuple(float(e) for e in ack))
         if self.topology is not None:
             s(self, "topology", _topology(self.topology, n, k, self.ps_placement))
         check = getattr(self.straggler, "check", None)
