@@ -8,6 +8,7 @@ no faster than the shaped link allows) rather than how long anything took.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import signal
@@ -225,6 +226,18 @@ def test_the_probes_refuse_more_hosts_than_the_cluster_has(n):
             probe()
 
 
+def test_reverse_queue_probe_refuses_bad_host_counts():
+    from sgdnet.testbed.tcp_reverse import probe_reverse
+
+    class Three:  # no namespaces are made: the checks come first
+        hosts = 3
+
+    with pytest.raises(TestbedError, match="receivers=0, reverse=0: use receivers >= 1"):
+        probe_reverse(Three(), 0, 0)
+    with pytest.raises(TestbedError, match=r"receivers \+ reverse=3: the cluster has 3 hosts"):
+        probe_reverse(Three(), 1, 2)
+
+
 @needs_ns
 def test_ps_traffic_probe_stays_under_the_link_and_sync_workers_keep_step():
     """The PS-traffic probe on 2 workers at 100 Mbit/s: no PS link carries more than its rate
@@ -239,6 +252,33 @@ def test_ps_traffic_probe_stays_under_the_link_and_sync_workers_keep_step():
         assert len(r["ends"]) == 2 and all(len(e) >= 5 for e in r["ends"])
     a, b = got[True]["per_worker"]
     assert a == pytest.approx(b, rel=0.05)
+    # the sink's barrier: a sync pull leaves only once every worker's push of its index is in
+    ins = collections.defaultdict(list)
+    for t, _, k in got[True]["ps_in"]:
+        ins[k].append(t)
+    outs = got[True]["ps_out"]
+    assert outs and all(len(ins[k]) == 2 and t >= max(ins[k]) for t, _, k in outs)
+
+
+@needs_ns
+def test_reverse_queue_probe_delays_the_answer_not_the_data():
+    """The reverse-queue probe at 100 Mbit/s, one receiver: a 256 KiB message cannot arrive
+    before its bytes beyond the tbf burst have crossed at the payload rate; with no stream into
+    the sender its one-byte answer is back within 2 ms of the arrival, with two streams into
+    the sender's downlink the answer waits behind their queue (> 2 ms) while the data itself
+    arrives within 1.5x of its time without them."""
+    from sgdnet.testbed.tcp_reverse import probe_reverse
+
+    size = 262144
+    with EmulatedCluster(4, rate="100Mbit/s") as cl:
+        alone, loaded = (probe_reverse(cl, 1, rev, sizes=(size,), rounds=4) for rev in (0, 2))
+    key = str(size)
+    floor = (size - cl.burst) / (1448 / 1514 * cl.rate)
+    for r in (alone, loaded):
+        assert min(r["arrival_s"][key]) >= 0.95 * floor, (r["arrival_s"][key], floor)
+    assert alone["median_s"][key] - alone["median_in_s"][key] < 2e-3
+    assert loaded["median_s"][key] - loaded["median_in_s"][key] > 2e-3
+    assert loaded["median_in_s"][key] < 1.5 * alone["median_in_s"][key]
 
 
 @needs_ns
@@ -333,3 +373,18 @@ def test_table_script_predicts_every_committed_cell(capsys):
     rows = [ln for ln in out.splitlines() if ln.startswith("| 1") or ln.startswith("| 2")]
     assert len(rows) == len(cells) == 32
     assert "mean absolute error (28 cells)" in out
+
+
+def test_ack_share_is_the_capped_rate_over_the_payload_rate_and_interpolates():
+    from sgdnet.testbed.tcp_reverse import ack_share
+
+    rate, size = 10e6, 500e3  # bytes/s of the link; payload 1448/1514 of it
+    pay = 1448 / 1514 * rate
+    cells = {0: [0.050, 0.052, 0.049],
+             1: [0.051, 0.052, 0.050],       # within 5 % of alone: not capped
+             2: [size / (0.8 * pay)] * 3,    # moved at 0.8 of the payload rate
+             4: [size / (0.5 * pay)] * 3}
+    got = ack_share(cells, size, rate)
+    assert got == pytest.approx((1.0, 0.8, 0.65, 0.5), rel=1e-12)
+    with pytest.raises(TestbedError, match="n = 0 and at least one"):
+        ack_share({1: [0.1]}, size, rate)

@@ -267,11 +267,13 @@ def _check_hosts(cluster: Any, n: int, what: str) -> None:
 
 
 def _on_hosts(cluster: Any, sinks: list[tuple[int, list[str]]],
-              clients: list[tuple[int, str, dict]], timeout_s: float) -> list[dict]:
+              clients: list[tuple[int, str, dict]], timeout_s: float,
+              module: str = "sgdnet.testbed.tcp_probe") -> list[dict]:
     """Start ``sinks`` (host, this module's arguments) and wait for each to say ``ready``,
     then run ``clients`` (host, command, spec) at once and return their JSON records in
-    order; the sinks are stopped whatever happens."""
-    exe = [sys.executable, "-m", "sgdnet.testbed.tcp_probe"]
+    order; the sinks are stopped whatever happens. ``module``: whose command line runs them
+    (``python -m module ...``)."""
+    exe = [sys.executable, "-m", module]
     ps = [subprocess.Popen(cluster.exec_args(h, [*exe, *argv]), stdout=subprocess.PIPE,
                            text=True) for h, argv in sinks]
     try:
@@ -378,6 +380,9 @@ def ps_sink(port: int, hosts: int, sync: bool, layers: int = len(PS_LAYERS),
                         out.write(f"{time.perf_counter()} {peer} {k}\n")
                 if sync:  # a peer that ended its run breaks the barrier: this one ends too
                     bars[k % len(bars)].wait(timeout=3.0)
+                if out is not None:  # its pull leaves
+                    with lock:
+                        out.write(f"{time.perf_counter()} {peer} {k} out\n")
                 k += 1
                 while n_back > 0:
                     c.sendall(back[:min(n_back, len(back))])
@@ -464,8 +469,11 @@ def probe_ps(cluster: Any, workers: int, sync: bool, run_s: float = 6.0,
                          [(i, "ps-worker", spec) for i in range(1, workers + 1)], timeout_s)
         # each push's arrival at the PS: (seconds after start_at, worker 1..n, message index)
         hosts = {cluster.addr(i): i for i in range(1, workers + 1)}
-        ps_in = [(float(t) - spec["start_at"], hosts.get(a, 0), int(k))
-                 for t, a, k in (ln.split() for ln in Path(log).read_text().splitlines())]
+        rows = [ln.split() for ln in Path(log).read_text().splitlines()]
+        ps_in = [(float(r[0]) - spec["start_at"], hosts.get(r[1], 0), int(r[2]))
+                 for r in rows if len(r) == 3]
+        ps_out = [(float(r[0]) - spec["start_at"], hosts.get(r[1], 0), int(r[2]))
+                  for r in rows if len(r) == 4]
     ends = [r["ends"] for r in recs]
     rounds = [r["rounds"] for r in recs]
     per = [rounds_per_s(e, 0.2 * run_s, 0.9 * run_s) for e in ends]
@@ -473,7 +481,7 @@ def probe_ps(cluster: Any, workers: int, sync: bool, run_s: float = 6.0,
     bound = 1448 / 1514 * rate / sum(layers)
     return {"workers": workers, "sync": sync, "compute_s": compute_s, "steps_per_s": steps,
             "of_bound": steps / bound, "per_worker": per, "ends": ends, "rounds": rounds,
-            "ps_in": ps_in}
+            "ps_in": ps_in, "ps_out": ps_out}
 
 
 def summarize_incast(recs: list[dict], rate_Bps: float | None = None,
