@@ -9,7 +9,10 @@ four-layer profile of those bytes whose only compute is the 2 ms before the firs
 the PS's update cost 0 (the sink applies nothing) and, unless ``--cpu file``, no per-byte CPU
 costs (the probe's Python socket calls copy in the kernel only); ``--queue Q --queue-model
 join|static`` adds ``Cluster.tcp_queue`` from the TCP probe's standing queue at the cell's rate
-with k = n. Prints measured vs predicted and the mean / max |error|.
+with k = n; ``--ack F`` adds ``Cluster.tcp_ack_share`` at the cell's rate from the reverse-queue
+probe's records (``scripts/probe_reverse_queue.py --out F``: the 525 kB messages into a host
+streaming out, :func:`sgdnet.testbed.tcp_reverse.ack_share`). Prints measured vs predicted and
+the mean / max |error|.
 
     PYTHONPATH=. python scripts/predict_probe_ps.py --from docs/data/testbed37_probe_ps.json \\
         --cluster docs/data/testbed37_quiet_cluster-100mbit.yaml
@@ -47,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpu", choices=("zero", "file"), default="zero")
     ap.add_argument("--queue", type=Path)
     ap.add_argument("--queue-model", choices=("join", "static"), default="join")
+    ap.add_argument("--ack", type=Path)
     ap.add_argument("--sim-steps", type=int, default=300)
     ap.add_argument("--replications", type=int, default=4)
     ap.add_argument("--json", type=Path)
@@ -54,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import sgdnet
     from sgdnet import Cluster
+    from sgdnet.testbed.tcp_reverse import ack_shares
     from sgdnet.workload.cluster_file import load_cluster_file
 
     d = json.loads(a.src.read_text())
@@ -61,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     cf = load_cluster_file(a.cluster)
     ratio = cf.link.bandwidth / float(cf.measurements["tbf_rate_Bps"])
     queues = json.loads(a.queue.read_text())["standing_queue_s"] if a.queue else {}
+    acks = ack_shares(json.loads(a.ack.read_text())) if a.ack else {}
+    for m, v in sorted(acks.items()):
+        print(f"tcp_ack_share at {m:.0f} Mbit/s: {', '.join(f'{x:.3f}' for x in v)}")
     rows = []
     for key, runs in sorted(d["runs"].items(), key=lambda kv: (int(kv[0].split("/")[0]),
                                                                 kv[0].split("/")[1],
@@ -74,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         if queues and n >= 2:
             kw.update(tcp_queue=statistics.median(queues[f"{rate}/{n}"]),
                       tcp_queue_model=a.queue_model)
+        if acks:
+            kw.update(tcp_ack_share=acks[round(rate_Bps * 8e-6)])
         p = sgdnet.predict(f"{mode}-ps", prof, Cluster.from_file(a.cluster, **kw),
                            steps=a.sim_steps, warmup=max(10, a.sim_steps // 10),
                            replications=a.replications, seed=0)
@@ -89,7 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         a.json.write_text(json.dumps({"source": str(a.src), "cluster": str(a.cluster),
                                       "cpu": a.cpu, "queue": str(a.queue) if a.queue else None,
-                                      "queue_model": a.queue_model, "rows": rows}, indent=1))
+                                      "queue_model": a.queue_model,
+                                      "ack": str(a.ack) if a.ack else None,
+                                      "ack_share": {str(m): v for m, v in acks.items()},
+                                      "rows": rows}, indent=1))
     return 0
 
 

@@ -261,12 +261,18 @@ ALTS = {"file": ({}, False), "overlap": ({"cpu_overlap": True}, False),
         "overlap+join": ({"cpu_overlap": True, "tcp_queue_model": "join"}, False),
         "burst+join": ({"burst": "file", "tcp_queue_model": "join"}, False),
         "overlap+burst+join": ({"cpu_overlap": True, "burst": "file",
-                                "tcp_queue_model": "join"}, False)}
+                                "tcp_queue_model": "join"}, False),
+        "ack": ({}, False), "burst+ack": ({"burst": "file"}, False),
+        "join+ack": ({"tcp_queue_model": "join"}, False),
+        "burst+join+ack": ({"burst": "file", "tcp_queue_model": "join"}, False)}
 #: alternatives with the PS links' standing queue (``Cluster.tcp_queue``) of ``--queue F``: the
 #: TCP probe's ``standing_queue_s`` at the cell's rate with k = the cell's workers; ``*queue``
 #: waits it after every shared message, ``*join`` before one, behind the others' backlog
 #: (``tcp_queue_model="join"``)
-QUEUE_ALTS = {a for a in ALTS if a.endswith(("queue", "join"))}
+QUEUE_ALTS = {a for a in ALTS if a.endswith(("queue", "join")) or a.endswith("join+ack")}
+#: alternatives with the PS hosts' ACK-path caps (``Cluster.tcp_ack_share``) of ``--ack F`` at
+#: the cell's rate (the reverse-queue probe: ``scripts/probe_reverse_queue.py --out F``)
+ACK_ALTS = {a for a in ALTS if a.endswith("ack")}
 #: rings' variant options of an alternative: gloo's default process group runs 2 collectives
 #: at once (``ProcessGroupGloo._Options()._threads``), ``allreduce(inflight=2)``
 RING_OPTS = {a: {"inflight": 2} for a in ("inflight2", "overlap+inflight2",
@@ -275,7 +281,7 @@ RING_OPTS = {a: {"inflight": 2} for a in ("inflight2", "overlap+inflight2",
 
 def predict(src: list[Path], clusters: list[Path], alts: list[str], sim_steps: int,
             replications: int, out_json: Path | None, tcp_file: Path | None = None,
-            queue_file: Path | None = None) -> int:
+            queue_file: Path | None = None, ack_file: Path | None = None) -> int:
     """Predict every cell of ``src`` (see the module docstring) and print the table."""
     import sgdnet
     from sgdnet import Cluster, ModelProfile
@@ -291,6 +297,11 @@ def predict(src: list[Path], clusters: list[Path], alts: list[str], sim_steps: i
     queues = json.loads(queue_file.read_text())["standing_queue_s"] if queue_file else {}
     if QUEUE_ALTS & set(alts) and not queues:
         raise SystemExit("the *queue alternatives need --queue F (--probe-queue's output)")
+    from sgdnet.testbed.tcp_reverse import ack_shares
+
+    acks = ack_shares(json.loads(ack_file.read_text())) if ack_file else {}
+    if ACK_ALTS & set(alts) and not acks:
+        raise SystemExit("the *ack alternatives need --ack F (probe_reverse_queue.py's output)")
     rows = []
     for c in cells(res["runs"]):
         comm = c["scheme"] != "ring" or c["workers"] >= 2
@@ -311,6 +322,11 @@ def predict(src: list[Path], clusters: list[Path], alts: list[str], sim_steps: i
                     raise SystemExit(f"--queue has no standing queue at {c['rate_Bps']} B/s "
                                      f"with {c['workers']} flows")
                 over["tcp_queue"] = statistics.median(q)
+            if alt in ACK_ALTS:
+                mbit = round(c["rate_Bps"] * 8e-6)
+                if mbit not in acks:
+                    raise SystemExit(f"--ack has no reverse-queue cells at {mbit} Mbit/s")
+                over["tcp_ack_share"] = acks[mbit]
             cl = Cluster.from_file(f, workers=c["workers"], bandwidth=c["rate_Bps"] * ratio,
                                    **over)
             vopts = {**opts, **RING_OPTS.get(alt, {})} if c["scheme"] == "ring" else opts
@@ -365,6 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tcp", type=Path, help="TCP probes (--probe's output) instead of F's")
     ap.add_argument("--queue", type=Path,
                     help="standing queues per rate and flow count (--probe-queue's output)")
+    ap.add_argument("--ack", type=Path,
+                    help="reverse-queue probe records (probe_reverse_queue.py --out F), for "
+                         "the *ack alternatives")
     ap.add_argument("--incast", action="store_true",
                     help="with --probe-queue: k hosts streaming into one (a PS's pushes) "
                          "instead of one host's connections out")
@@ -418,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.src is None or not a.cluster:
         ap.error("give --run --out F, or --from F --cluster FILE")
     return predict(a.src, a.cluster, a.alts.split(","), a.sim_steps, a.replications, a.json,
-                   a.tcp, a.queue)
+                   a.tcp, a.queue, a.ack)
 
 
 if __name__ == "__main__":
