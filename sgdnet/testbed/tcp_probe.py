@@ -80,11 +80,17 @@ def _recv_exact(c: socket.socket, n: int) -> None:
         n -= got
 
 
-def sink(port: int = PORT) -> None:
+def sink(port: int = PORT, log: str | None = None) -> None:
     """Accept connections; each sends messages ``[8-byte length][payload]``; the sink answers
-    one byte when a payload is in (length 0 ends the connection). Runs until killed."""
+    one byte when a payload is in (length 0 ends the connection). Runs until killed. With
+    ``log``, it first appends ``time bytes sender`` there (``time.perf_counter``, one clock for
+    every namespace): the message's arrival, which does not wait for the answer's trip back."""
+    out = open(log, "a", buffering=1) if log else None
+    lock = threading.Lock()
+
     def serve(c: socket.socket) -> None:
         c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = c.getpeername()[0]
         try:
             while True:
                 hdr = bytearray(8)
@@ -93,6 +99,9 @@ def sink(port: int = PORT) -> None:
                 if n == 0:
                     return
                 _recv_exact(c, n)
+                if out is not None:
+                    with lock:
+                        out.write(f"{time.perf_counter()} {n} {peer}\n")
                 c.sendall(b"k")
         except (ConnectionError, OSError):
             return

@@ -4,7 +4,7 @@ A parameter server's pulls leave its host on the uplink while the next layer's p
 downlink; a pull's ACKs come back through that downlink, behind the pushes' queued bytes (and a
 push's ACKs behind the pulls' in the uplink). :func:`probe_reverse` measures that on its own,
 without a PS's pattern: host 0 sends messages of each size to hosts ``1..receivers`` at once
-(each acked by one byte, as :func:`~.tcp_probe.sink` does), one round after another with a gap,
+(each acked by one byte by :func:`~.tcp_probe.sink`, which logs its arrival), one round after another with a gap,
 while hosts ``receivers+1 .. receivers+reverse`` stream 1 MiB messages into host 0 (its
 downlink's queue, which the messages' ACKs cross). With ``reverse=0`` the same messages cross
 idle ACK paths. The ratio of the two message times is the reverse queue's cost per message,
@@ -14,7 +14,6 @@ measured by a micro-benchmark and not by a training run.
 from __future__ import annotations
 
 import json
-import socket
 import statistics
 import sys
 import tempfile
@@ -25,48 +24,15 @@ from typing import Any
 
 from ..errors import TestbedError
 from .tcp_probe import (
-    _HDR,
     PORT,
     _check_hosts,
     _connect,
     _msg,
     _on_hosts,
-    _recv_exact,
-    _recv_exact_into,
-    _serve_forever,
     tcp_info,
 )
 
-__all__ = ["messenger", "probe_reverse", "probe_reverse_in", "log_sink", "ack_share", "ack_shares"]
-
-
-def log_sink(port: int, log: str) -> None:
-    """:func:`~.tcp_probe.sink` that also writes ``time bytes`` (``time.perf_counter``, one
-    clock for every namespace) and the sender's address to ``log`` when a message's last byte is in, before it answers:
-    the message's arrival, which does not wait for the answer's trip back."""
-    out = open(log, "a", buffering=1)
-    lock = threading.Lock()
-
-    def serve(c: socket.socket) -> None:
-        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        peer = c.getpeername()[0]
-        try:
-            while True:
-                hdr = bytearray(8)
-                _recv_exact_into(c, hdr)
-                (n,) = _HDR.unpack(hdr)
-                if n == 0:
-                    return
-                _recv_exact(c, n)
-                with lock:
-                    out.write(f"{time.perf_counter()} {n} {peer}\n")
-                c.sendall(b"k")
-        except (ConnectionError, OSError):
-            return
-        finally:
-            c.close()
-
-    _serve_forever(port, serve)
+__all__ = ["messenger", "probe_reverse", "probe_reverse_in", "ack_share", "ack_shares"]
 
 
 def messenger(spec: dict) -> dict[str, Any]:
@@ -262,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         sink(int(a[1]))
         return 0
     if len(a) == 3 and a[0] == "log-sink":
-        log_sink(int(a[1]), a[2])
+        sink(int(a[1]), a[2])
         return 0
     if len(a) == 2 and a[0] in ("stream", "messages"):
         print(json.dumps((streamer if a[0] == "stream" else messenger)(json.loads(a[1]))))
