@@ -158,3 +158,22 @@ def test_an_ack_path_set_by_hand_is_checked_by_the_validation():
     net.transition("t", 1.0, inputs={p: 1}, outputs={p: 1}, tags={"step": True})
     with pytest.raises(SgdnetError, match="ack_path's link 'gone' must be another link"):
         net.validate()
+
+
+def test_a_clusters_ack_share_puts_the_cap_on_each_ps_hosts_downlink_only():
+    from sgdnet import Cluster, variants
+    from sgdnet.errors import ClusterError
+    from sgdnet.models import load
+
+    prof = load("resnet50")
+    net = variants.build("sync-ps", prof, Cluster(workers=3, bandwidth="1Gbps", ps_shards=2,
+                                                  tcp_ack_share=(1.0, 0.5)), granularity="fine")
+    acked = {n: r.ack_path for n, r in net.resources.items() if r.ack_path is not None}
+    bw = 1e9 / 8
+    assert acked == {f"ps{k}.down": (f"ps{k}.up", (float("inf"), 0.5 * bw)) for k in range(2)}
+    one = variants.build("sync-ps", prof, Cluster(workers=1, bandwidth="1Gbps",
+                                                  tcp_ack_share=(0.5,)), granularity="fine")
+    assert all(r.ack_path is None for r in one.resources.values())  # one connection: none
+    for bad in ("0.5", (0.5, 0), (True,), 0.5):
+        with pytest.raises(ClusterError, match="Cluster.tcp_ack_share="):
+            Cluster(workers=2, tcp_ack_share=bad)

@@ -63,6 +63,9 @@ CASES = [
     ("join-queue-async-colocated", "async-ps",
      {**BASE, **NOISE, "tcp_queue": 0.004, "tcp_queue_model": "join",
       "ps_placement": "colocated"}, "fine", {}),
+    ("ack-share", "sync-ps", {**BASE, **CPU, "tcp_ack_share": (1.0, 0.9, 0.75)}, "fine", {}),
+    ("ack-share-async-join", "async-ps",
+     {**BASE, **NOISE, "tcp_ack_share": (0.8,), "tcp_queue": 0.004}, "fine", {}),
     ("backup", "backup", {**BASE, **NOISE}, "fine", {}),
     ("backup-coarse-colocated", "backup", {**BASE, "ps_placement": "colocated", **CPU},
      "coarse", {}),
@@ -138,7 +141,7 @@ def test_bulk_and_checked_ps_nets_are_the_same(variant, kw, granularity, opts, m
 
 SIMULATED = ["plain", "cpu-costs", "noise-cpu", "colocated-3", "fifo", "priority", "ssp",
              "dssp", "backup", "local-sgd-ps", "ps-cases-topology", "coarse+", "join-queue",
-             "join-queue-async-colocated"]
+             "join-queue-async-colocated", "ack-share", "ack-share-async-join"]
 
 
 @pytest.mark.parametrize("case", SIMULATED)
