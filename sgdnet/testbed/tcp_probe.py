@@ -85,8 +85,7 @@ def sink(port: int = PORT, log: str | None = None) -> None:
     one byte when a payload is in (length 0 ends the connection). Runs until killed. With
     ``log``, it first appends ``time bytes sender`` there (``time.perf_counter``, one clock for
     every namespace): the message's arrival, which does not wait for the answer's trip back."""
-    out = open(log, "a", buffering=1) if log else None
-    lock = threading.Lock()
+    note = _line_log(log)
 
     def serve(c: socket.socket) -> None:
         c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -99,9 +98,8 @@ def sink(port: int = PORT, log: str | None = None) -> None:
                 if n == 0:
                     return
                 _recv_exact(c, n)
-                if out is not None:
-                    with lock:
-                        out.write(f"{time.perf_counter()} {n} {peer}\n")
+                if note is not None:
+                    note(f"{time.perf_counter()} {n} {peer}")
                 c.sendall(b"k")
         except (ConnectionError, OSError):
             return
@@ -109,6 +107,21 @@ def sink(port: int = PORT, log: str | None = None) -> None:
             c.close()
 
     _serve_forever(port, serve)
+
+
+def _line_log(path: str | None) -> Any:
+    """A function that appends one line to the file ``path`` (line-buffered, one thread at a
+    time: the sinks' connections log from threads of their own), or None without a path."""
+    if not path:
+        return None
+    out = open(path, "a", buffering=1)
+    lock = threading.Lock()
+
+    def note(line: str) -> None:
+        with lock:
+            out.write(line + "\n")
+
+    return note
 
 
 def _serve_forever(port: int, serve: Any) -> None:
@@ -369,8 +382,7 @@ def ps_sink(port: int, hosts: int, sync: bool, layers: int = len(PS_LAYERS),
     (a barrier per message index: a sync PS's per-layer pulls). Runs until killed."""
     bars = [threading.Barrier(hosts) for _ in range(layers)]
     back = memoryview(bytearray(1 << 21))
-    out = open(log, "w", buffering=1) if log else None  # "time peer index" per push in
-    lock = threading.Lock()
+    note = _line_log(log)  # "time peer index" per push in, "time peer index out" per pull
 
     def serve(c: socket.socket) -> None:
         c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -384,14 +396,12 @@ def ps_sink(port: int, hosts: int, sync: bool, layers: int = len(PS_LAYERS),
                 if n_in == 0:
                     return
                 _recv_exact(c, n_in)
-                if out is not None:
-                    with lock:
-                        out.write(f"{time.perf_counter()} {peer} {k}\n")
+                if note is not None:
+                    note(f"{time.perf_counter()} {peer} {k}")
                 if sync:  # a peer that ended its run breaks the barrier: this one ends too
                     bars[k % len(bars)].wait(timeout=3.0)
-                if out is not None:  # its pull leaves
-                    with lock:
-                        out.write(f"{time.perf_counter()} {peer} {k} out\n")
+                if note is not None:  # its pull leaves
+                    note(f"{time.perf_counter()} {peer} {k} out")
                 k += 1
                 while n_back > 0:
                     c.sendall(back[:min(n_back, len(back))])

@@ -106,7 +106,9 @@ def probe_reverse(cluster: Any, receivers: int, reverse: int,
         sinks = [(0, ["sink", str(PORT)])] + [(i, ["log-sink", str(PORT), logs[i - 1]])
                                               for i in range(1, receivers + 1)]
         recs = _on_hosts(cluster, sinks, [msg, *rev], timeout_s, module=__name__)
-        return _summary(recs, logs, sizes, receivers=receivers, reverse=reverse)
+        arrived = [[float(ln.split()[0]) for ln in Path(f).read_text().splitlines()]
+                   for f in logs]
+    return _summary(recs[:1], arrived, recs[1:], sizes, receivers=receivers, reverse=reverse)
 
 
 def probe_reverse_in(cluster: Any, reverse: int,
@@ -140,35 +142,29 @@ def probe_reverse_in(cluster: Any, reverse: int,
                                                        for j in range(reverse)]
         recs = _on_hosts(cluster, sinks, [*msgs, *rev], timeout_s, module=__name__)
         rows = [ln.split() for ln in Path(log).read_text().splitlines()]
-    arrival: dict[str, list[float]] = {str(s): [] for s in sizes}
-    by = {cluster.addr(i): [float(r[0]) for r in rows if r[2] == cluster.addr(i)]
-          for i in range(1, senders + 1)}
-    for k in range(min(len(m["sent"]) for m in recs[:senders])):
-        # round k: from the first sender's start to the last one's message in
-        t0 = min(m["sent"][k] for m in recs[:senders])
-        arrival[str(sizes[k % len(sizes)])].append(max(v[k] for v in by.values()) - t0)
-    med = {s: statistics.median(max(r) for r in rows) for s, rows in recs[0]["times"].items()}
-    return {"receivers": 1, "senders": senders, "reverse": reverse, "sizes": list(sizes),
-            "median_s": med, "median_in_s": {s: statistics.median(v) for s, v in arrival.items()},
-            "arrival_s": arrival, "times": recs[0]["times"],
-            "rtt_s": statistics.median(recs[0]["rtt_s"])}
+    arrived = [[float(r[0]) for r in rows if r[2] == cluster.addr(i)]
+               for i in range(1, senders + 1)]
+    return _summary(recs[:senders], arrived, recs[senders:], sizes, receivers=1,
+                    senders=senders, reverse=reverse)
 
 
-def _summary(recs: list[dict], logs: list[str], sizes: tuple[int, ...],
-             **cell: int) -> dict[str, Any]:
-    """The probes' result from the messenger's record (``recs[0]``), the streams' (the rest)
-    and the receivers' arrival logs."""
-    arrived = [[float(ln.split()[0]) for ln in Path(f).read_text().splitlines()] for f in logs]
-    m = recs[0]
-    med = {s: statistics.median(max(r) for r in rows) for s, rows in m["times"].items()}
-    # a receiver's k-th arrival is the k-th message sent to it (sizes in turn, round by round)
+def _summary(sent: list[dict], arrived: list[list[float]], streams: list[dict],
+             sizes: tuple[int, ...], **cell: int) -> dict[str, Any]:
+    """The probes' result from the messengers' records ``sent`` (the first one's answers and
+    RTTs), every sender-receiver pair's arrival times ``arrived`` and the streams' records. A
+    pair's k-th arrival is the k-th message (sizes in turn, round by round); message k's time
+    runs from the first messenger's start of it to its last arrival."""
     arrival: dict[str, list[float]] = {str(s): [] for s in sizes}
-    for k, t0 in enumerate(m["sent"]):
+    for k in range(min(len(m["sent"]) for m in sent)):
+        t0 = min(m["sent"][k] for m in sent)
         arrival[str(sizes[k % len(sizes)])].append(max(a[k] for a in arrived) - t0)
-    med_in = {s: statistics.median(v) for s, v in arrival.items()}
-    return {**cell, "sizes": list(sizes), "median_s": med, "median_in_s": med_in,
+    m = sent[0]
+    return {**cell, "sizes": list(sizes),
+            "median_s": {s: statistics.median(max(r) for r in rows)
+                         for s, rows in m["times"].items()},
+            "median_in_s": {s: statistics.median(v) for s, v in arrival.items()},
             "arrival_s": arrival, "times": m["times"], "rtt_s": statistics.median(m["rtt_s"]),
-            "reverse_records": [{"stream_end_s": r["stream_end_s"]} for r in recs[1:]]}
+            "reverse_records": [{"stream_end_s": r["stream_end_s"]} for r in streams]}
 
 
 def ack_share(cells: dict[int, list[float]], nbytes: float, rate_Bps: float,
@@ -179,16 +175,14 @@ def ack_share(cells: dict[int, list[float]], nbytes: float, rate_Bps: float,
     capped (1.0); a slower one moved at ``nbytes / median time`` (a capped flow gains nothing
     from the token bucket's burst), over the link's payload rate. Counts between two measured
     ones take the linear interpolation of their ratios; the table ends at the largest ``n``."""
-    import statistics as st
-
     if 0 not in cells or len(cells) < 2:
         raise TestbedError(f"ack_share: cells for n = 0 and at least one n >= 1 are needed "
                            f"(got n = {sorted(cells)})")
-    alone = st.median(cells[0])
+    alone = statistics.median(cells[0])
     got = {}
     for n, ts in cells.items():
         if n >= 1:
-            t = st.median(ts)
+            t = statistics.median(ts)
             got[n] = 1.0 if t <= (1 + slack) * alone else min(
                 1.0, nbytes / t / (payload_ratio * rate_Bps))
     ns = sorted(got)
