@@ -137,6 +137,8 @@ def test_kernel_and_reference_agree_on_a_random_ack_net():
     (("L", "A", []), "caps=\\[\\] must be"),
     (("L", "A", [1e5, -1]), "must be a number or a non-empty sequence"),
     (("L", "A", "fast"), "caps='fast'"),
+    (("L", "A", ["5"]), "caps=\\['5'\\] must be"),  # a string is not a number of bytes/s
+    (("L", "A", None), "caps=None must be"),
     (("L", "L", 1e5), "its own ACK path"),
     (("L", "cpu", 1e5), "'cpu' is not a link"),
     (("nolink", "A", 1e5), "'nolink' is not a link"),

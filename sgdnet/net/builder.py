@@ -239,16 +239,19 @@ class Net:
         if link == via:
             raise NetError(f"ack_path({link!r}, {via!r}): a link cannot be its own ACK path",
                            self.name)
-        vals = (caps,) if isinstance(caps, (int, float)) else caps
+        import numbers
+
         try:
-            c = tuple(float(x) for x in vals)
-        except (TypeError, ValueError):
-            c = ()
-        if not c or any(isinstance(x, bool) or not x > 0 for x in vals):
+            vals = (caps,) if isinstance(caps, numbers.Real) else tuple(caps)
+        except TypeError:
+            vals = ()
+        if (isinstance(caps, (str, bytes)) or not vals
+                or any(isinstance(x, bool) or not isinstance(x, numbers.Real) or not x > 0
+                       for x in vals)):
             raise NetError(f"ack_path({link!r}, {via!r}): caps={caps!r} must be a number or a "
                            "non-empty sequence of bytes/s > 0", self.name)
         r = self.resources[link]
-        r.ack_path = (via, c)
+        r.ack_path = (via, tuple(float(x) for x in vals))
         return r
 
     def transfer(
