@@ -269,7 +269,7 @@ ALTS = {"file": ({}, False), "overlap": ({"cpu_overlap": True}, False),
 #: TCP probe's ``standing_queue_s`` at the cell's rate with k = the cell's workers; ``*queue``
 #: waits it after every shared message, ``*join`` before one, behind the others' backlog
 #: (``tcp_queue_model="join"``)
-QUEUE_ALTS = {a for a in ALTS if a.endswith(("queue", "join")) or a.endswith("join+ack")}
+QUEUE_ALTS = {a for a in ALTS if "queue" in a or "join" in a}
 #: alternatives with the PS hosts' ACK-path caps (``Cluster.tcp_ack_share``) of ``--ack F`` at
 #: the cell's rate (the reverse-queue probe: ``scripts/probe_reverse_queue.py --out F``)
 ACK_ALTS = {a for a in ALTS if a.endswith("ack")}
