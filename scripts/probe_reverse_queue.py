@@ -8,9 +8,11 @@ cell, the median time to each message's arrival at its receivers (``in``) and to
 getting the one-byte answer (``answered``, which crosses host 0's downlink queue), and writes
 every record to ``--out``. Then the other direction
 (:func:`~sgdnet.testbed.tcp_reverse.probe_reverse_in`): host 1 sends the messages into host 0
-while host 0 streams out to 0, 1, 2 and 4 other hosts (an early worker's push while the PS
-sends the others' pulls: the push's ACKs wait in the PS's own uplink queue). ``--shaper htb`` / ``htb-acks-first`` shape every link as
-``scripts/probe_ack_priority.py`` does (HTB, one queue / ACKs in a class of their own).
+while host 0 streams out to 0-3 other hosts and to as many as the most ``--receivers`` (an
+early worker's push while the PS sends the others' pulls: the push's ACKs wait in the PS's own
+uplink queue).
+``--shaper htb`` / ``htb-acks-first`` shape every link as ``scripts/probe_ack_priority.py``
+does (HTB, one queue / ACKs in a class of their own).
 
     python scripts/probe_reverse_queue.py --rates 75,150,250 --out docs/data/testbed37_reverse_queue.json
 """
@@ -39,36 +41,38 @@ def main(argv: list[str] | None = None) -> int:
     from sgdnet.testbed.tcp_reverse import probe_reverse, probe_reverse_in
 
     recv = [int(x) for x in a.receivers.split(",")]
+    ins = sorted({0, 1, 2, 3, max(recv)})  # streams out of host 0 for the messages into it
     out = []
+
+    def record(what: str, r: dict, **fields) -> None:
+        """Print one cell's medians and keep its record (without the streams')."""
+        cells = "  ".join(f"{int(s) / 1e3:.0f} kB in {r['median_in_s'][s] * 1e3:.1f}"
+                          f" answered {r['median_s'][s] * 1e3:.1f} ms" for s in r["median_s"])
+        print(f"{a.shaper} {fields['rate_Mbit']:.0f} Mbit/s, {what} (repeat "
+              f"{fields['repeat']}): {cells}", flush=True)
+        out.append({"shaper": a.shaper, **fields,
+                    **{k: v for k, v in r.items() if k != "reverse_records"}})
+
+    if a.shaper != "tbf":
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from probe_ack_priority import shape_htb
     for mbit in (float(x) for x in a.rates.split(",")):
         rate = mbit * 1e6 / 8
-        with EmulatedCluster(2 * max(recv) + 1, rate=rate) as cl:
+        with EmulatedCluster(1 + max(2 * max(recv), 1 + max(ins)), rate=rate) as cl:
             if a.shaper != "tbf":
-                sys.path.insert(0, str(Path(__file__).resolve().parent))
-                from probe_ack_priority import shape_htb
                 shape_htb(cl, rate, a.shaper == "htb-acks-first")
             for rep in range(a.repeats):
                 for n in recv:
                     for rev, own in ((0, False), (n, False), (n, True)):
                         r = probe_reverse(cl, n, rev, rounds=a.rounds, from_receivers=own)
                         what = "none" if rev == 0 else ("receivers" if own else "others")
-                        cells = "  ".join(f"{int(s) / 1e3:.0f} kB in {r['median_in_s'][s] * 1e3:.1f}"
-                                          f" answered {r['median_s'][s] * 1e3:.1f} ms"
-                                          for s in r["median_s"])
-                        print(f"{a.shaper} {mbit:.0f} Mbit/s, {n} receivers, streams into host 0 from "
-                              f"{what:9s} (repeat {rep}): {cells}", flush=True)
-                        out.append({"shaper": a.shaper, "rate_Mbit": mbit, "repeat": rep, "streams_from": what,
-                                    **{k: v for k, v in r.items() if k != "reverse_records"}})
-                for rev in sorted({0, 1, 2, 3, max(recv)}):
+                        record(f"{n} receivers, streams into host 0 from {what:9s}", r,
+                               rate_Mbit=mbit, repeat=rep, streams_from=what)
+                for rev in ins:
                     r = probe_reverse_in(cl, rev, rounds=a.rounds)
-                    cells = "  ".join(f"{int(s) / 1e3:.0f} kB in {r['median_in_s'][s] * 1e3:.1f}"
-                                      f" answered {r['median_s'][s] * 1e3:.1f} ms"
-                                      for s in r["median_s"])
-                    print(f"{a.shaper} {mbit:.0f} Mbit/s, host 1 into host 0 while host 0 "
-                          f"streams to {rev} hosts (repeat {rep}): {cells}", flush=True)
-                    out.append({"shaper": a.shaper, "rate_Mbit": mbit, "repeat": rep,
-                                "streams_from": "host 0 out", "direction": "in",
-                                **{k: v for k, v in r.items() if k != "reverse_records"}})
+                    record(f"host 1 into host 0 while host 0 streams to {rev} hosts", r,
+                           rate_Mbit=mbit, repeat=rep, streams_from="host 0 out",
+                           direction="in")
     if a.out:
         a.out.write_text(json.dumps(out))
     return 0
