@@ -46,8 +46,9 @@ def measured(rate: float, workers: int, sync: bool, run_s: float) -> list[list[f
     return out
 
 
-def modelled(cluster_file: Path, rate: float, workers: int, sync: bool) -> list[list[float]]:
-    """The same from the model's trace (rounds after the first 10)."""
+def _model_trace(cluster_file: Path, rate: float, workers: int, sync: bool):
+    """The model's trace of the probe's pattern: per worker, ``{(layer, name): [firings]}`` of
+    its push stages and of its pull stages."""
     from predict_probe_ps import probe_profile
 
     from sgdnet import Cluster, simulate, variants
@@ -63,37 +64,56 @@ def modelled(cluster_file: Path, rate: float, workers: int, sync: bool) -> list[
     net = variants.build("sync-ps" if sync else "async-ps", prof, cl, granularity="fine")
     ev = simulate(net, steps=60 * workers, warmup=0, replications=1, seed=0, trace=True,
                   parallel=False, trace_limit=10 ** 6).trace_events(0)
-    L = len(PS_LAYERS)
     # per worker and layer: the firings of its push (starts) and pull (ends), in order
     push: dict = collections.defaultdict(lambda: collections.defaultdict(list))
     pull: dict = collections.defaultdict(lambda: collections.defaultdict(list))
-    names: dict = collections.defaultdict(set)
     for e in ev:
         tg = e["tags"]
         if "worker" not in tg or tg.get("layer") is None:
             continue
         d = tg.get("direction") or tg.get("role")
         if d in ("push", "pull"):
-            names[(d, tg["layer"])].add(e["name"].split(".", 1)[1])
             (push if d == "push" else pull)[tg["worker"]][(tg["layer"], e["name"])].append(e)
+    return push, pull
+
+
+def _steps(by: dict, layer: int, key: str, pick) -> list[float]:
+    """Per step: ``pick`` (min / max) over the stages of ``layer`` of their firing's ``key``."""
+    v = [x for (lay, _), x in by.items() if lay == layer]
+    return [pick(x[k][key] for x in v) for k in range(min(len(x) for x in v))]
+
+
+def modelled_own(cluster_file: Path, rate: float, workers: int, sync: bool) -> list[list[float]]:
+    """Per step (after the first 10) and worker: each of its pushes in at the PS, from that
+    worker's own round start (its first push's first stage), in push order."""
+    from sgdnet.testbed.tcp_probe import PS_LAYERS
+
+    push, _ = _model_trace(cluster_file, rate, workers, sync)
+    L = len(PS_LAYERS)
+    out = []
+    for w in push:
+        starts = _steps(push[w], L - 1, "start", min)
+        ins = [_steps(push[w], L - 1 - j, "end", max) for j in range(L)]
+        m = min(len(starts), *(len(x) for x in ins))
+        out += [[ins[j][k] - starts[k] for j in range(L)] for k in range(10, m - 1)]
+    return out
+
+
+def modelled(cluster_file: Path, rate: float, workers: int, sync: bool) -> list[list[float]]:
+    """The same as :func:`measured` from the model's trace (rounds after the first 10)."""
+    from sgdnet.testbed.tcp_probe import PS_LAYERS
+
+    push, pull = _model_trace(cluster_file, rate, workers, sync)
+    L = len(PS_LAYERS)
     # every worker's push of a layer in at the PS (sync: step k of each worker is round k)
     pushed = []
     for j in range(L):
-        ws = []
-        for w in push:
-            by = [v for (layer, _), v in push[w].items() if layer == L - 1 - j]
-            ws.append([max(v[k]["end"] for v in by) for k in range(min(len(v) for v in by))])
+        ws = [_steps(push[w], L - 1 - j, "end", max) for w in push]
         pushed.append([max(x[k] for x in ws) for k in range(min(len(x) for x in ws))])
     out = []
     for w in push:
-        starts = []  # per step: the earliest start of any stage of its first push (layer L-1)
-        by = [v for (layer, _), v in push[w].items() if layer == L - 1]
-        for k in range(min(len(v) for v in by)):
-            starts.append(min(v[k]["start"] for v in by))
-        ins = []
-        for j in range(L):  # push order j -> model layer L-1-j
-            by = [v for (layer, _), v in pull[w].items() if layer == L - 1 - j]
-            ins.append([max(v[k]["end"] for v in by) for k in range(min(len(v) for v in by))])
+        starts = _steps(push[w], L - 1, "start", min)
+        ins = [_steps(pull[w], L - 1 - j, "end", max) for j in range(L)]  # push order j
         m = min(len(starts), *(len(x) for x in ins), *(len(x) for x in pushed))
         for k in range(10, m - 1):
             out.append([pushed[j][k] - starts[k] for j in range(L)]

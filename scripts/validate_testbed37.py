@@ -65,8 +65,9 @@ def steps_of(spec: str, models: list[str]) -> dict[str, int]:
 
 
 def run(out: Path, models: list[str], rates: list[str], workers: list[int], repeats: int,
-        steps: dict[str, int], warmup: int, batch: int) -> None:
-    """The campaign (see the module docstring), written to ``out``."""
+        steps: dict[str, int], warmup: int, batch: int, cc: str | None = None) -> None:
+    """The campaign (see the module docstring), written to ``out``; ``cc``: every host's TCP
+    congestion control (default: what the namespaces inherit)."""
     from sgdnet import units
     from sgdnet.testbed import tcp_probe
     from sgdnet.testbed.netns import EmulatedCluster
@@ -75,10 +76,13 @@ def run(out: Path, models: list[str], rates: list[str], workers: list[int], repe
     bps = [units.bandwidth(r, what="rate") for r in rates]
     meta = {"models": models, "rates_Bps": bps, "workers": workers, "repeats": repeats,
             "steps": steps, "warmup": warmup, "batch": batch, "schemes": list(SCHEMES),
-            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "cc": cc or "inherited"}
     res: dict[str, Any] = {"meta": meta, "profiles": {}, "tcp": {}, "runs": [], "launches": []}
     t_all = time.monotonic()
     with EmulatedCluster(max(workers) + 1, rate=bps[0]) as cl:
+        if cc:
+            cl.congestion_control(cc)
         for m in models:
             r = launch(cl, 2, [{"kind": "profile", "id": "profile", "model": m, "batch": batch}])
             res["profiles"][m] = r["ranks"][1]["jobs"][0]["profile"]
@@ -202,16 +206,19 @@ def probe_duplex(out: Path, rates: list[str], workers: list[int]) -> None:
 
 
 def probe_ps_runs(out: Path, rates: list[str], workers: list[int], repeats: int,
-                  layers: tuple[int, ...] | None = None) -> None:
+                  layers: tuple[int, ...] | None = None, cc: str | None = None) -> None:
     """A PS's traffic without its processes (:func:`sgdnet.testbed.tcp_probe.probe_ps`: tb-mlp's
     layer bytes pushed and pulled per layer, a 2 ms sleep for compute), sync and async, every
-    worker count and rate, ``repeats`` times (interleaved)."""
+    worker count and rate, ``repeats`` times (interleaved); ``cc``: every host's congestion
+    control (default: what the namespaces inherit)."""
     from sgdnet import units
     from sgdnet.testbed import tcp_probe
     from sgdnet.testbed.netns import EmulatedCluster
 
     got: dict[str, list[dict]] = {}
     with EmulatedCluster(max(workers) + 1, rate=units.bandwidth(rates[0], what="rate")) as cl:
+        if cc:
+            cl.congestion_control(cc)
         for _ in range(repeats):
             for r in rates:
                 b = units.bandwidth(r, what="rate")
@@ -224,7 +231,7 @@ def probe_ps_runs(out: Path, rates: list[str], workers: list[int], repeats: int,
                               f"{d['steps_per_s']:.2f} steps/s ({d['of_bound']:.3f} of the "
                               "PS link's bound)", flush=True)
     out.write_text(json.dumps({"layers_B": list(layers or tcp_probe.PS_LAYERS), "compute_s": 0.002,
-                               "runs": got}, indent=1))
+                               "cc": cc or "inherited", "runs": got}, indent=1))
 
 
 def cells(runs: list[dict]) -> list[dict]:
@@ -391,6 +398,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="a PS's traffic without its processes, sync and async (tcp_probe.probe_ps)")
     ap.add_argument("--ps-layers", help="with --probe-ps: the pushed messages' bytes, in push "
                     "order (default tb-mlp's four layers, 5160,131584,525312,526336)")
+    ap.add_argument("--cc", default=None,
+                    help="with --probe-ps or a campaign (--out): every host's TCP congestion "
+                         "control (bbr, reno; default: the namespaces' own)")
     ap.add_argument("--probe-duplex", action="store_true",
                     help="pushes and pulls at once, and a push alone after its peers stop")
     ap.add_argument("--probe-queue", action="store_true",
@@ -408,7 +418,8 @@ def main(argv: list[str] | None = None) -> int:
             ap.error("--probe-ps needs --out")
         probe_ps_runs(a.out, a.rates.split(","), [int(x) for x in a.workers.split(",")],
                       a.probe_repeats,
-                      tuple(int(x) for x in a.ps_layers.split(",")) if a.ps_layers else None)
+                      tuple(int(x) for x in a.ps_layers.split(",")) if a.ps_layers else None,
+                      a.cc)
         return 0
     if a.probe_duplex:
         if a.out is None:
@@ -432,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error("--run needs --out")
         run(a.out, a.models.split(","), a.rates.split(","),
             [int(x) for x in a.workers.split(",")], a.repeats,
-            steps_of(a.steps, a.models.split(",")), a.warmup, a.batch)
+            steps_of(a.steps, a.models.split(",")), a.warmup, a.batch, a.cc)
         return 0
     if a.src is None or not a.cluster:
         ap.error("give --run --out F, or --from F --cluster FILE")

@@ -12,6 +12,7 @@ import collections
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -258,6 +259,61 @@ def test_ps_traffic_probe_stays_under_the_link_and_sync_workers_keep_step():
         ins[k].append(t)
     outs = got[True]["ps_out"]
     assert outs and all(len(ins[k]) == 2 and t >= max(ins[k]) for t, _, k in outs)
+
+
+@needs_ns
+def test_ps_probe_records_each_connection_state_and_the_congestion_control_is_set():
+    """``probe_ps(tcp_state=True)``: one state before every round and one after each pull; with
+    Reno on every host BBR reports nothing (bandwidth 0), with BBR (where a namespace allows
+    it) its bandwidth estimate is positive; a congestion control the kernel refuses is a
+    TestbedError naming it."""
+    from sgdnet.testbed.tcp_probe import PS_LAYERS, probe_ps
+
+    with EmulatedCluster(3, rate="100Mbit/s") as cl:
+        with pytest.raises(TestbedError, match="no-such-cc"):
+            cl.congestion_control("no-such-cc")
+        cl.congestion_control("reno")
+        reno = probe_ps(cl, 2, True, run_s=2.0, tcp_state=True)
+        try:
+            cl.congestion_control("bbr")
+        except TestbedError:
+            bbr = None
+        else:
+            bbr = probe_ps(cl, 2, True, run_s=2.0, tcp_state=True)
+    for r in (reno, bbr):
+        if r is None:
+            continue
+        assert len(r["states"]) == 2 and len(r["t0"]) == 2
+        for w in range(2):
+            assert len(r["states"][w]) == len(r["rounds"][w])
+            # the last round may have been cut by the run's end after some pulls
+            assert all(len(s) == 1 + len(PS_LAYERS) for s in r["states"][w][:-1])
+            assert all(st[0] >= 1 for s in r["states"][w] for st in s)  # cwnd
+    assert all(st[4] == 0 for s in reno["states"][0] for st in s)
+    if bbr is not None:
+        assert statistics.median(st[4] for s in bbr["states"][0] for st in s) > 0
+
+
+def test_kernel_arrivals_parse_the_tcp_probe_event_format():
+    """``probe_ps_tcpstate.kernel_in`` and ``traced`` read lines in the ``tcp:tcp_probe``
+    event's print format: data segments into the PS's socket count their bytes, ACK-only
+    segments (data_len 0) and other connections do not; sequence numbers are unwrapped."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from probe_ps_tcpstate import kernel_in, traced
+
+    def line(t, src, dst, n, nxt, una):
+        return (f"  python-1  [000] ..s1. {t:.6f}: tcp_probe: family=AF_INET src={src}:2000 "
+                f"dest={dst}:40000 mark=0x0 data_len={n} snd_nxt={nxt:#x} snd_una={una:#x} "
+                f"snd_cwnd=10 ssthresh=2147483647 snd_wnd=65535 srtt=125 rcv_wnd=65536 "
+                f"sock_cookie=1f skbaddr=000000001 skaddr=000000002")
+
+    ps, w, v = "10.77.0.1", "10.77.0.2", "10.77.0.3"
+    lines = [line(1.0, ps, w, 1448, 5, 5), line(1.1, ps, w, 0, 5, 5),
+             line(1.2, ps, v, 1448, 5, 5), line(1.3, ps, w, 2896, 5, 5)]
+    assert kernel_in(lines, ps, w) == ([1.0, 1.3], [1448, 4344])
+    wrap = [line(2.0, w, ps, 0, 0xFFFFFF00, 0xFFFFFF00), line(2.1, w, ps, 0, 0x200, 0x100)]
+    got = traced(wrap, w, ps)
+    assert [(x[1], x[2]) for x in got] == [(0, 0), (0x300, 0x200)]
 
 
 @needs_ns

@@ -295,6 +295,18 @@ class EmulatedCluster:
                                "kernel does not have (sch_netem); use delay=0")
         self.shape(self.rate, self.burst)
 
+    def congestion_control(self, name: str) -> None:
+        """Every host's TCP congestion control for new connections (``bbr``, ``reno``, ...:
+        what ``net.ipv4.tcp_allowed_congestion_control`` of a namespace allows)."""
+        for i in range(self.hosts):
+            r = subprocess.run(self.exec_args(i, ["sysctl", "-q", "-w",
+                                                  f"net.ipv4.tcp_congestion_control={name}"]),
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                raise TestbedError(f"congestion control {name!r} refused on host {i}: "
+                                   f"{r.stderr.strip()}; use one the kernel allows in a "
+                                   "namespace (e.g. bbr or reno)")
+
     def shape(self, rate: float | str, burst: float | str | None = None) -> None:
         """(Re)shape every link, both directions, to ``rate`` (and ``burst``)."""
         self.rate = _parse_rate(rate, what="testbed rate")

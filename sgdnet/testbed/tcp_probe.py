@@ -62,13 +62,46 @@ _HDR = struct.Struct("!Q")
 
 
 def tcp_info(sock: socket.socket) -> dict[str, float]:
-    """The fields of ``TCP_INFO`` this module uses (seconds, bytes, bytes/s)."""
-    raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 168)
+    """The fields of ``TCP_INFO`` this module uses (seconds, bytes, bytes/s; ``delivery_Bps``
+    the last delivery-rate sample, ``app_limited`` whether it was taken while the sender had
+    nothing to send, ``rwnd_limited_s`` / ``sndbuf_limited_s`` the time so far limited by the
+    receiver's window / the send buffer, where the kernel reports them)."""
+    raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 232)
     u32 = lambda off: struct.unpack_from("I", raw, off)[0]  # noqa: E731
     u64 = lambda off: struct.unpack_from("Q", raw, off)[0]  # noqa: E731
+    n = len(raw)
     return {"rto_s": u32(8) * 1e-6, "mss": u32(16), "unacked": u32(24), "rtt_s": u32(68) * 1e-6,
             "cwnd": u32(80), "pacing_Bps": float(u64(104)), "bytes_acked": u64(120),
-            "min_rtt_s": u32(148) * 1e-6 if len(raw) >= 152 else None}
+            "min_rtt_s": u32(148) * 1e-6 if n >= 152 else None,
+            "delivery_Bps": float(u64(160)) if n >= 168 else None,
+            "app_limited": bool(raw[7] & 1),
+            "rwnd_limited_s": u64(176) * 1e-6 if n >= 192 else None,
+            "sndbuf_limited_s": u64(184) * 1e-6 if n >= 192 else None}
+
+
+_TCP_CC_INFO = getattr(socket, "TCP_CC_INFO", 26)
+
+
+def bbr_info(sock: socket.socket) -> dict[str, float] | None:
+    """BBR's own state of a connection (``TCP_CC_INFO``): its bottleneck-bandwidth estimate
+    (``bw_Bps``), its min RTT and its pacing and cwnd gains; None if the connection does not
+    run BBR."""
+    cc = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).split(b"\0")[0]
+    if cc != b"bbr":
+        return None
+    lo, hi, mrtt, pg, cg = struct.unpack("5I", sock.getsockopt(socket.IPPROTO_TCP,
+                                                                _TCP_CC_INFO, 20)[:20])
+    return {"bw_Bps": float((hi << 32) | lo), "min_rtt_s": mrtt * 1e-6,
+            "pacing_gain": pg / 256, "cwnd_gain": cg / 256}
+
+
+def tcp_state(sock: socket.socket) -> list[float]:
+    """A compact record of a sending connection's state: ``[cwnd (segments), srtt s, pacing
+    B/s, last delivery rate B/s, BBR's bandwidth estimate B/s (0 without BBR), BBR's pacing
+    gain, unacked segments]``."""
+    i, b = tcp_info(sock), bbr_info(sock)
+    return [i["cwnd"], i["rtt_s"], i["pacing_Bps"], i["delivery_Bps"] or 0.0,
+            b["bw_Bps"] if b else 0.0, b["pacing_gain"] if b else 0.0, i["unacked"]]
 
 
 def _recv_exact(c: socket.socket, n: int) -> None:
@@ -420,6 +453,8 @@ def ps_worker(spec: dict) -> dict[str, Any]:
     compute for ``compute_s`` (a sleep), again; returns the times its rounds ended."""
     c = _connect(spec["peer"], int(spec.get("port", PORT)))
     c.settimeout(5.0)
+    state = bool(spec.get("tcp_state", False))  # the connection's state per round
+    states = []
     sizes = spec.get("layers", PS_LAYERS)
     bufs = [memoryview(bytearray(n)) for n in sizes]
     got = memoryview(bytearray(max(sizes)))
@@ -432,6 +467,8 @@ def ps_worker(spec: dict) -> dict[str, Any]:
     run_s = float(spec["run_s"])
     while time.perf_counter() - t0 < run_s:
         row = [time.perf_counter() - t0]
+        if state:  # before the round's first push, and after each pull
+            states.append([tcp_state(c)])
         try:
             for b in bufs:
                 c.sendall(_HDR2.pack(len(b), len(b)))
@@ -444,6 +481,8 @@ def ps_worker(spec: dict) -> dict[str, Any]:
                         raise ConnectionError("peer closed")
                     left -= k
                 row.append(time.perf_counter() - t0)
+                if state:
+                    states[-1].append(tcp_state(c))
         except (ConnectionError, TimeoutError, OSError):
             # sync: a peer ended its run first and the PS's barrier broke; this round is lost
             if time.perf_counter() - t0 >= run_s - 1.0:
@@ -457,7 +496,7 @@ def ps_worker(spec: dict) -> dict[str, Any]:
     except OSError:
         pass
     c.close()
-    return {"ends": ends, "rounds": rounds}
+    return {"ends": ends, "rounds": rounds, "t0": t0, **({"states": states} if state else {})}
 
 
 def rounds_per_s(ends: list[float], lo: float, hi: float) -> float:
@@ -469,18 +508,22 @@ def rounds_per_s(ends: list[float], lo: float, hi: float) -> float:
 
 def probe_ps(cluster: Any, workers: int, sync: bool, run_s: float = 6.0,
              compute_s: float = 0.002, timeout_s: float = 120.0,
-             rate_Bps: float | None = None, layers: tuple[int, ...] = PS_LAYERS
-             ) -> dict[str, Any]:
+             rate_Bps: float | None = None, layers: tuple[int, ...] = PS_LAYERS,
+             tcp_state: bool = False) -> dict[str, Any]:
     """A PS's traffic without its processes: ``workers`` hosts push tb-mlp's layers into host
     0 and take the same bytes back per layer (with ``sync`` once every worker's layer is in),
     then sleep ``compute_s``, for ``run_s`` seconds. Returns the rounds per second (each
     worker's over its rounds ending in the middle 70 % of the run, end to end, summed), their
     fraction of the PS link's bound (payload rate over one round's bytes: the most a PS
-    host's link carries whatever the worker count), and every worker's round end times."""
+    host's link carries whatever the worker count), and every worker's round end times. With
+    ``tcp_state``, each worker's connection state (:func:`tcp_state`) before every round and
+    after each of its pulls (``states``), and each worker's clock origin (``t0``, the same
+    clock as ``ps_in``'s before ``start_at`` is taken off)."""
     _check_hosts(cluster, workers, "workers")
     rate = cluster.rate if rate_Bps is None else rate_Bps
     spec = {"peer": cluster.addr(0), "port": PORT, "run_s": run_s, "compute_s": compute_s,
-            "start_at": time.perf_counter() + 3.0, "layers": list(layers)}
+            "start_at": time.perf_counter() + 3.0, "layers": list(layers),
+            "tcp_state": tcp_state}
     with tempfile.TemporaryDirectory() as tmp:
         log = str(Path(tmp) / "ps_in.txt")
         recs = _on_hosts(cluster, [(0, ["ps-sink", str(PORT), str(workers),
@@ -500,7 +543,9 @@ def probe_ps(cluster: Any, workers: int, sync: bool, run_s: float = 6.0,
     bound = 1448 / 1514 * rate / sum(layers)
     return {"workers": workers, "sync": sync, "compute_s": compute_s, "steps_per_s": steps,
             "of_bound": steps / bound, "per_worker": per, "ends": ends, "rounds": rounds,
-            "ps_in": ps_in, "ps_out": ps_out}
+            "ps_in": ps_in, "ps_out": ps_out,
+            "start_at": spec["start_at"], "t0": [r["t0"] - spec["start_at"] for r in recs],
+            **({"states": [r["states"] for r in recs]} if tcp_state else {})}
 
 
 def summarize_incast(recs: list[dict], rate_Bps: float | None = None,
