@@ -19,6 +19,7 @@ by millisecond. ``--json`` keeps the summary.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import statistics
@@ -39,8 +40,7 @@ def by_position(r: dict, run_s: float, layers_in: int) -> dict[int, dict[str, li
     got = {(w, k): t for t, w, k in r["ps_in"]}
     n = len(r["rounds"])
     out: dict[int, dict[str, list[float]]] = {}
-    for k in range(min(len(x) for x in r["rounds"])):
-        starts = [r["t0"][w] + r["rounds"][w][k][0] for w in range(n)]
+    for k, starts in enumerate(round_starts(r)):
         if not 0.2 * run_s <= min(starts) <= 0.9 * run_s:
             continue
         for pos, w in enumerate(sorted(range(n), key=starts.__getitem__)):
@@ -57,28 +57,31 @@ def by_position(r: dict, run_s: float, layers_in: int) -> dict[int, dict[str, li
     return out
 
 
-TRACE = re.compile(r"\s(\d+\.\d+): tcp_probe: .*?src=([\d.]+):\d+ dest=([\d.]+):\d+ .*?"
-                   r"snd_nxt=0x([0-9a-f]+) snd_una=0x([0-9a-f]+) snd_cwnd=(\d+) "
-                   r"ssthresh=(\d+) snd_wnd=(\d+) srtt=(\d+)")
+EVENT = re.compile(r"\s(\d+\.\d+): tcp_probe: .*?src=([\d.]+):\d+ dest=([\d.]+):\d+ .*?"
+                   r"data_len=(\d+) snd_nxt=0x([0-9a-f]+) snd_una=0x([0-9a-f]+) snd_cwnd=(\d+) "
+                   r"ssthresh=\d+ snd_wnd=(\d+) srtt=(\d+)")
+
+
+def _events(lines: list[str], src: str, dst: str) -> list[tuple[float, ...]]:
+    """``(time, data_len, snd_nxt, snd_una, cwnd, peer window, srtt us)`` of every event of the
+    socket ``src`` -> ``dst`` (``tcp:tcp_probe``'s print format)."""
+    out = []
+    for ln in lines:
+        m = EVENT.search(ln)
+        if m and m.group(2) == src and m.group(3) == dst:
+            out.append((float(m.group(1)), int(m.group(4)), int(m.group(5), 16),
+                        int(m.group(6), 16), int(m.group(7)), int(m.group(8)),
+                        int(m.group(9))))
+    return out
 
 
 def traced(lines: list[str], src: str, dst: str) -> list[tuple[float, int, int, int, int, int]]:
     """``(time, snd_nxt, snd_una, cwnd, peer window, srtt us)`` of connection src -> dst, one
-    per ACK it took in (sequence numbers unwrapped)."""
-    out, base = [], None
-    for ln in lines:
-        m = TRACE.search(ln)
-        if not m or m.group(2) != src or m.group(3) != dst:
-            continue
-        nxt, una = int(m.group(4), 16), int(m.group(5), 16)
-        base = una if base is None else base
-        out.append((float(m.group(1)), (nxt - base) % (1 << 32), (una - base) % (1 << 32),
-                    int(m.group(6)), int(m.group(8)), int(m.group(9))))
-    return out
-
-
-DATA = re.compile(r"\s(\d+\.\d+): tcp_probe: .*?src=([\d.]+):\d+ dest=([\d.]+):\d+ .*?"
-                  r"data_len=(\d+)")
+    per ACK it took in (sequence numbers unwrapped from the first event's ``snd_una``)."""
+    ev = _events(lines, src, dst)
+    base = ev[0][3] if ev else 0
+    return [(t, (nxt - base) % (1 << 32), (una - base) % (1 << 32), cwnd, wnd, srtt)
+            for t, _, nxt, una, cwnd, wnd, srtt in ev]
 
 
 def kernel_in(lines: list[str], ps: str, peer: str) -> tuple[list[float], list[int]]:
@@ -86,13 +89,20 @@ def kernel_in(lines: list[str], ps: str, peer: str) -> tuple[list[float], list[i
     segment carrying data and the bytes in by then (the event fires for every segment an
     established socket receives)."""
     ts, got, tot = [], [], 0
-    for ln in lines:
-        m = DATA.search(ln)
-        if m and m.group(2) == ps and m.group(3) == peer and int(m.group(4)) > 0:
-            tot += int(m.group(4))
-            ts.append(float(m.group(1)))
+    for t, n, *_ in _events(lines, ps, peer):
+        if n > 0:
+            tot += n
+            ts.append(t)
             got.append(tot)
     return ts, got
+
+
+def round_starts(r: dict) -> list[list[float]]:
+    """Per round every worker's start of it (seconds after ``start_at``; sync: round k is
+    every worker's k-th)."""
+    n = len(r["rounds"])
+    return [[r["t0"][w] + r["rounds"][w][k][0] for w in range(n)]
+            for k in range(min(len(x) for x in r["rounds"]))]
 
 
 def kernel_layers(r: dict, cl, lines: list[str], run_s: float) -> list[list[float]]:
@@ -114,8 +124,7 @@ def kernel_layers(r: dict, cl, lines: list[str], run_s: float) -> list[list[floa
             ix = [bisect.bisect_left(got, k * per + ends[j]) for j in range(L)]
             kin[w, k] = [ts[i] - r["start_at"] if i < len(ts) else float("nan") for i in ix]
     own, every = [], []
-    for k in range(min(len(x) for x in r["rounds"])):
-        sts = [r["t0"][w] + r["rounds"][w][k][0] for w in range(n)]
+    for k, sts in enumerate(round_starts(r)):
         for w, st in enumerate(sts):
             if 0.2 * run_s <= st <= 0.9 * run_s:
                 own.append([(t - st) * 1e3 for t in kin[w, k]]
@@ -130,15 +139,17 @@ def kernel_layers(r: dict, cl, lines: list[str], run_s: float) -> list[list[floa
 def show_trace(r: dict, cl, lines: list[str], run_s: float, rounds: int) -> None:
     """Print the first starter's push progress in ``rounds`` rounds of the middle of the run."""
     n = len(r["rounds"])
+    conns: dict[int, list] = {}  # each worker's connection, parsed once
     shown = 0
-    for k in range(min(len(x) for x in r["rounds"])):
-        starts = [r["t0"][w] + r["rounds"][w][k][0] for w in range(n)]
+    for k, starts in enumerate(round_starts(r)):
         if not 0.4 * run_s <= min(starts) <= 0.9 * run_s or shown >= rounds:
             continue
         shown += 1
         w = min(range(n), key=starts.__getitem__)
         t0 = r["start_at"] + starts[w]
-        tr = [x for x in traced(lines, cl.addr(w + 1), cl.addr(0)) if t0 - 1e-3 <= x[0]]
+        if w not in conns:
+            conns[w] = traced(lines, cl.addr(w + 1), cl.addr(0))
+        tr = [x for x in conns[w] if t0 - 1e-3 <= x[0]]
         if not tr:
             continue
         nxt0, una0 = tr[0][1], tr[0][2]
@@ -171,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trace-rounds", type=int, default=3)
     ap.add_argument("--tracefs", type=Path, default=Path("/tmp/tracefs"))
     a = ap.parse_args(argv)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from testbed_tcp_trace import tcp_probe_events
+
     from sgdnet import units
     from sgdnet.testbed.netns import EmulatedCluster
     from sgdnet.testbed.tcp_probe import probe_ps
@@ -181,23 +195,9 @@ def main(argv: list[str] | None = None) -> int:
         for cc in a.cc.split(","):
             with EmulatedCluster(a.workers + 1, rate=rate) as cl:
                 cl.congestion_control(cc)
-                if a.trace:
-                    sys.path.insert(0, str(Path(__file__).resolve().parent))
-                    from testbed_tcp_trace import tracefs
-
-                    put = tracefs(a.tracefs)
-                    put("trace_clock", "mono")
-                    put("buffer_size_kb", "262144")
-                    put("trace", "")
-                    put("events/tcp/tcp_probe/enable", "1")
-                try:
+                with (tcp_probe_events(a.tracefs) if a.trace
+                      else contextlib.nullcontext([])) as lines:
                     r = probe_ps(cl, a.workers, True, run_s=a.run_s, tcp_state=True)
-                finally:
-                    if a.trace:
-                        put("events/tcp/tcp_probe/enable", "0")
-                if a.trace:
-                    lines = (a.tracefs / "trace").read_text().splitlines()
-                    put("trace", "")
             pos = by_position(r, a.run_s, a.layers_in)
             print(f"{cc} n={a.workers} at {a.rate} (repeat {rep}): "
                   f"{r['steps_per_s']:.2f} rounds/s, {r['of_bound']:.3f} of the bound")
@@ -213,21 +213,20 @@ def main(argv: list[str] | None = None) -> int:
             if a.trace:
                 show_trace(r, cl, lines, a.run_s, a.trace_rounds)
                 own, every = kernel_layers(r, cl, lines, a.run_s)
-                med = [statistics.median(x[j] for x in own) for j in range(len(own[0]))]
-                h = len(med) // 2
+                med_own = [statistics.median(x[j] for x in own) for j in range(len(own[0]))]
+                h = len(med_own) // 2
+                med_every = [statistics.median(x[j] for x in every) for j in range(h)]
                 print(f"  a worker's pushes in at the PS, from its round start (median of "
-                      f"{len(own)}): kernel " + " / ".join(f"{x:.1f}" for x in med[:h])
-                      + " ms, application " + " / ".join(f"{x:.1f}" for x in med[h:]) + " ms")
-                med = [statistics.median(x[j] for x in every) for j in range(h)]
-                print("  every worker's push in (kernel): " + " / ".join(f"{x:.1f}" for x in med)
+                      f"{len(own)}): kernel " + " / ".join(f"{x:.1f}" for x in med_own[:h])
+                      + " ms, application " + " / ".join(f"{x:.1f}" for x in med_own[h:])
                       + " ms")
+                print("  every worker's push in (kernel): "
+                      + " / ".join(f"{x:.1f}" for x in med_every) + " ms")
                 keep.append({"cc": cc, "repeat": rep, "rate_Mbit": rate * 8 / 1e6,
                              "workers": a.workers, "what": "kernel vs application",
-                             "own_kernel_ms": med_own[:h] if (med_own := [statistics.median(
-                                 x[j] for x in own) for j in range(2 * h)]) else None,
-                             "own_application_ms": med_own[h:], "every_kernel_ms": med})
+                             "own_kernel_ms": med_own[:h], "own_application_ms": med_own[h:],
+                             "every_kernel_ms": med_every})
     if a.cluster:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
         from probe_ps_timeline import modelled, modelled_own
 
         m_own = modelled_own(a.cluster, rate, a.workers, True)

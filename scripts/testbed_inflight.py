@@ -71,14 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
 
-    from testbed_tcp_trace import tracefs
+    from testbed_tcp_trace import tcp_probe_events
 
     from sgdnet import units
     from sgdnet.testbed.netns import EmulatedCluster
     from sgdnet.testbed.runner import launch
-
-    T = a.tracefs
-    put = tracefs(T)
 
     rate = units.bandwidth(a.rate, what="rate")
     warm = 5
@@ -88,17 +85,10 @@ def main(argv: list[str] | None = None) -> int:
                "warmup": warm}
         with EmulatedCluster(n + 1, rate=rate) as cl:
             launch(cl, n + 1, [{**job, "steps": 5, "warmup": 1}])
-            put("trace_clock", "mono")
-            put("buffer_size_kb", "262144")
-            put("trace", "")
-            put("events/tcp/tcp_probe/enable", "1")
-            try:
+            with tcp_probe_events(a.tracefs) as lines:
                 got = launch(cl, n + 1, [{**job, "steps": a.steps}])
-            finally:
-                put("events/tcp/tcp_probe/enable", "0")
             ps = cl.addr(0)
-        conns = samples((T / "trace").read_text().splitlines())
-        put("trace", "")
+        conns = samples(lines)
         ref = got["ranks"][1]["jobs"][0]["stamps"]
         r = analyse(conns, ps, ref[warm + 1], ref[-2])
         print(f"{a.scheme} {a.model} n={n} at {rate * 8e-6:g} Mbit/s: "

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import re
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -58,6 +59,26 @@ def tracefs(T: Path) -> Callable[[str, str], None]:
     return put
 
 
+@contextlib.contextmanager
+def tcp_probe_events(T: Path, buffer_kb: int = 262144) -> Iterator[list[str]]:
+    """The ``tcp:tcp_probe`` event on (``trace_clock`` ``mono``, an emptied buffer of
+    ``buffer_kb`` per CPU) while the block runs, off after it whatever happens; yields a list
+    that holds the trace's lines once the block has ended without an error (the buffer is
+    emptied again after they are read)."""
+    put = tracefs(T)
+    put("trace_clock", "mono")
+    put("buffer_size_kb", str(buffer_kb))
+    put("trace", "")
+    put("events/tcp/tcp_probe/enable", "1")
+    lines: list[str] = []
+    try:
+        yield lines
+    finally:
+        put("events/tcp/tcp_probe/enable", "0")
+    lines += (T / "trace").read_text().splitlines()
+    put("trace", "")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rate", default="250Mbit/s")
@@ -74,26 +95,16 @@ def main(argv: list[str] | None = None) -> int:
     from sgdnet.testbed.netns import EmulatedCluster
     from sgdnet.testbed.runner import launch
 
-    T = a.tracefs
-    put = tracefs(T)
-
     rate = units.bandwidth(a.rate, what="rate")
     warm = 5
     job = {"kind": "train", "id": "run", "scheme": a.scheme, "model": a.model, "batch": 32,
            "warmup": warm}
     with EmulatedCluster(a.workers + 1, rate=rate) as cl:
         launch(cl, a.workers + 1, [{**job, "steps": 5, "warmup": 1}])
-        put("trace_clock", "mono")
-        put("buffer_size_kb", "131072")
-        put("trace", "")
-        put("events/tcp/tcp_probe/enable", "1")
-        try:
+        with tcp_probe_events(a.tracefs, 131072) as lines:
             got = launch(cl, a.workers + 1, [{**job, "steps": a.steps}])
-        finally:
-            put("events/tcp/tcp_probe/enable", "0")
         ps = cl.addr(0)
-    ev = acked((T / "trace").read_text().splitlines(), ps)
-    put("trace", "")
+    ev = acked(lines, ps)
     ref = got["ranks"][1]["jobs"][0]["stamps"]
     t0, t1 = ref[warm + 1], ref[-2]
     steps = sum(1 for x in ref if t0 < x <= t1)
