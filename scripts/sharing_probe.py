@@ -121,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rate", default="100Mbit/s")
     ap.add_argument("--reps", type=int, default=4)
+    ap.add_argument("--cc", help="every host's TCP congestion control (default: inherited)")
     ap.add_argument("--out", type=Path, help="write the raw records and the summary (JSON)")
     ap.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--dir", help=argparse.SUPPRESS)
@@ -135,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]))
     with EmulatedCluster(world, rate=a.rate) as c:
+        if a.cc:
+            c.congestion_control(a.cc)
         ps = [subprocess.Popen(c.exec_args(r, [sys.executable, __file__, "--rank", str(r),
                                                 "--dir", tmp, "--reps", str(a.reps)]), env=env)
               for r in range(world)]
@@ -146,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = summary(ranks, goodput)
     print("\n".join(lines))
     if a.out is not None:
-        a.out.write_text(json.dumps({"rate_Bps": rate, "message_bytes": S, "push_bytes": M,
+        a.out.write_text(json.dumps({"rate_Bps": rate, "cc": a.cc or "inherited",
+                                     "message_bytes": S, "push_bytes": M,
                                      "summary": lines, "ranks": ranks}, indent=1))
     return 0
 

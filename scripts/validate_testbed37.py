@@ -144,11 +144,12 @@ def probe(out: Path, rates: list[str], flows: int, repeats: int) -> None:
 
 
 def probe_queue(out: Path, rates: list[str], workers: list[int], repeats: int,
-                incast: bool = False) -> None:
+                incast: bool = False, cc: str | None = None) -> None:
     """The TCP probe's standing queue (``standing_queue_s``) with k = 2..max(workers)
     connections sharing one host's link, at every rate, ``repeats`` times (interleaved):
     connections out of one host (a PS's pulls), or with ``incast`` from k hosts into one (its
-    pushes; also their bytes in flight, ``inflight_B``)."""
+    pushes; also their bytes in flight, ``inflight_B``); ``cc``: every host's congestion
+    control (default the namespaces' own)."""
     from sgdnet import units
     from sgdnet.testbed import tcp_probe
     from sgdnet.testbed.netns import EmulatedCluster
@@ -158,6 +159,8 @@ def probe_queue(out: Path, rates: list[str], workers: list[int], repeats: int,
     got: dict[str, list[float]] = {}
     inflight: dict[str, list[float]] = {}
     with EmulatedCluster(max(workers) + 1, rate=bps[0]) as cl:
+        if cc:
+            cl.congestion_control(cc)
         for _ in range(repeats):
             for b in bps:
                 cl.shape(b)
@@ -172,7 +175,7 @@ def probe_queue(out: Path, rates: list[str], workers: list[int], repeats: int,
                           + (f", {p['inflight_B'] / 1e3:.0f} kB in flight each" if incast
                              else ""), flush=True)
     rec = {"rates_Bps": bps, "flows": ks, "direction": "in" if incast else "out",
-           "standing_queue_s": got}
+           "cc": cc or "inherited", "standing_queue_s": got}
     if incast:
         rec["inflight_B"] = inflight
     out.write_text(json.dumps(rec, indent=1))
@@ -399,7 +402,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ps-layers", help="with --probe-ps: the pushed messages' bytes, in push "
                     "order (default tb-mlp's four layers, 5160,131584,525312,526336)")
     ap.add_argument("--cc", default=None,
-                    help="with --probe-ps or a campaign (--out): every host's TCP congestion "
+                    help="with --probe-ps, --probe-queue or a campaign (--out): every host's "
+                         "TCP congestion "
                          "control (bbr, reno; default: the namespaces' own)")
     ap.add_argument("--probe-duplex", action="store_true",
                     help="pushes and pulls at once, and a push alone after its peers stop")
@@ -430,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.out is None:
             ap.error("--probe-queue needs --out")
         probe_queue(a.out, a.rates.split(","), [int(x) for x in a.workers.split(",")],
-                    a.probe_repeats, incast=a.incast)
+                    a.probe_repeats, incast=a.incast, cc=a.cc)
         return 0
     if a.probe:
         if a.out is None:
