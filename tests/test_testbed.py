@@ -266,7 +266,9 @@ def test_ps_probe_records_each_connection_state_and_the_congestion_control_is_se
     """``probe_ps(tcp_state=True)``: one state before every round and one after each pull; with
     Reno on every host BBR reports nothing (bandwidth 0), with BBR (where a namespace allows
     it) its bandwidth estimate is positive; a congestion control the kernel refuses is a
-    TestbedError naming it."""
+    TestbedError naming it. Every worker's connection reports its run's busy time (data in
+    flight: more than 0, less than the run and its last round) and the parts of it
+    limited by the receiver's window and the send buffer (each within the busy time)."""
     from sgdnet.testbed.tcp_probe import PS_LAYERS, probe_ps
 
     with EmulatedCluster(3, rate="100Mbit/s") as cl:
@@ -290,6 +292,10 @@ def test_ps_probe_records_each_connection_state_and_the_congestion_control_is_se
             assert all(len(s) == 1 + len(PS_LAYERS) for s in r["states"][w][:-1])
             assert all(st[0] >= 1 for s in r["states"][w] for st in s)  # cwnd
     assert all(st[4] == 0 for s in reno["states"][0] for st in s)
+    for i in reno["info"]:
+        assert 0 < i["busy_s"] < 2.0 + 1.0  # the 2 s run and its last round, not the idle start
+        assert 0 <= i["rwnd_limited_s"] <= i["busy_s"]
+        assert 0 <= i["sndbuf_limited_s"] <= i["busy_s"]
     if bbr is not None:
         assert statistics.median(st[4] for s in bbr["states"][0] for st in s) > 0
 

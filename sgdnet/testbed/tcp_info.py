@@ -11,8 +11,9 @@ __all__ = ["tcp_info", "bbr_info", "tcp_state"]
 def tcp_info(sock: socket.socket) -> dict[str, float]:
     """The fields of ``TCP_INFO`` this module uses (seconds, bytes, bytes/s; ``delivery_Bps``
     the last delivery-rate sample, ``app_limited`` whether it was taken while the sender had
-    nothing to send, ``rwnd_limited_s`` / ``sndbuf_limited_s`` the time so far limited by the
-    receiver's window / the send buffer, where the kernel reports them)."""
+    nothing to send, ``busy_s`` the time so far with data in flight, ``rwnd_limited_s`` /
+    ``sndbuf_limited_s`` the part of it limited by the receiver's window / the send buffer,
+    where the kernel reports them)."""
     raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 232)
     u32 = lambda off: struct.unpack_from("I", raw, off)[0]  # noqa: E731
     u64 = lambda off: struct.unpack_from("Q", raw, off)[0]  # noqa: E731
@@ -22,6 +23,7 @@ def tcp_info(sock: socket.socket) -> dict[str, float]:
             "min_rtt_s": u32(148) * 1e-6 if n >= 152 else None,
             "delivery_Bps": float(u64(160)) if n >= 168 else None,
             "app_limited": bool(raw[7] & 1),
+            "busy_s": u64(168) * 1e-6 if n >= 192 else None,
             "rwnd_limited_s": u64(176) * 1e-6 if n >= 192 else None,
             "sndbuf_limited_s": u64(184) * 1e-6 if n >= 192 else None}
 

@@ -449,12 +449,14 @@ def ps_worker(spec: dict) -> dict[str, Any]:
         rounds.append(row)
         time.sleep(float(spec.get("compute_s", 0.0)))
         ends.append(time.perf_counter() - t0)
+    info = tcp_info(c)  # the whole run's busy and window-limited times
     try:
         c.sendall(_HDR2.pack(0, 0))
     except OSError:
         pass
     c.close()
-    return {"ends": ends, "rounds": rounds, "t0": t0, **({"states": states} if state else {})}
+    return {"ends": ends, "rounds": rounds, "t0": t0, "info": info,
+            **({"states": states} if state else {})}
 
 
 def rounds_per_s(ends: list[float], lo: float, hi: float) -> float:
@@ -503,6 +505,7 @@ def probe_ps(cluster: Any, workers: int, sync: bool, run_s: float = 6.0,
             "of_bound": steps / bound, "per_worker": per, "ends": ends, "rounds": rounds,
             "ps_in": ps_in, "ps_out": ps_out,
             "start_at": spec["start_at"], "t0": [r["t0"] - spec["start_at"] for r in recs],
+            "info": [r["info"] for r in recs],
             **({"states": [r["states"] for r in recs]} if tcp_state else {})}
 
 
