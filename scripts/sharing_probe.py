@@ -114,7 +114,36 @@ def summary(ranks: list[list[dict]], bandwidth: float) -> list[str]:
                 cells = ["/".join(f"{(e - t0) * bandwidth / S:.2f}" for e in get[p]["ends"])
                          for p in range(1, world)]
             lines.append(f"{exp:10s} {rep}: " + "  ".join(cells))
-    return lines
+    return lines + stagger_summary(ranks, bandwidth)
+
+
+def stagger_summary(ranks: list[list[dict]], bandwidth: float) -> list[str]:
+    """``in-stagger`` against the fluid models of the same starts
+    (:mod:`sgdnet.testbed.sharing`): the median end of each push, max-min's and FIFO's, each
+    push's fairness index (0 FIFO, 1 max-min) and the fitted age weight ``beta``."""
+    import statistics
+
+    from sgdnet.testbed.sharing import fairness_index, fit_beta, fluid_ends
+
+    runs = []
+    for rep in sorted({r["rep"] for r in ranks[0]}):
+        get = [next(x for x in rk if x["exp"] == "in-stagger" and x["rep"] == rep) for rk in ranks]
+        t0 = get[0]["t0"]
+        runs.append(([get[p]["start"] - t0 for p in range(1, len(ranks))],
+                     [get[0]["ends"][p - 1] - t0 for p in range(1, len(ranks))]))
+    med = [statistics.median(col) for col in zip(*(e for _, e in runs))]
+    fair = [statistics.median(col) for col in zip(*(fluid_ends(s, M, bandwidth, 1.0)
+                                                    for s, _ in runs))]
+    fifo = [statistics.median(col) for col in zip(*(fluid_ends(s, M, bandwidth, 0.0)
+                                                    for s, _ in runs))]
+    idx = [statistics.median(col) for col in zip(*(fairness_index(s, e, M, bandwidth)
+                                                   for s, e in runs))]
+    beta, rms = fit_beta(runs, M, bandwidth)
+    ms = lambda v: " / ".join(f"{1e3 * x:.1f}" for x in v)  # noqa: E731
+    return [f"in-stagger ends, median (ms): measured {ms(med)}; max-min {ms(fair)}; FIFO {ms(fifo)}",
+            "in-stagger fairness index (0 FIFO, 1 max-min): "
+            + " / ".join(f"{x:.2f}" for x in idx if x == x)
+            + f"; age weight beta {beta:.2f} (rms {1e3 * rms:.1f} ms)"]
 
 
 def main(argv: list[str] | None = None) -> int:
