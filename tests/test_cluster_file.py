@@ -90,6 +90,26 @@ def test_incast_efficiency_interpolates_and_is_flat_beyond():
     assert Link(bandwidth=1e6, latency=1e-3, burst=1e5).transfer_time(1e6) == pytest.approx(0.901)
 
 
+def test_ps_efficiency_round_trips_and_maps_to_the_cluster(tmp_path):
+    """``link.ps_efficiency`` (a PS host's downlink under the PS's own traffic) survives a save
+    and load, and ``Cluster.from_file`` gives it as ``ps_link_efficiency``, interpolated like
+    ``incast`` (3 flows between 2 and 4), next to an ``incast`` of its own."""
+    f = tmp_path / "c.yaml"
+    f.write_text("sgdnet_cluster: 1\nworkers: 4\nlink: {bandwidth: 100Mbit/s, "
+                 "incast: {1: 1.0, 4: 0.99}, ps_efficiency: {1: 1.0, 2: 0.9, 4: 0.8}}\n")
+    cf = load_cluster_file(f)
+    assert cf.link.ps_efficiency == {1: 1.0, 2: 0.9, 4: 0.8}
+    assert load_cluster_file(cf.save(tmp_path / "again.yaml")) == cf
+    c = Cluster.from_file(f)
+    assert c.ps_link_efficiency == pytest.approx((1.0, 0.9, 0.85, 0.8))
+    assert c.incast == pytest.approx((1.0, 1 - 0.01 / 3, 1 - 0.02 / 3, 0.99))
+    assert Cluster.from_file(f, ps_link_efficiency=()).ps_link_efficiency == ()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("sgdnet_cluster: 1\nlink: {bandwidth: 1Gbps, ps_efficiency: {2: 0}}\n")
+    with pytest.raises(ClusterError, match=r"link.ps_efficiency\[2\]=0"):
+        load_cluster_file(bad)
+
+
 @pytest.mark.parametrize("text, match", [
     ("sgdnet_cluster: 1\nlink: {bandwidth: 1Gbps}\nbandwith: 3\n", r"unknown key\(s\) \['bandwith'\]"),
     ("sgdnet_cluster: 2\nlink: {bandwidth: 1Gbps}\n", "schema 1"),

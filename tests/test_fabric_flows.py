@@ -105,6 +105,29 @@ def test_the_clusters_incast_curve_slows_the_ps_downlink():
         assert e[f"push{i}"] == pytest.approx(n * MB / (0.9 * B), rel=1e-12)
 
 
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_ps_link_efficiency_replaces_incast_on_the_ps_downlink_only(k):
+    """``ps_link_efficiency`` on a dedicated PS host's downlink: k pushes at once into it end at
+    ``k s / (e_k B)`` (the curve's last value beyond it), whatever ``incast`` says; a worker's
+    downlink keeps ``incast``: k messages from the other workers into worker 0 end at
+    ``k s / (incast_k B)`` (the downlinks are the bottlenecks of both groups)."""
+    eff, inc = (1.0, 0.9, 0.8), (1.0, 0.5)
+    c = Cluster(workers=k + 1, bandwidth=B, latency=0, incast=inc, ps_link_efficiency=eff)
+    net = Net("ps-eff")
+    fab = Fabric(net, c)
+    for i in range(k):
+        go = net.place(f"go{i}", tokens=1)
+        fab.transfer(f"push{i}", MB, ("worker", i), ("ps", 0), inputs=[go.name], outputs=[])
+        go2 = net.place(f"peer{i}", tokens=1)
+        fab.transfer(f"peer{i}", MB, ("worker", i + 1), ("worker", 0), inputs=[go2.name],
+                     outputs=[])
+    assert net.resources["ps0.down"].efficiency == eff
+    e = _ends(net)
+    for i in range(k):
+        assert e[f"push{i}"] == pytest.approx(k * MB / (eff[min(k, 3) - 1] * B), rel=1e-12)
+        assert e[f"peer{i}"] == pytest.approx(k * MB / (inc[min(k, 2) - 1] * B), rel=1e-12)
+
+
 def test_one_connection_per_pair_keeps_a_workers_messages_in_order():
     c = Cluster(workers=1, bandwidth=B, latency=0)
     net = Net("order")
@@ -180,6 +203,8 @@ def test_flows_refuse_what_only_the_nic_queues_mean():
 @pytest.mark.parametrize("kw, match", [
     ({"incast": (1.0, 1.2)}, r"incast\[1\]=1.2"),
     ({"incast": "high"}, "incast"),
+    ({"ps_link_efficiency": (1.0, 0.0)}, r"ps_link_efficiency\[1\]=0.0"),
+    ({"ps_link_efficiency": 0.9}, "ps_link_efficiency"),
     ({"send_s_per_byte": -1e-9}, "send_s_per_byte"),
     ({"recv_s_per_byte": "fast"}, "recv_s_per_byte"),
 ])

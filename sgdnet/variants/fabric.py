@@ -148,6 +148,17 @@ class Fabric:
             self._res[name] = name
         return name
 
+    def _efficiency(self, name: str, downlink: bool) -> tuple[float, ...] | None:
+        """The efficiency curve of link ``name``: a downlink's is ``cluster.incast``, a
+        dedicated PS host's downlink (``ps{k}.down``) ``cluster.ps_link_efficiency`` when
+        given; None for none."""
+        if not downlink:
+            return None
+        c = self.cluster
+        if c.ps_link_efficiency and name.startswith("ps") and name.endswith(".down"):
+            return c.ps_link_efficiency
+        return c.incast or None
+
     def _nic(self, name: str, bandwidth: float, incast: bool, **tags) -> str:
         """A NIC direction: a link (flows; with the cluster's token bucket, if any) or a resource
         of the NIC discipline."""
@@ -155,7 +166,7 @@ class Fabric:
             return self._resource(name, self.nic_discipline, **tags)
         if name not in self._res:
             c = self.cluster
-            eff = c.incast if incast and c.incast else None
+            eff = self._efficiency(name, incast)
             self.net.link(name, bandwidth, efficiency=eff, burst=c.burst, peak=c.burst_peak, **tags)
             self._res[name] = name
         return name
@@ -226,7 +237,7 @@ class Fabric:
         """The link of a topology path element ``(name, bandwidth, kind)``, created once."""
         name, bw, kind = spec
         if name not in self._res:
-            eff = self.cluster.incast if kind == "nic_down" and self.cluster.incast else None
+            eff = self._efficiency(name, kind == "nic_down")
             stem = name.split(".", 1)[0]
             host = f"node{stem[1:]}" if stem.startswith("n") else stem
             self.net.link(name, bw, efficiency=eff, host=host, kind=kind)

@@ -59,7 +59,8 @@ def applies(cluster: Cluster, discipline: str, priority: bool) -> bool:
     c = cluster
     if discipline != "flows" or priority or c.ps_placement == "colocated":
         return False
-    if c.incast or c.send_s_per_byte or c.recv_s_per_byte or c.reduce_s_per_byte:
+    if (c.incast or c.ps_link_efficiency or c.send_s_per_byte or c.recv_s_per_byte
+            or c.reduce_s_per_byte):
         return False
     S = c.ps_shards
     ups = {c.ps_up_bw(k) for k in range(S)}

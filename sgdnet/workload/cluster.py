@@ -85,6 +85,21 @@ def _topology(value: Any, workers: int, shards: int, placement: str) -> Any:
     return t
 
 
+def _efficiencies(v: Any, name: str) -> tuple[float, ...]:
+    """``Cluster.incast`` / ``ps_link_efficiency`` checked: efficiencies in (0, 1], one per
+    number of concurrent flows, as a tuple."""
+    if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
+        raise ClusterError(f"Cluster.{name}={v!r}: must be a sequence of efficiencies in "
+                           "(0, 1], one per number of concurrent flows (1, 2, ...), or ()")
+    effs = []
+    for i, e in enumerate(v):
+        if isinstance(e, bool) or not isinstance(e, (int, float)) or not 0 < e <= 1:
+            raise ClusterError(f"Cluster.{name}[{i}]={e!r}: an efficiency must be a number in "
+                               f"(0, 1] (goodput with {i + 1} concurrent flows / bandwidth)")
+        effs.append(float(e))
+    return tuple(effs)
+
+
 @dataclass(frozen=True)
 class Cluster:
     """A homogeneous-network cluster of data-parallel workers and optional parameter servers.
@@ -140,6 +155,16 @@ class Cluster:
         Goodput efficiency of a host's downlink by the number of concurrent flows into it
         (``incast[n-1]`` with ``n`` flows, the last value beyond; empty: 1.0), as measured by
         ``sgdnet calibrate`` (k-to-1 sends). Used by the ``flows`` discipline.
+    ps_link_efficiency : sequence of float
+        Goodput efficiency of a dedicated parameter-server host's downlink by the number of
+        concurrent flows into it (``ps_link_efficiency[n-1]`` with ``n`` flows, the last value
+        beyond), in place of ``incast`` on that link: what the PS's own traffic (pushes of
+        several layers from each worker, pulls back, idle between) gets out of the link, where
+        ``incast`` is measured with simultaneous bulk sends. Measured, not derived: on the
+        emulated testbed with BBR such pushes leave the link idle 10-20 % of the time where
+        max-min sharing fills it (issue #37; ``scripts/fit_ps_efficiency.py`` fits it to the
+        PS-traffic probe, :func:`sgdnet.testbed.tcp_probe.probe_ps`, at the calibration's rate,
+        docs/validation.md). Empty (default): ``incast``. Used by the ``flows`` discipline.
     share_cv_in, share_cv_out : float
         How unevenly concurrent TCP connections share one host's link: the coefficient of
         variation of a message's bytes that makes max-min sharing reproduce the spread of the
@@ -253,6 +278,7 @@ class Cluster:
     tcp_queue: float | str = 0.0
     tcp_queue_model: str = "join"
     tcp_ack_share: tuple[float, ...] = ()
+    ps_link_efficiency: tuple[float, ...] = ()
     burst: float | str = 0.0
     burst_peak: float | str | None = None
 
@@ -333,17 +359,8 @@ class Cluster:
                                "True (transfers also hold the receiving host's compute) or False")
         for f in ("send_s_per_byte", "recv_s_per_byte", "reduce_s_per_byte"):
             s(self, f, _time(getattr(self, f), f))
-        inc = self.incast
-        if isinstance(inc, (str, bytes)) or not isinstance(inc, Sequence):
-            raise ClusterError(f"Cluster.incast={inc!r}: must be a sequence of efficiencies in "
-                               "(0, 1], one per number of concurrent flows (1, 2, ...), or ()")
-        effs = []
-        for i, e in enumerate(inc):
-            if isinstance(e, bool) or not isinstance(e, (int, float)) or not 0 < e <= 1:
-                raise ClusterError(f"Cluster.incast[{i}]={e!r}: an efficiency must be a number in "
-                                   f"(0, 1] (goodput with {i + 1} concurrent flows / bandwidth)")
-            effs.append(float(e))
-        s(self, "incast", tuple(effs))
+        for f in ("incast", "ps_link_efficiency"):
+            s(self, f, _efficiencies(getattr(self, f), f))
         ack = self.tcp_ack_share
         if (isinstance(ack, (str, bytes)) or not isinstance(ack, Sequence)
                 or any(isinstance(e, bool) or not isinstance(e, (int, float)) or not e > 0

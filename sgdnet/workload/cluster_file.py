@@ -18,6 +18,7 @@ from the same calibration once it exists::
       incast: {1: 1.0, 2: 0.98, 4: 0.95}   # goodput efficiency vs concurrent flows into a link
       share_cv: {in: 0.23, out: 0.45}  # how unevenly k concurrent TCP flows into / out of one
                                        # host share its link (CV of a message's bytes, see Link)
+      ps_efficiency: {2: 0.92, 4: 0.85}  # optional: a PS host's downlink under the PS's traffic
       table: [[1024, 1.6e-4], [1048576, 0.084]]   # optional measured size -> one-way seconds
     hosts:                             # optional per-host overrides: ps0, worker0, worker1, ...
       ps0: {uplink: {bandwidth: 200Mbit/s}, downlink: {bandwidth: 200Mbit/s}}
@@ -86,7 +87,8 @@ SCHEMA = 1
 _TOP = ("sgdnet_cluster", "name", "workers", "ps_hosts", "ps_placement", "comm_uses_compute",
         "link", "hosts", "cpu", "ps", "local_step_s", "notes", "measurements", "topology",
         "calibration")
-_LINK = ("bandwidth", "latency", "burst", "incast", "table", "share_cv", "tcp_pacing")
+_LINK = ("bandwidth", "latency", "burst", "incast", "table", "share_cv", "tcp_pacing",
+         "ps_efficiency")
 _SHARE = ("in", "out")
 _CPU = ("send_s_per_byte", "recv_s_per_byte", "reduce_s_per_byte")
 _PS = ("update_s_per_byte", "update_s_per_tensor")
@@ -120,6 +122,28 @@ def _num(value: Any, kind: str, where: str, allow_zero: bool = True) -> float:
         raise ClusterError(str(e)) from None
 
 
+def _flow_table(v: Any, where: str) -> dict[int, float]:
+    """A ``{flows: efficiency}`` mapping of a link (``incast``, ``ps_efficiency``) checked and
+    sorted by flow count."""
+    if not isinstance(v, Mapping) or not v:
+        raise ClusterError(f"{where}={v!r}: must be a non-empty mapping "
+                           "{flows: efficiency}, e.g. {1: 1.0, 4: 0.9}")
+    cur: dict[int, float] = {}
+    for k, e in v.items():
+        try:
+            kk = int(k)
+        except (TypeError, ValueError):
+            kk = -1
+        if kk < 1 or str(kk) != str(k).strip():
+            raise ClusterError(f"{where} key {k!r}: must be a number of concurrent flows >= 1")
+        if isinstance(e, bool) or not isinstance(e, (int, float)) or not (
+                math.isfinite(e) and e > 0):
+            raise ClusterError(f"{where}[{kk}]={e!r}: an efficiency must be a finite number > 0 "
+                               "(1.0 = full bandwidth)")
+        cur[kk] = float(e)
+    return dict(sorted(cur.items()))
+
+
 @dataclass(frozen=True)
 class Link:
     """One direction of a host's link to the switch.
@@ -149,6 +173,10 @@ class Link:
     tcp_pacing : float, optional
         BBR's pace while sharing, as :func:`sgdnet.testbed.tcp_probe.probe_cluster` measures
         it (``Cluster.tcp_pacing``, :func:`sgdnet.variants.tcp_ramp.pacing_cap`); >= 0.
+    ps_efficiency : mapping of int to float, optional
+        Goodput efficiency of a parameter-server host's downlink under the PS's own traffic,
+        by the number of concurrent flows into it, as ``scripts/fit_ps_efficiency.py`` fits it
+        to the PS-traffic probe (``Cluster.ps_link_efficiency``; interpolated like ``incast``).
     """
 
     bandwidth: float | str
@@ -158,6 +186,7 @@ class Link:
     table: tuple[tuple[float, float], ...] | None = None
     share_cv: Mapping[str, float] | None = None
     tcp_pacing: float | None = None
+    ps_efficiency: Mapping[int, float] | None = None
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -180,25 +209,9 @@ class Link:
             s(self, "share_cv", {k: sc[k] for k in _SHARE if k in sc})
         s(self, "latency", _num(self.latency, "time", "link.latency"))
         s(self, "burst", _num(self.burst, "bytes", "link.burst"))
-        if self.incast is not None:
-            if not isinstance(self.incast, Mapping) or not self.incast:
-                raise ClusterError(f"link.incast={self.incast!r}: must be a non-empty mapping "
-                                   "{flows: efficiency}, e.g. {1: 1.0, 4: 0.9}")
-            cur: dict[int, float] = {}
-            for k, v in self.incast.items():
-                try:
-                    kk = int(k)
-                except (TypeError, ValueError):
-                    kk = -1
-                if kk < 1 or str(kk) != str(k).strip():
-                    raise ClusterError(f"link.incast key {k!r}: must be a number of concurrent "
-                                       "flows >= 1")
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
-                        math.isfinite(v) and v > 0):
-                    raise ClusterError(f"link.incast[{kk}]={v!r}: an efficiency must be a finite "
-                                       "number > 0 (1.0 = full bandwidth)")
-                cur[kk] = float(v)
-            s(self, "incast", dict(sorted(cur.items())))
+        for f in ("incast", "ps_efficiency"):
+            if getattr(self, f) is not None:
+                s(self, f, _flow_table(getattr(self, f), f"link.{f}"))
         if self.table is not None:
             if not isinstance(self.table, (list, tuple)):
                 raise ClusterError(f"link.table={self.table!r:.80}: must be a list of "
@@ -213,22 +226,24 @@ class Link:
                 raise ClusterError("link.table is empty; give [[bytes, seconds], ...] or omit it")
             s(self, "table", tuple(sorted(rows)))
 
-    def efficiency(self, flows: int) -> float:
-        """Goodput efficiency with ``flows`` concurrent flows into this link (1.0 without an
-        incast curve; linear interpolation between measured counts, flat beyond them)."""
+    def efficiency(self, flows: int, table: str = "incast") -> float:
+        """Goodput efficiency with ``flows`` concurrent flows into this link by its ``incast``
+        curve (or ``table="ps_efficiency"``: under a PS's traffic); 1.0 without the curve;
+        linear interpolation between measured counts, flat beyond them."""
         if isinstance(flows, bool) or not isinstance(flows, int) or flows < 1:
             raise ClusterError(f"flows={flows!r}: must be an integer >= 1")
-        if not self.incast:
+        curve = getattr(self, table)
+        if not curve:
             return 1.0
-        ks = list(self.incast)
+        ks = list(curve)
         if flows <= ks[0]:
-            return self.incast[ks[0]]
+            return curve[ks[0]]
         if flows >= ks[-1]:
-            return self.incast[ks[-1]]
+            return curve[ks[-1]]
         for a, b in zip(ks, ks[1:]):
             if a <= flows <= b:
                 w = (flows - a) / (b - a)
-                return (1 - w) * self.incast[a] + w * self.incast[b]
+                return (1 - w) * curve[a] + w * curve[b]
         raise AssertionError("unreachable")  # pragma: no cover
 
     def transfer_time(self, nbytes: float) -> float:
@@ -248,6 +263,8 @@ class Link:
             d["share_cv"] = dict(self.share_cv)
         if self.tcp_pacing is not None:
             d["tcp_pacing"] = self.tcp_pacing
+        if self.ps_efficiency is not None:
+            d["ps_efficiency"] = dict(self.ps_efficiency)
         return d
 
     @classmethod
@@ -407,7 +424,8 @@ class ClusterFile:
         ``comm_uses_compute`` (only for a file without ``cpu`` costs: with them the flows model
         charges the CPU per byte instead), the ``cpu`` per-byte costs (``send_s_per_byte``,
         ``recv_s_per_byte``, ``reduce_s_per_byte``) and the link's incast curve (``incast``:
-        the efficiency for 1..the largest measured flow count), the link's ``share_cv``
+        the efficiency for 1..the largest measured flow count; ``ps_efficiency`` likewise as
+        ``ps_link_efficiency``), the link's ``share_cv``
         (``share_cv_in``, ``share_cv_out``) and ``tcp_pacing``. The token bucket's ``burst``
         only when asked, ``burst="file"`` (every NIC link's, both directions: a message after an
         idle period gets it at once; off by default: on the emulated testbed it makes the PS
@@ -435,9 +453,11 @@ class ClusterFile:
                               "update_s_per_byte": self.ps.get("update_s_per_byte", 0.0),
                               "update_s_per_layer": self.ps.get("update_s_per_tensor", 0.0),
                               **{k: self.cpu[k] for k in _CPU if k in self.cpu}}
-        if self.link.incast:
-            kw["incast"] = tuple(min(1.0, self.link.efficiency(k))
-                                 for k in range(1, max(self.link.incast) + 1))
+        for f, name in (("incast", "incast"), ("ps_efficiency", "ps_link_efficiency")):
+            curve = getattr(self.link, f)
+            if curve:
+                kw[name] = tuple(min(1.0, self.link.efficiency(k, f))
+                                 for k in range(1, max(curve) + 1))
         for d in (self.link.share_cv or {}):
             kw[f"share_cv_{d}"] = self.link.share_cv[d]
         if self.link.tcp_pacing is not None:
