@@ -99,6 +99,10 @@ def test_ps_efficiency_round_trips_and_maps_to_the_cluster(tmp_path):
                  "incast: {1: 1.0, 4: 0.99}, ps_efficiency: {1: 1.0, 2: 0.9, 4: 0.8}}\n")
     cf = load_cluster_file(f)
     assert cf.link.ps_efficiency == {1: 1.0, 2: 0.9, 4: 0.8}
+    assert cf.link.efficiency(3, "ps_efficiency") == pytest.approx(0.85)
+    assert cf.link.efficiency(3) == pytest.approx(1 - 0.02 / 3)  # the incast curve
+    with pytest.raises(ClusterError, match="curve='table'"):
+        cf.link.efficiency(2, "table")
     assert load_cluster_file(cf.save(tmp_path / "again.yaml")) == cf
     c = Cluster.from_file(f)
     assert c.ps_link_efficiency == pytest.approx((1.0, 0.9, 0.85, 0.8))

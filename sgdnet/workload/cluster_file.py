@@ -226,24 +226,26 @@ class Link:
                 raise ClusterError("link.table is empty; give [[bytes, seconds], ...] or omit it")
             s(self, "table", tuple(sorted(rows)))
 
-    def efficiency(self, flows: int, table: str = "incast") -> float:
+    def efficiency(self, flows: int, curve: str = "incast") -> float:
         """Goodput efficiency with ``flows`` concurrent flows into this link by its ``incast``
-        curve (or ``table="ps_efficiency"``: under a PS's traffic); 1.0 without the curve;
+        curve (or ``curve="ps_efficiency"``: under a PS's traffic); 1.0 without the curve;
         linear interpolation between measured counts, flat beyond them."""
         if isinstance(flows, bool) or not isinstance(flows, int) or flows < 1:
             raise ClusterError(f"flows={flows!r}: must be an integer >= 1")
-        curve = getattr(self, table)
-        if not curve:
+        if curve not in ("incast", "ps_efficiency"):
+            raise ClusterError(f"curve={curve!r}: use 'incast' or 'ps_efficiency'")
+        pts = getattr(self, curve)
+        if not pts:
             return 1.0
-        ks = list(curve)
+        ks = list(pts)
         if flows <= ks[0]:
-            return curve[ks[0]]
+            return pts[ks[0]]
         if flows >= ks[-1]:
-            return curve[ks[-1]]
+            return pts[ks[-1]]
         for a, b in zip(ks, ks[1:]):
             if a <= flows <= b:
                 w = (flows - a) / (b - a)
-                return (1 - w) * curve[a] + w * curve[b]
+                return (1 - w) * pts[a] + w * pts[b]
         raise AssertionError("unreachable")  # pragma: no cover
 
     def transfer_time(self, nbytes: float) -> float:
