@@ -5,7 +5,7 @@
 no torch, no gloo) at the calibration's rate ``R``. This script predicts every cell of ``P`` as
 ``predict_probe_ps.py`` does (``Cluster.from_file(FILE, workers=n, bandwidth=rate x the file's
 sustained / tbf ratio)``, no update or per-byte CPU cost, ``--burst``: the file's token bucket)
-and picks, for ``k`` = 2, 3, ... in turn, the efficiency ``e_k`` of the PS host's downlink with
+and picks (:func:`sgdnet.testbed.ps_efficiency.fit`), for ``k`` = 2, 3, ... in turn, the efficiency ``e_k`` of the PS host's downlink with
 ``k`` flows (``Cluster.ps_link_efficiency``; ``e_1`` = 1, the counts above ``k`` at ``e_k``
 while it is fitted) that minimises the squared relative error of the sync and async cells with
 ``k`` workers: a grid of 0.05 over [0.5, 1], then of 0.01 around the best. ``--out F`` writes
@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
@@ -43,67 +41,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="the cluster file with link.ps_efficiency")
     a = ap.parse_args(argv)
 
-    import dataclasses
-
-    from predict_probe_ps import probe_profile
-
-    import sgdnet
-    from sgdnet import Cluster
+    from sgdnet.testbed.ps_efficiency import fit, with_ps_efficiency
     from sgdnet.workload.cluster_file import load_cluster_file
 
     d = json.loads(a.probe[0].read_text())
     for more in a.probe[1:]:  # further campaigns of the same probe: their runs join the cells
         for key, runs in json.loads(more.read_text())["runs"].items():
             d["runs"].setdefault(key, []).extend(runs)
-    prof = probe_profile(d["layers_B"], d["compute_s"])
     cf = load_cluster_file(a.cluster)
-    ratio = cf.link.bandwidth / float(cf.measurements["tbf_rate_Bps"])
-    cells: dict[tuple[str, int], list[tuple[float, float]]] = {}
-    for key, runs in d["runs"].items():
-        rate, mode, n = key.split("/")
-        cells.setdefault((mode, int(n)), []).append(
-            (float(rate), statistics.median(r["steps_per_s"] for r in runs)))
-    ks = sorted({n for _, n in cells if n >= 2})
-    if not ks:
-        raise SystemExit(f"{a.probe[0]}: no cells with 2 or more workers to fit")
-
-    def err2(eff: list[float], k: int) -> float:
-        tot = 0.0
-        for mode in ("sync", "async"):
-            for rate, meas in cells.get((mode, k), []):
-                kw = dict(workers=k, bandwidth=rate * ratio, update_s_per_byte=0.0,
-                          update_s_per_layer=0.0, send_s_per_byte=0.0, recv_s_per_byte=0.0,
-                          reduce_s_per_byte=0.0, ps_link_efficiency=tuple(eff))
-                if a.burst:
-                    kw["burst"] = "file"
-                p = sgdnet.predict(f"{mode}-ps", prof, Cluster.from_file(a.cluster, **kw),
-                                   steps=a.sim_steps, warmup=max(10, a.sim_steps // 10),
-                                   replications=a.replications, seed=0)
-                tot += (float(p.steps_per_s.mean) / meas - 1.0) ** 2
-        return tot
-
-    eff = [1.0]
-    def score(e: float, k: int, eff: list[float]) -> float:
-        return err2(eff + [e] * (k - len(eff)), k)
-
-    for k in ks:
-        coarse = min((score(0.5 + 0.05 * i, k, eff), 0.5 + 0.05 * i) for i in range(11))
-        lo, hi = max(0.5, coarse[1] - 0.04), min(1.0, coarse[1] + 0.04)
-        fine = min([coarse] + [(score(lo + 0.01 * i, k, eff), lo + 0.01 * i)
-                               for i in range(int(round((hi - lo) / 0.01)) + 1)])
-        eff += [round(fine[1], 2)] * (k - len(eff))
-        n = sum(len(cells.get((m, k), [])) for m in ("sync", "async"))
-        print(f"{k} flows: efficiency {fine[1]:.2f}, rms relative error of its {n} cells "
-              f"{(fine[0] / n) ** 0.5:.1%}", flush=True)
-    table = {i + 1: e for i, e in enumerate(eff)}
+    table, rms = fit(d["runs"], d["layers_B"], d["compute_s"], cf, burst=a.burst,
+                     sim_steps=a.sim_steps, replications=a.replications)
     print(f"link.ps_efficiency: {table}")
     if a.out:
-        link = dataclasses.replace(cf.link, ps_efficiency=table)
-        meas = dict(cf.measurements or {})
-        meas["ps_efficiency"] = {"probe": [str(p) for p in a.probe], "burst": a.burst,
-                                 "rates_Bps": sorted({r for v in cells.values() for r, _ in v}),
-                                 "table": table}
-        dataclasses.replace(cf, link=link, measurements=meas).save(a.out)
+        with_ps_efficiency(cf, table, probe=[str(p) for p in a.probe], burst=a.burst,
+                           rates_Bps=sorted({float(k.split("/")[0]) for k in d["runs"]}),
+                           rms={k: round(v, 4) for k, v in rms.items()}).save(a.out)
         print(f"-> {a.out}")
     return 0
 

@@ -30,17 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def probe_profile(layers_B: list[int], compute_s: float):
-    """The probe's pattern as a profile: layers in forward order (the probe pushes the 5 kB
-    one first, as backward does), the compute sleep before layer 0, 1 us of backward each."""
-    from sgdnet import Layer, ModelProfile
+    """The probe's pattern as a profile (:func:`sgdnet.testbed.ps_efficiency.probe_profile`)."""
+    from sgdnet.testbed.ps_efficiency import probe_profile as prof
 
-    fwd = list(reversed(layers_B))
-    # a microsecond of backward per layer: the pushes are posted one after another in the
-    # probe's order (with none they would all be ready at once and go by priority, the first
-    # forward layer's first)
-    return ModelProfile("probe-ps", [Layer(f"l{i}", compute_s if i == 0 else 0.0, 1e-6, float(b))
-                                     for i, b in enumerate(fwd)],
-                        batch_size=1, device="sleep", source="sgdnet.testbed.tcp_probe.probe_ps")
+    return prof(layers_B, compute_s)
 
 
 def main(argv: list[str] | None = None) -> int:

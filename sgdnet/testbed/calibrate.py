@@ -500,6 +500,18 @@ def with_profile(cf: ClusterFile, profile: Any) -> ClusterFile:
                       measurements={**cf.measurements, "from_profile": mine})
 
 
+def _gradient_bytes(profile: Any) -> list[int] | None:
+    """A profile's gradients' bytes in the order backward pushes them (its last layer's
+    first), for the PS probe; None without a profile."""
+    if profile is None:
+        return None
+    from ..workload import ModelProfile
+
+    p = profile if isinstance(profile, ModelProfile) else ModelProfile.load(profile)
+    return [int(round(float(ly.grad_bytes))) for ly in reversed(p.layers)
+            if float(ly.grad_bytes) > 0]
+
+
 def calibrate_testbed(*, workers: int = 4, rate: str | float = "100Mbit/s",
                       burst: str | float = "64KB", delay: str | float = 0.0,
                       queue: str | float = "100ms", model: str = "tb-mlp", batch: int = 32,
@@ -509,6 +521,7 @@ def calibrate_testbed(*, workers: int = 4, rate: str | float = "100Mbit/s",
                       update: str | Path | None = None, repeats: int = DEFAULT_REPEATS,
                       threshold_cores: float | None = None, reject: float | None = DEFAULT_REJECT,
                       max_rel_ci: float | None = None, profile: Any = None,
+                      ps_probe: bool = False,
                       log: Callable[[str], None] = print, **job_kw: Any) -> ClusterFile:
     """Calibrate the emulated cluster (``workers`` + 1 hosts, every link at ``rate``).
 
@@ -526,6 +539,11 @@ def calibrate_testbed(*, workers: int = 4, rate: str | float = "100Mbit/s",
     step and optimizer time replace calibrate's own (:func:`with_profile`). ``update``: an
     existing cluster file; only the concurrent-flow jobs run and only their sharing figures
     (:func:`with_sharing`) change in it (written to ``out``, default ``update`` itself).
+    ``ps_probe``: also the PS-traffic probe (:func:`.ps_efficiency.probe_cells`: the
+    ``profile``'s gradients, else calibrate's own model's, pushed into host 0 and pulled back by
+    2..``workers`` hosts, sync and async, twice) and the PS downlink efficiency fitted to it
+    with the file's token bucket (:func:`.ps_efficiency.fit`, ``link.ps_efficiency``; predict
+    with ``Cluster.from_file(..., burst="file")``); a few minutes more.
     """
     from .. import units
     from . import quiet, tcp_probe
@@ -534,6 +552,10 @@ def calibrate_testbed(*, workers: int = 4, rate: str | float = "100Mbit/s",
 
     if workers < 1:
         raise CalibrationError(f"workers={workers}: need at least 1 worker (plus the PS host)")
+    if ps_probe and (update is not None or workers < 2):
+        raise CalibrationError("ps_probe (--ps-probe) needs a full calibration with workers >= 2 "
+                               f"(got workers={workers}{', update' if update is not None else ''}"
+                               "): drop --update, or give --workers 2 or more")
     bps = units.bandwidth(rate, what="rate")
     burst_b = parse_burst(burst)
     thr = quiet.DEFAULT_THRESHOLD_CORES if threshold_cores is None else float(threshold_cores)
@@ -551,6 +573,12 @@ def calibrate_testbed(*, workers: int = 4, rate: str | float = "100Mbit/s",
         res = launch(cl, workers + 1, jobs, timeout_s=timeout_s or 300.0 + 200.0 * repeats)
         qd = cl.qdisc_stats()
         tcp = None if update is not None else tcp_probe.probe_cluster(cl, flows=workers)
+        ps_runs, ps_layers = None, None
+        if ps_probe and update is None and workers >= 2:
+            from .ps_efficiency import probe_cells
+
+            ps_layers = _gradient_bytes(profile) or list(tcp_probe.PS_LAYERS)
+            ps_runs = probe_cells(cl, ps_layers, range(2, workers + 1), log=log)
     if records_out is not None:  # the raw records: a later derivation can start from them
         import json
 
@@ -603,6 +631,13 @@ def calibrate_testbed(*, workers: int = 4, rate: str | float = "100Mbit/s",
 
         cf = with_profile(cf, profile if isinstance(profile, ModelProfile)
                           else ModelProfile.load(profile))
+    if ps_runs is not None:
+        from .ps_efficiency import fit, with_ps_efficiency
+
+        table, rms = fit(ps_runs, ps_layers, 0.002, cf, burst=True, log=log)
+        cf = with_ps_efficiency(cf, table, probe="sgdnet calibrate --ps-probe", burst=True,
+                                layers_B=list(ps_layers), rates_Bps=[bps],
+                                rms={k: round(v, 4) for k, v in rms.items()}, runs=ps_runs)
     if out is not None:
         save_cluster_file(cf, out)
         log(f"cluster file -> {out}")

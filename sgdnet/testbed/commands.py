@@ -157,6 +157,10 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--profile", type=Path, metavar="PROFILE",
                    help="your model's profile (.json): its step time and optimizer time replace "
                         "calibrate's own model's local step and PS update cost in the file")
+    p.add_argument("--ps-probe", action="store_true",
+                   help="also run the PS-traffic probe (your --profile's gradients, else the "
+                        "testbed model's) and fit the PS host's downlink efficiency to it "
+                        "(link.ps_efficiency; predict with burst='file'); a few minutes more")
     p.add_argument("--compare", type=Path, nargs=2, metavar=("A", "B"),
                    help="compare two calibrated files figure by figure: whether their 95%% "
                         "intervals overlap (exit 3 when one does not), then stop")
@@ -290,7 +294,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                                update=args.update, repeats=args.repeats,
                                threshold_cores=args.quiet_threshold, reject=args.drop_residual,
                                max_rel_ci=args.max_ci, profile=args.profile,
-                               log=lambda m: print(m, flush=True))
+                               ps_probe=args.ps_probe, log=lambda m: print(m, flush=True))
     for line in describe(cf):
         print(line)
     return EXIT_LOW_QUALITY if cf.calibration.get("quality") == "low" else 0

@@ -1,0 +1,132 @@
+"""A PS host's downlink efficiency under the PS's own traffic, from the PS-traffic probe (#37).
+
+:func:`~sgdnet.testbed.tcp_probe.probe_ps` pushes a model's layers from ``n`` hosts into a PS
+host and pulls them back (no torch, no gloo). With BBR on the emulated testbed its PS link
+carries 0.82-0.90 of its bound where max-min sharing fills it, for no cause found
+(docs/validation.md). :func:`fit` turns such runs into ``Cluster.ps_link_efficiency`` (cluster
+file ``link.ps_efficiency``): for ``k`` = 2, 3, ... in turn, the downlink efficiency with ``k``
+flows (``e_1`` = 1; the counts above ``k`` at ``e_k`` while it is fitted) that minimises the
+squared relative error of the model's sync and async cells with ``k`` workers, on a grid of
+0.05 over [0.5, 1] then 0.01 around the best. :func:`probe_cells` measures the runs on an
+emulated cluster; :func:`with_ps_efficiency` writes the table into a cluster file.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..errors import TestbedError
+
+__all__ = ["probe_cells", "fit", "with_ps_efficiency", "probe_profile"]
+
+
+def probe_profile(layers_B: Sequence[float], compute_s: float) -> Any:
+    """The probe's pattern as a profile: layers in forward order (the probe pushes them in the
+    order given, as backward does), the compute sleep before layer 0, 1 us of backward each
+    (so the pushes are posted one after another in the probe's order)."""
+    from ..workload import Layer, ModelProfile
+
+    fwd = list(reversed(layers_B))
+    return ModelProfile("probe-ps", [Layer(f"l{i}", compute_s if i == 0 else 0.0, 1e-6, float(b))
+                                     for i, b in enumerate(fwd)],
+                        batch_size=1, device="sleep", source="sgdnet.testbed.tcp_probe.probe_ps")
+
+
+def probe_cells(cluster: Any, layers: Sequence[int], workers: Sequence[int], repeats: int = 2,
+                log: Callable[[str], None] = print) -> dict[str, list[dict]]:
+    """``probe_ps`` on ``cluster`` (at its current rate) for every worker count, sync and
+    async, ``repeats`` times (interleaved): ``{"rate/mode/n": [summary, ...]}``."""
+    from . import tcp_probe
+
+    got: dict[str, list[dict]] = {}
+    for _ in range(repeats):
+        for n in workers:
+            for sync in (True, False):
+                d = tcp_probe.probe_ps(cluster, n, sync, layers=tuple(int(b) for b in layers))
+                key = f"{round(cluster.rate)}/{'sync' if sync else 'async'}/{n}"
+                got.setdefault(key, []).append({k: d[k] for k in ("workers", "sync", "steps_per_s",
+                                                                  "of_bound", "per_worker")})
+                log(f"ps probe {key}: {d['steps_per_s']:.2f} rounds/s "
+                    f"({d['of_bound']:.3f} of the link's bound)")
+    return got
+
+
+def fit(runs: Mapping[str, Sequence[Mapping[str, Any]]], layers_B: Sequence[float],
+        compute_s: float, cluster_file: Any, *, burst: bool = True, sim_steps: int = 200,
+        replications: int = 3, lo: float = 0.5,
+        log: Callable[[str], None] = print) -> tuple[dict[int, float], dict[int, float]]:
+    """The efficiency table ``{1: 1.0, 2: e_2, ...}`` that makes the model reproduce ``runs``
+    (``{"rate/mode/n": [{"steps_per_s": ...}, ...]}``, :func:`probe_cells`), and each fitted
+    count's rms relative error. The model of a cell: the probe's pattern
+    (:func:`probe_profile`) on ``Cluster.from_file(cluster_file, workers=n, bandwidth=rate x
+    the file's sustained / tbf ratio)``, no update or per-byte CPU cost, with the file's token
+    bucket when ``burst``.
+
+    Raises
+    ------
+    TestbedError
+        No cell with two or more workers, or a file without ``measurements.tbf_rate_Bps``.
+    """
+    from ..prediction import predict
+    from ..workload import Cluster
+
+    tbf = (cluster_file.measurements or {}).get("tbf_rate_Bps")
+    if not tbf:
+        raise TestbedError("the cluster file has no measurements.tbf_rate_Bps (an emulated "
+                           "cluster's calibration); fit the PS efficiency to a testbed file")
+    ratio = cluster_file.link.bandwidth / float(tbf)
+    prof = probe_profile(layers_B, compute_s)
+    cells: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    for key, rs in runs.items():
+        rate, mode, n = key.split("/")
+        cells.setdefault((mode, int(n)), []).append(
+            (float(rate), statistics.median(float(r["steps_per_s"]) for r in rs)))
+    ks = sorted({n for _, n in cells if n >= 2})
+    if not ks:
+        raise TestbedError("no PS probe cells with 2 or more workers to fit the efficiency to")
+
+    def err2(eff: list[float], k: int) -> float:
+        tot = 0.0
+        for mode in ("sync", "async"):
+            for rate, meas in cells.get((mode, k), []):
+                kw: dict[str, Any] = dict(
+                    workers=k, bandwidth=rate * ratio, update_s_per_byte=0.0,
+                    update_s_per_layer=0.0, send_s_per_byte=0.0, recv_s_per_byte=0.0,
+                    reduce_s_per_byte=0.0, ps_link_efficiency=tuple(eff))
+                if burst:
+                    kw["burst"] = "file"
+                c = Cluster(**cluster_file.cluster_kwargs(**kw))
+                p = predict(f"{mode}-ps", prof, c, steps=sim_steps,
+                                   warmup=max(10, sim_steps // 10), replications=replications,
+                                   seed=0)
+                tot += (float(p.steps_per_s.mean) / meas - 1.0) ** 2
+        return tot
+
+    eff, rms = [1.0], {}
+    for k in ks:
+        def score(e: float, k: int = k, base: tuple[float, ...] = tuple(eff)) -> float:
+            return err2([*base, *[e] * (k - len(base))], k)
+        coarse = min((score(lo + 0.05 * i), lo + 0.05 * i)
+                     for i in range(int(round((1.0 - lo) / 0.05)) + 1))
+        a, b = max(lo, coarse[1] - 0.04), min(1.0, coarse[1] + 0.04)
+        best = min([coarse] + [(score(a + 0.01 * i), a + 0.01 * i)
+                               for i in range(int(round((b - a) / 0.01)) + 1)])
+        eff += [round(best[1], 2)] * (k - len(eff))
+        n = sum(len(cells.get((m, k), [])) for m in ("sync", "async"))
+        rms[k] = (best[0] / n) ** 0.5
+        log(f"{k} flows: PS downlink efficiency {best[1]:.2f} (rms relative error of its {n} "
+            f"cells {rms[k]:.1%})")
+    return {i + 1: e for i, e in enumerate(eff)}, rms
+
+
+def with_ps_efficiency(cf: Any, table: Mapping[int, float], **record: Any) -> Any:
+    """``cf`` with ``link.ps_efficiency = table`` and ``measurements.ps_efficiency`` (the table
+    and ``record``: the probe's source, rates, whether the token bucket was on, the errors)."""
+    import dataclasses
+
+    meas = dict(cf.measurements or {})
+    meas["ps_efficiency"] = {**record, "table": dict(table)}
+    return dataclasses.replace(cf, link=dataclasses.replace(cf.link, ps_efficiency=dict(table)),
+                               measurements=meas)
