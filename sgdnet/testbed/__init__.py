@@ -9,6 +9,8 @@
 * :mod:`.fit` -- pure fitting of the calibration (link alpha/beta/burst, incast curve, costs,
   how unevenly concurrent TCP flows share a link).
 * :mod:`.calibrate` -- calibration runs -> a cluster file (:mod:`sgdnet.workload.cluster_file`).
+* :mod:`.ps_efficiency` -- the PS-traffic probe's runs and a PS host's downlink efficiency
+  fitted to them (``sgdnet calibrate --ps-probe``, ``link.ps_efficiency``).
 * :mod:`.sharing` -- the fluid models (max-min, FIFO, age-weighted) that read how TCP shares a
   link from staggered messages (``scripts/sharing_probe.py``'s ``in-stagger``).
 
