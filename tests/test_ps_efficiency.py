@@ -84,3 +84,13 @@ def test_calibrate_gives_the_probe_the_profiles_gradients_in_push_order():
 def test_calibrate_refuses_a_ps_probe_it_cannot_run(kw):
     with pytest.raises(CalibrationError, match="ps_probe"):
         calibrate_testbed(ps_probe=True, **{"workers": 4, **kw})
+
+
+def test_calibrates_summary_lists_the_fitted_efficiencies(cf):
+    from sgdnet.testbed.commands import describe
+
+    out = with_ps_efficiency(cf, {1: 1.0, 2: 0.89, 3: 0.8}, rms={2: 0.002, 3: 0.011})
+    lines = [ln for ln in describe(out) if "ps_efficiency" in ln]
+    assert len(lines) == 2 and "0.89" in lines[0] and "rms 0.2%" in lines[0]
+    assert "0.80" in lines[1] and "rms 1.1%" in lines[1]
+    assert not [ln for ln in describe(cf) if "ps_efficiency" in ln]
