@@ -29,11 +29,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def probe_profile(layers_B: list[int], compute_s: float):
-    """The probe's pattern as a profile (:func:`sgdnet.testbed.ps_efficiency.probe_profile`)."""
-    from sgdnet.testbed.ps_efficiency import probe_profile as prof
+from sgdnet.testbed.ps_efficiency import probe_profile  # noqa: E402  (after sys.path)
 
-    return prof(layers_B, compute_s)
+__all__ = ["probe_profile", "main"]  # probe_profile: other scripts import it from here
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,15 +47,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
 
-    import sgdnet
-    from sgdnet import Cluster
+    from sgdnet.testbed.ps_efficiency import predict_cell
     from sgdnet.testbed.tcp_reverse import ack_shares
     from sgdnet.workload.cluster_file import load_cluster_file
 
     d = json.loads(a.src.read_text())
     prof = probe_profile(d["layers_B"], d["compute_s"])
     cf = load_cluster_file(a.cluster)
-    ratio = cf.link.bandwidth / float(cf.measurements["tbf_rate_Bps"])
     queues = json.loads(a.queue.read_text())["standing_queue_s"] if a.queue else {}
     acks = ack_shares(json.loads(a.ack.read_text())) if a.ack else {}
     for m, v in sorted(acks.items()):
@@ -68,20 +64,15 @@ def main(argv: list[str] | None = None) -> int:
                                                                 int(kv[0].split("/")[2]))):
         rate, mode, n = key.split("/")
         rate_Bps, n = float(rate), int(n)
-        kw = dict(workers=n, bandwidth=rate_Bps * ratio, update_s_per_byte=0.0,
-                  update_s_per_layer=0.0)
-        if a.cpu == "zero":
-            kw.update(send_s_per_byte=0.0, recv_s_per_byte=0.0, reduce_s_per_byte=0.0)
+        kw = {}
         if queues and n >= 2:
             kw.update(tcp_queue=statistics.median(queues[f"{rate}/{n}"]),
                       tcp_queue_model=a.queue_model)
         if acks:
             kw.update(tcp_ack_share=acks[round(rate_Bps * 8e-6)])
-        p = sgdnet.predict(f"{mode}-ps", prof, Cluster.from_file(a.cluster, **kw),
-                           steps=a.sim_steps, warmup=max(10, a.sim_steps // 10),
-                           replications=a.replications, seed=0)
+        pred = predict_cell(cf, prof, mode, n, rate_Bps, sim_steps=a.sim_steps,
+                            replications=a.replications, cpu=a.cpu == "file", **kw)
         meas = statistics.median(r["steps_per_s"] for r in runs)
-        pred = float(p.steps_per_s.mean)
         rows.append({"rate_Bps": rate_Bps, "mode": mode, "workers": n, "measured": meas,
                      "predicted": pred, "err": pred / meas - 1})
         print(f"| {rate_Bps * 8e-6:.0f} | {mode} | {n} | {meas:.2f} | {pred:.2f} | "

@@ -217,6 +217,7 @@ def probe_ps_runs(out: Path, rates: list[str], workers: list[int], repeats: int,
     from sgdnet import units
     from sgdnet.testbed import tcp_probe
     from sgdnet.testbed.netns import EmulatedCluster
+    from sgdnet.testbed.ps_efficiency import probe_cells
 
     got: dict[str, list[dict]] = {}
     with EmulatedCluster(max(workers) + 1, rate=units.bandwidth(rates[0], what="rate")) as cl:
@@ -224,15 +225,9 @@ def probe_ps_runs(out: Path, rates: list[str], workers: list[int], repeats: int,
             cl.congestion_control(cc)
         for _ in range(repeats):
             for r in rates:
-                b = units.bandwidth(r, what="rate")
-                cl.shape(b)
-                for sync in (True, False):
-                    for n in workers:
-                        d = tcp_probe.probe_ps(cl, n, sync, layers=layers or tcp_probe.PS_LAYERS)
-                        got.setdefault(f"{round(b)}/{'sync' if sync else 'async'}/{n}", []).append(d)
-                        print(f"{b * 8e-6:.0f} Mbit/s {'sync' if sync else 'async'} n={n}: "
-                              f"{d['steps_per_s']:.2f} steps/s ({d['of_bound']:.3f} of the "
-                              "PS link's bound)", flush=True)
+                cl.shape(units.bandwidth(r, what="rate"))
+                probe_cells(cl, layers or tcp_probe.PS_LAYERS, workers, repeats=1, full=True,
+                            into=got, log=lambda m: print(m, flush=True))
     out.write_text(json.dumps({"layers_B": list(layers or tcp_probe.PS_LAYERS), "compute_s": 0.002,
                                "cc": cc or "inherited", "runs": got}, indent=1))
 

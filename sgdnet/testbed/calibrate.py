@@ -574,7 +574,7 @@ def calibrate_testbed(*, workers: int = 4, rate: str | float = "100Mbit/s",
         qd = cl.qdisc_stats()
         tcp = None if update is not None else tcp_probe.probe_cluster(cl, flows=workers)
         ps_runs, ps_layers = None, None
-        if ps_probe and update is None and workers >= 2:
+        if ps_probe:  # (checked above: a full calibration, workers >= 2)
             from .ps_efficiency import probe_cells
 
             ps_layers = _gradient_bytes(profile) or list(tcp_probe.PS_LAYERS)

@@ -8,7 +8,8 @@ file ``link.ps_efficiency``): for ``k`` = 2, 3, ... in turn, the downlink effici
 flows (``e_1`` = 1; the counts above ``k`` at ``e_k`` while it is fitted) that minimises the
 squared relative error of the model's sync and async cells with ``k`` workers, on a grid of
 0.05 over [0.5, 1] then 0.01 around the best. :func:`probe_cells` measures the runs on an
-emulated cluster; :func:`with_ps_efficiency` writes the table into a cluster file.
+emulated cluster, :func:`predict_cell` the model of one of them; :func:`with_ps_efficiency`
+writes the table into a cluster file.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 from ..errors import TestbedError
 
-__all__ = ["probe_cells", "fit", "with_ps_efficiency", "probe_profile"]
+__all__ = ["probe_cells", "predict_cell", "fit", "with_ps_efficiency", "probe_profile"]
 
 
 def probe_profile(layers_B: Sequence[float], compute_s: float) -> Any:
@@ -35,39 +36,39 @@ def probe_profile(layers_B: Sequence[float], compute_s: float) -> Any:
 
 
 def probe_cells(cluster: Any, layers: Sequence[int], workers: Sequence[int], repeats: int = 2,
-                log: Callable[[str], None] = print) -> dict[str, list[dict]]:
-    """``probe_ps`` on ``cluster`` (at its current rate) for every worker count, sync and
-    async, ``repeats`` times (interleaved): ``{"rate/mode/n": [summary, ...]}``."""
+                log: Callable[[str], None] = print, full: bool = False,
+                into: dict[str, list[dict]] | None = None) -> dict[str, list[dict]]:
+    """``probe_ps`` on ``cluster`` (at its current rate), sync then async, for every worker
+    count, ``repeats`` times (interleaved): ``{"rate/mode/n": [record, ...]}`` (added to
+    ``into`` when given), each record ``probe_ps``'s whole with ``full``, else its summary."""
     from . import tcp_probe
 
-    got: dict[str, list[dict]] = {}
+    got: dict[str, list[dict]] = {} if into is None else into
     for _ in range(repeats):
-        for n in workers:
-            for sync in (True, False):
+        for sync in (True, False):
+            for n in workers:
                 d = tcp_probe.probe_ps(cluster, n, sync, layers=tuple(int(b) for b in layers))
-                key = f"{round(cluster.rate)}/{'sync' if sync else 'async'}/{n}"
-                got.setdefault(key, []).append({k: d[k] for k in ("workers", "sync", "steps_per_s",
-                                                                  "of_bound", "per_worker")})
-                log(f"ps probe {key}: {d['steps_per_s']:.2f} rounds/s "
-                    f"({d['of_bound']:.3f} of the link's bound)")
+                mode = "sync" if sync else "async"
+                got.setdefault(f"{round(cluster.rate)}/{mode}/{n}", []).append(
+                    d if full else {k: d[k] for k in ("workers", "sync", "steps_per_s",
+                                                      "of_bound", "per_worker")})
+                log(f"{cluster.rate * 8e-6:.0f} Mbit/s {mode} n={n}: {d['steps_per_s']:.2f} "
+                    f"steps/s ({d['of_bound']:.3f} of the PS link's bound)")
     return got
 
 
-def fit(runs: Mapping[str, Sequence[Mapping[str, Any]]], layers_B: Sequence[float],
-        compute_s: float, cluster_file: Any, *, burst: bool = True, sim_steps: int = 200,
-        replications: int = 3, lo: float = 0.5,
-        log: Callable[[str], None] = print) -> tuple[dict[int, float], dict[int, float]]:
-    """The efficiency table ``{1: 1.0, 2: e_2, ...}`` that makes the model reproduce ``runs``
-    (``{"rate/mode/n": [{"steps_per_s": ...}, ...]}``, :func:`probe_cells`), and each fitted
-    count's rms relative error. The model of a cell: the probe's pattern
-    (:func:`probe_profile`) on ``Cluster.from_file(cluster_file, workers=n, bandwidth=rate x
-    the file's sustained / tbf ratio)``, no update or per-byte CPU cost, with the file's token
-    bucket when ``burst``.
+def predict_cell(cluster_file: Any, profile: Any, mode: str, workers: int, rate_Bps: float, *,
+                 sim_steps: int = 200, replications: int = 3, cpu: bool = False,
+                 **overrides: Any) -> float:
+    """The model's rounds per second of one probe cell: ``profile`` (:func:`probe_profile`)
+    under ``{mode}-ps`` on ``Cluster.from_file(cluster_file, workers=workers, bandwidth=rate_Bps
+    x the file's sustained / tbf ratio)`` with no PS update cost and, unless ``cpu``, no
+    per-byte CPU cost (the probe's sockets copy in the kernel only), ``overrides`` last.
 
     Raises
     ------
     TestbedError
-        No cell with two or more workers, or a file without ``measurements.tbf_rate_Bps``.
+        A file without ``measurements.tbf_rate_Bps``.
     """
     from ..prediction import predict
     from ..workload import Cluster
@@ -76,7 +77,31 @@ def fit(runs: Mapping[str, Sequence[Mapping[str, Any]]], layers_B: Sequence[floa
     if not tbf:
         raise TestbedError("the cluster file has no measurements.tbf_rate_Bps (an emulated "
                            "cluster's calibration); fit the PS efficiency to a testbed file")
-    ratio = cluster_file.link.bandwidth / float(tbf)
+    kw: dict[str, Any] = dict(workers=workers,
+                              bandwidth=rate_Bps * (cluster_file.link.bandwidth / float(tbf)),
+                              update_s_per_byte=0.0, update_s_per_layer=0.0)
+    if not cpu:
+        kw.update(send_s_per_byte=0.0, recv_s_per_byte=0.0, reduce_s_per_byte=0.0)
+    c = Cluster(**cluster_file.cluster_kwargs(**{**kw, **overrides}))
+    p = predict(f"{mode}-ps", profile, c, steps=sim_steps, warmup=max(10, sim_steps // 10),
+                replications=replications, seed=0)
+    return float(p.steps_per_s.mean)
+
+
+def fit(runs: Mapping[str, Sequence[Mapping[str, Any]]], layers_B: Sequence[float],
+        compute_s: float, cluster_file: Any, *, burst: bool = True, sim_steps: int = 200,
+        replications: int = 3, lo: float = 0.5,
+        log: Callable[[str], None] = print) -> tuple[dict[int, float], dict[int, float]]:
+    """The efficiency table ``{1: 1.0, 2: e_2, ...}`` that makes the model reproduce ``runs``
+    (``{"rate/mode/n": [{"steps_per_s": ...}, ...]}``, :func:`probe_cells`), and each fitted
+    count's rms relative error. The model of a cell: :func:`predict_cell`, with the file's
+    token bucket when ``burst``.
+
+    Raises
+    ------
+    TestbedError
+        No cell with two or more workers, or a file without ``measurements.tbf_rate_Bps``.
+    """
     prof = probe_profile(layers_B, compute_s)
     cells: dict[tuple[str, int], list[tuple[float, float]]] = {}
     for key, rs in runs.items():
@@ -86,23 +111,13 @@ def fit(runs: Mapping[str, Sequence[Mapping[str, Any]]], layers_B: Sequence[floa
     ks = sorted({n for _, n in cells if n >= 2})
     if not ks:
         raise TestbedError("no PS probe cells with 2 or more workers to fit the efficiency to")
+    extra = {"burst": "file"} if burst else {}
 
     def err2(eff: list[float], k: int) -> float:
-        tot = 0.0
-        for mode in ("sync", "async"):
-            for rate, meas in cells.get((mode, k), []):
-                kw: dict[str, Any] = dict(
-                    workers=k, bandwidth=rate * ratio, update_s_per_byte=0.0,
-                    update_s_per_layer=0.0, send_s_per_byte=0.0, recv_s_per_byte=0.0,
-                    reduce_s_per_byte=0.0, ps_link_efficiency=tuple(eff))
-                if burst:
-                    kw["burst"] = "file"
-                c = Cluster(**cluster_file.cluster_kwargs(**kw))
-                p = predict(f"{mode}-ps", prof, c, steps=sim_steps,
-                                   warmup=max(10, sim_steps // 10), replications=replications,
-                                   seed=0)
-                tot += (float(p.steps_per_s.mean) / meas - 1.0) ** 2
-        return tot
+        return sum((predict_cell(cluster_file, prof, mode, k, rate, sim_steps=sim_steps,
+                                 replications=replications, ps_link_efficiency=tuple(eff),
+                                 **extra) / meas - 1.0) ** 2
+                   for mode in ("sync", "async") for rate, meas in cells.get((mode, k), []))
 
     eff, rms = [1.0], {}
     for k in ks:
