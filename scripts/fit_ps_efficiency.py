@@ -10,7 +10,9 @@ and picks (:func:`sgdnet.testbed.ps_efficiency.fit`), for ``k`` = 2, 3, ... in t
 while it is fitted) that minimises the squared relative error of the sync and async cells with
 ``k`` workers: a grid of 0.05 over [0.5, 1], then of 0.01 around the best. ``--out F`` writes
 the cluster file with ``link.ps_efficiency`` (the figures used, and the probe's file, in
-``measurements.ps_efficiency``)::
+``measurements.ps_efficiency``); ``--per-repeat`` fits each repeat of the probe on its own and
+states every efficiency as the repeats' mean with a 95 % interval (``calibration.figures``), as
+``sgdnet calibrate --ps-probe`` does::
 
     PYTHONPATH=. python scripts/fit_ps_efficiency.py --probe docs/data/testbed37_probe_ps_100.json \\
         --cluster docs/data/testbed37_quiet_cluster-100mbit.yaml --burst \\
@@ -39,9 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sim-steps", type=int, default=200)
     ap.add_argument("--replications", type=int, default=3)
     ap.add_argument("--out", type=Path, help="the cluster file with link.ps_efficiency")
+    ap.add_argument("--per-repeat", action="store_true",
+                    help="fit every repeat of the probe on its own, as sgdnet calibrate "
+                         "--ps-probe does: the repeats' mean with a 95%% interval")
     a = ap.parse_args(argv)
 
-    from sgdnet.testbed.ps_efficiency import fit, with_ps_efficiency
+    from sgdnet.testbed.ps_efficiency import fit, fit_repeats, with_ps_efficiency
     from sgdnet.workload.cluster_file import load_cluster_file
 
     d = json.loads(a.probe[0].read_text())
@@ -49,13 +54,18 @@ def main(argv: list[str] | None = None) -> int:
         for key, runs in json.loads(more.read_text())["runs"].items():
             d["runs"].setdefault(key, []).extend(runs)
     cf = load_cluster_file(a.cluster)
-    table, rms = fit(d["runs"], d["layers_B"], d["compute_s"], cf, burst=a.burst,
-                     sim_steps=a.sim_steps, replications=a.replications)
+    opts = dict(burst=a.burst, sim_steps=a.sim_steps, replications=a.replications)
+    rec: dict = {"probe": [str(p) for p in a.probe], "burst": a.burst,
+                 "rates_Bps": sorted({float(k.split("/")[0]) for k in d["runs"]})}
+    if a.per_repeat:
+        table, figs, per = fit_repeats(d["runs"], d["layers_B"], d["compute_s"], cf, **opts)
+        rec.update(figures=figs, per_repeat=per)
+    else:
+        table, rms = fit(d["runs"], d["layers_B"], d["compute_s"], cf, **opts)
+        rec["rms"] = {k: round(v, 4) for k, v in rms.items()}
     print(f"link.ps_efficiency: {table}")
     if a.out:
-        with_ps_efficiency(cf, table, probe=[str(p) for p in a.probe], burst=a.burst,
-                           rates_Bps=sorted({float(k.split("/")[0]) for k in d["runs"]}),
-                           rms={k: round(v, 4) for k, v in rms.items()}).save(a.out)
+        with_ps_efficiency(cf, table, **rec).save(a.out)
         print(f"-> {a.out}")
     return 0
 

@@ -7,7 +7,14 @@ import pytest
 import sgdnet
 from sgdnet.errors import CalibrationError, TestbedError
 from sgdnet.testbed.calibrate import _gradient_bytes, calibrate_testbed
-from sgdnet.testbed.ps_efficiency import fit, probe_profile, with_ps_efficiency
+from sgdnet.testbed.fit import t95
+from sgdnet.testbed.ps_efficiency import (
+    fit,
+    fit_repeats,
+    probe_profile,
+    split_repeats,
+    with_ps_efficiency,
+)
 from sgdnet.workload import Layer, ModelProfile
 from sgdnet.workload.cluster_file import load_cluster_file
 
@@ -86,11 +93,52 @@ def test_calibrate_refuses_a_ps_probe_it_cannot_run(kw):
         calibrate_testbed(ps_probe=True, **{"workers": 4, **kw})
 
 
-def test_calibrates_summary_lists_the_fitted_efficiencies(cf):
+def test_split_repeats_takes_the_ith_record_of_every_cell():
+    runs = {"a": [{"x": 1}, {"x": 2}], "b": [{"x": 3}]}
+    assert split_repeats(runs) == [{"a": [{"x": 1}], "b": [{"x": 3}]}, {"a": [{"x": 2}]}]
+
+
+def test_fit_repeats_states_each_efficiency_with_its_interval(cf):
+    """Repeat 0 made by the model at e_2 = 0.85, repeat 1 at 0.80: each is fitted back on its
+    own, the value is their mean and the interval the Student-t one of two samples,
+    0.825 +- t95(1) * sd / sqrt(2) with sd = 0.05 / sqrt(2); the file then carries it in
+    ``calibration.figures``, and so wide an interval (+-0.32 > 0.05) makes it low quality."""
+    a, b = _measured(cf, (1.0, 0.85), 2), _measured(cf, (1.0, 0.80), 2)
+    runs = {k: a[k] + b[k] for k in a}
+    table, figs, per = fit_repeats(runs, LAYERS, 0.002, cf, burst=False, sim_steps=60,
+                                   replications=1, lo=0.75, log=lambda m: None)
+    assert [t[2] for t in per] == [pytest.approx(0.85), pytest.approx(0.80)]
+    f = figs["link.ps_efficiency.2"]
+    half = t95(1) * (0.05 / 2 ** 0.5) / 2 ** 0.5
+    assert f["value"] == pytest.approx(0.825) and f["n"] == 2
+    assert f["ci95"] == [pytest.approx(0.825 - half), pytest.approx(0.825 + half)]
+    assert f["worst_rel_residual"] == pytest.approx(0.0, abs=1e-9)
+    assert table == {1: 1.0, 2: pytest.approx(0.82)}  # 0.825 rounded to 0.01 (half-even)
+    judged = with_ps_efficiency(cf.replace(calibration={"repeats": 2, "quality": "good",
+                                                        "figures": {}}),
+                                table, figures=figs)
+    assert judged.calibration["quality"] == "low"
+    assert any("link.ps_efficiency.2" in p for p in judged.calibration["problems"])
+    ok = dict(f, ci95=[0.81, 0.84])  # +-0.015: inside the 0.05 allowed
+    good = with_ps_efficiency(cf.replace(calibration={"repeats": 2, "figures": {}}), table,
+                              figures={"link.ps_efficiency.2": ok})
+    assert good.calibration["quality"] == "good"
+
+
+def test_calibrates_summary_lists_the_efficiencies_with_their_intervals(cf):
     from sgdnet.testbed.commands import describe
 
-    out = with_ps_efficiency(cf, {1: 1.0, 2: 0.89, 3: 0.8}, rms={2: 0.002, 3: 0.011})
+    figs = {"link.ps_efficiency.2": {"value": 0.89, "ci95": [0.86, 0.92], "n": 3, "sd": 0.01,
+                                     "worst_rel_residual": 0.002},
+            "link.ps_efficiency.3": {"value": 0.8, "ci95": None, "n": 1, "sd": 0.0,
+                                     "worst_rel_residual": 0.011}}
+    out = with_ps_efficiency(cf.replace(calibration={"repeats": 3, "figures": {}}),
+                             {1: 1.0, 2: 0.89, 3: 0.8}, figures=figs)
     lines = [ln for ln in describe(out) if "ps_efficiency" in ln]
-    assert len(lines) == 2 and "0.89" in lines[0] and "rms 0.2%" in lines[0]
-    assert "0.80" in lines[1] and "rms 1.1%" in lines[1]
+    assert len(lines) == 2 and "0.89" in lines[0] and "[0.86 .. 0.92]" in lines[0]
+    assert "n=3" in lines[0] and "worst residual 0%" in lines[0]
+    assert "0.8" in lines[1] and "no interval" in lines[1]
     assert not [ln for ln in describe(cf) if "ps_efficiency" in ln]
+    old = with_ps_efficiency(cf, {1: 1.0, 2: 0.89}, rms={2: 0.002})  # fitted before intervals
+    lines = [ln for ln in describe(old) if "ps_efficiency" in ln]
+    assert len(lines) == 1 and "0.89" in lines[0] and "no interval; rms 0.2%" in lines[0]

@@ -578,7 +578,8 @@ def calibrate_testbed(*, workers: int = 4, rate: str | float = "100Mbit/s",
             from .ps_efficiency import probe_cells
 
             ps_layers = _gradient_bytes(profile) or list(tcp_probe.PS_LAYERS)
-            ps_runs = probe_cells(cl, ps_layers, range(2, workers + 1), log=log)
+            ps_runs = probe_cells(cl, ps_layers, range(2, workers + 1), repeats=repeats,
+                                  log=log)
     if records_out is not None:  # the raw records: a later derivation can start from them
         import json
 
@@ -632,12 +633,13 @@ def calibrate_testbed(*, workers: int = 4, rate: str | float = "100Mbit/s",
         cf = with_profile(cf, profile if isinstance(profile, ModelProfile)
                           else ModelProfile.load(profile))
     if ps_runs is not None:
-        from .ps_efficiency import fit, with_ps_efficiency
+        from .ps_efficiency import fit_repeats, with_ps_efficiency
 
-        table, rms = fit(ps_runs, ps_layers, 0.002, cf, burst=True, log=log)
-        cf = with_ps_efficiency(cf, table, probe="sgdnet calibrate --ps-probe", burst=True,
-                                layers_B=list(ps_layers), rates_Bps=[bps],
-                                rms={k: round(v, 4) for k, v in rms.items()}, runs=ps_runs)
+        table, figs, per = fit_repeats(ps_runs, ps_layers, 0.002, cf, burst=True, log=log)
+        cf = with_ps_efficiency(cf, table, figures=figs, quiet_rows=qrows,
+                                max_rel_ci=max_rel_ci, probe="sgdnet calibrate --ps-probe",
+                                burst=True, layers_B=list(ps_layers), rates_Bps=[bps],
+                                per_repeat=per, runs=ps_runs)
     if out is not None:
         save_cluster_file(cf, out)
         log(f"cluster file -> {out}")

@@ -366,12 +366,12 @@ def describe(cf: Any) -> list[str]:
         r = e.get("worst_rel_residual")
         out.append(f"  {name:28s} {val}  n={e.get('n', 1)}"
                    + (f"  worst residual {r:.0%}" if r is not None else ""))
-    pse = (cf.measurements or {}).get("ps_efficiency")
-    if cf.link.ps_efficiency and pse:  # --ps-probe: fitted, no interval (its rms per count)
-        rms = pse.get("rms", {})
-        out += [f"  {'link.ps_efficiency.' + str(k):28s} {v:.2f}  (fitted to the PS probe"
-                + (f", rms {rms[k]:.1%})" if k in rms else ")")
-                for k, v in cf.link.ps_efficiency.items() if k >= 2]
+    pse = (cf.measurements or {}).get("ps_efficiency") or {}
+    rms = pse.get("rms", {})  # a file fitted before the intervals: the fit's rms only
+    out += [f"  {'link.ps_efficiency.' + str(k):28s} {v:.2f}  (fitted to the PS probe, no "
+            "interval" + (f"; rms {rms[k]:.1%})" if k in rms else ")")
+            for k, v in (cf.link.ps_efficiency or {}).items()
+            if k >= 2 and f"link.ps_efficiency.{k}" not in figs]
     out += [f"note: {n}" for n in cf.notes]
     out += [f"warning: {w}" for w in cal.get("warnings", ())]
     q = cal.get("quality")

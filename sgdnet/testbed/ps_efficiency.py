@@ -9,7 +9,10 @@ flows (``e_1`` = 1; the counts above ``k`` at ``e_k`` while it is fitted) that m
 squared relative error of the model's sync and async cells with ``k`` workers, on a grid of
 0.05 over [0.5, 1] then 0.01 around the best. :func:`probe_cells` measures the runs on an
 emulated cluster, :func:`predict_cell` the model of one of them; :func:`with_ps_efficiency`
-writes the table into a cluster file.
+writes the table into a cluster file. :func:`fit_repeats` fits every repeat of the probe on
+its own as well, so the file states each efficiency with a 95 % interval over the repeats
+(``calibration.figures["link.ps_efficiency.k"]``), judged like the calibration's other figures
+(:func:`.fit.judge_quality`: a half-width above 0.05 of the link makes it low quality).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from typing import Any
 
 from ..errors import TestbedError
 
-__all__ = ["probe_cells", "predict_cell", "fit", "with_ps_efficiency", "probe_profile"]
+__all__ = ["probe_cells", "predict_cell", "fit", "fit_repeats", "split_repeats",
+           "with_ps_efficiency", "probe_profile"]
 
 
 def probe_profile(layers_B: Sequence[float], compute_s: float) -> Any:
@@ -136,12 +140,71 @@ def fit(runs: Mapping[str, Sequence[Mapping[str, Any]]], layers_B: Sequence[floa
     return {i + 1: e for i, e in enumerate(eff)}, rms
 
 
-def with_ps_efficiency(cf: Any, table: Mapping[int, float], **record: Any) -> Any:
+def split_repeats(runs: Mapping[str, Sequence[Mapping[str, Any]]]
+                  ) -> list[dict[str, list[Mapping[str, Any]]]]:
+    """``runs`` (every cell's records in the order measured, :func:`probe_cells` interleaving
+    the repeats) as one run dict per repeat: repeat ``i`` holds the ``i``-th record of every
+    cell that has one."""
+    n = max((len(rs) for rs in runs.values()), default=0)
+    return [{k: [rs[i]] for k, rs in runs.items() if len(rs) > i} for i in range(n)]
+
+
+def fit_repeats(runs: Mapping[str, Sequence[Mapping[str, Any]]], layers_B: Sequence[float],
+                compute_s: float, cluster_file: Any, *, log: Callable[[str], None] = print,
+                **kw: Any) -> tuple[dict[int, float], dict[str, dict], list[dict[int, float]]]:
+    """:func:`fit` on each repeat of ``runs`` (:func:`split_repeats`) and their intervals.
+
+    Returns ``(table, figures, per_repeat)``: ``table`` the repeats' mean efficiency for each
+    flow count (rounded to 0.01; one repeat: its fit), ``figures`` the calibration entries
+    ``{"link.ps_efficiency.k": {"value", "ci95", "n", "sd", "worst_rel_residual"}}``
+    (:func:`.fit.figure_intervals`; the residual is the worst repeat's rms relative error of
+    its cells) and ``per_repeat`` each repeat's table. ``kw``: :func:`fit`'s options.
+    """
+    from .fit import figure_intervals
+
+    reps = split_repeats(runs)
+    per, rms = [], []
+    for i, r in enumerate(reps):
+        t, e = fit(r, layers_B, compute_s, cluster_file, log=lambda m, i=i: log(
+            f"repeat {i}: {m}"), **kw)
+        per.append(t)
+        rms.append(e)
+    ks = sorted(k for k in per[0] if k >= 2)
+    figs = figure_intervals({f"link.ps_efficiency.{k}": [t[k] for t in per] for k in ks},
+                            {f"link.ps_efficiency.{k}": [e.get(k) for e in rms] for k in ks})
+    table = {1: 1.0, **{k: round(figs[f"link.ps_efficiency.{k}"]["value"], 2) for k in ks}}
+    for k in ks:
+        f = figs[f"link.ps_efficiency.{k}"]
+        ci = f["ci95"]
+        log(f"{k} flows: PS downlink efficiency {f['value']:.2f}"
+            + (f" [{ci[0]:.2f} .. {ci[1]:.2f}] over {f['n']} repeats" if ci else
+               " (one repeat: no interval)"))
+    return table, figs, per
+
+
+def with_ps_efficiency(cf: Any, table: Mapping[int, float], *,
+                       figures: Mapping[str, dict] | None = None,
+                       quiet_rows: Sequence[Mapping[str, Any]] = (),
+                       max_rel_ci: float | None = None, **record: Any) -> Any:
     """``cf`` with ``link.ps_efficiency = table`` and ``measurements.ps_efficiency`` (the table
-    and ``record``: the probe's source, rates, whether the token bucket was on, the errors)."""
+    and ``record``: the probe's source, rates, whether the token bucket was on, the errors).
+
+    ``figures`` (:func:`fit_repeats`): added to ``cf.calibration["figures"]`` and the
+    calibration judged again with them (:func:`.fit.judge_quality`, the quiet gate's
+    ``quiet_rows``, the file's repeat count), so an efficiency the repeats do not pin down
+    makes the file low quality as any other figure does."""
     import dataclasses
+
+    from .fit import judge_quality
 
     meas = dict(cf.measurements or {})
     meas["ps_efficiency"] = {**record, "table": dict(table)}
-    return dataclasses.replace(cf, link=dataclasses.replace(cf.link, ps_efficiency=dict(table)),
-                               measurements=meas)
+    out = dataclasses.replace(cf, link=dataclasses.replace(cf.link, ps_efficiency=dict(table)),
+                              measurements=meas)
+    if figures is None:
+        return out
+    cal = dict(cf.calibration or {})
+    block = {**(cal.get("figures") or {}), **figures}
+    verdict = judge_quality(block, list(quiet_rows), n=int(cal.get("repeats", 1)),
+                            **({} if max_rel_ci is None else {"max_rel_ci": max_rel_ci}))
+    return dataclasses.replace(out, calibration={**cal, **verdict, "figures": block})
