@@ -16,6 +16,9 @@ MODELS: dict[str, tuple[int, ...]] = {
     "tb-mlp": (256, 512, 256, 128, 10),
     # 0.15 MB: for the CI smoke run
     "tb-tiny": (64, 256, 64, 10),
+    # 1.46 MB in 7 layers: 132 KB, five of 263 KB, 10 KB (many equal layers where tb-mlp has
+    # two large ones; link-bound at 75-250 Mbit/s like tb-mlp, issue #37's second model)
+    "tb-deep": (128, 256, 256, 256, 256, 256, 256, 10),
 }
 
 
