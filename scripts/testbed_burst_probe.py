@@ -6,6 +6,12 @@ sync PS, async PS and ring for every model, each job's steps/s and the CPU our p
 (``own_cores``) and the kernel's interrupt work (``irq_cores``) used meanwhile
 (:func:`sgdnet.testbed.runner.summarize_job`).
 
+``--probe-ps --out P``: the PS-traffic probe instead (:func:`sgdnet.testbed.ps_efficiency.probe_cells`,
+tb-mlp's layers, no torch, sync and async, every worker count) at every burst, ``--repeats``
+times with the bursts' order reversed each repeat; ``--probe-from P --cluster C``: the model
+of each probe cell (:func:`~sgdnet.testbed.ps_efficiency.predict_cell`, no PS efficiency) with
+and without the run's bucket.
+
 ``--from F --cluster C --ps-cluster MODEL=FILE ...``: the model of every run, with and without
 the token bucket (``Cluster.burst`` = the run's burst x the calibrated / nominal burst of C),
 PS cells on the model's own PS-efficiency file, rings with ``cpu_overlap=True``
@@ -66,6 +72,55 @@ def run(out: Path, rate: str, bursts: list[str], workers: list[int], models: lis
                 out.write_text(json.dumps(res, indent=1))
 
 
+def probe(out: Path, rate: str, bursts: list[str], workers: list[int], repeats: int) -> None:
+    """The PS-traffic probe at every burst (see the module docstring), written to ``out``."""
+    from sgdnet.testbed import tcp_probe
+    from sgdnet.testbed.netns import EmulatedCluster, parse_burst
+    from sgdnet.testbed.ps_efficiency import probe_cells
+
+    res: dict = {"meta": {"rate": rate, "bursts": bursts, "workers": workers,
+                          "repeats": repeats, "layers_B": list(tcp_probe.PS_LAYERS),
+                          "compute_s": 0.002,
+                          "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+                 "runs_by_burst": {b: {} for b in bursts},
+                 "burst_B": {b: parse_burst(b, what="burst") for b in bursts}}
+    with EmulatedCluster(max(workers) + 1, rate=rate) as cl:
+        for rep in range(repeats):
+            for b in (bursts if rep % 2 == 0 else bursts[::-1]):
+                cl.shape(rate, b)
+                probe_cells(cl, tcp_probe.PS_LAYERS, workers, repeats=1,
+                            into=res["runs_by_burst"][b],
+                            log=lambda m, b=b: print(f"{b}: {m}", flush=True))
+                out.write_text(json.dumps(res, indent=1))
+
+
+def predict_probe(src: Path, base: Path) -> list[dict]:
+    """Every probe cell of ``src`` (:func:`probe`) predicted without and with its bucket."""
+    import statistics
+
+    from sgdnet.testbed.ps_efficiency import predict_cell, probe_profile
+    from sgdnet.workload.cluster_file import load_cluster_file
+
+    res = json.loads(src.read_text())
+    cf = load_cluster_file(base)
+    scale = cf.link.burst / float(cf.measurements.get("tbf_burst_B") or 64000)
+    prof = probe_profile(res["meta"]["layers_B"], res["meta"]["compute_s"])
+    rows = []
+    for b, cells in res["runs_by_burst"].items():
+        for key in sorted(cells, key=lambda k: (k.split("/")[1], int(k.split("/")[2]))):
+            rate, mode, n = key.split("/")
+            meas = statistics.median(float(r["steps_per_s"]) for r in cells[key])
+            got = [predict_cell(cf, prof, mode, int(n), float(rate), **over) / meas - 1
+                   for over in ({}, {"burst": res["burst_B"][b] * scale})]
+            rows.append({"burst": b, "mode": mode, "workers": int(n), "measured": meas,
+                         "of_bound": statistics.median(float(r["of_bound"])
+                                                       for r in cells[key]),
+                         "err_none": got[0], "err_bucket": got[1]})
+            print(f"{b:6s} {mode:5s} n={n} {meas:6.2f} rounds/s ({rows[-1]['of_bound']:.3f} "
+                  f"of the bound)  no bucket {got[0]:+.1%}  bucket {got[1]:+.1%}", flush=True)
+    return rows
+
+
 def predict(src: Path, profiles: Path, base: Path, ps_files: dict[str, Path]) -> list[dict]:
     """Every run of ``src`` predicted without and with its token bucket (module docstring)."""
     from validate_testbed37 import VARIANTS
@@ -114,8 +169,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profiles", type=Path, help="a campaign file with the models' profiles")
     ap.add_argument("--cluster", type=Path)
     ap.add_argument("--ps-cluster", action="append", default=[], metavar="MODEL=FILE")
+    ap.add_argument("--probe-ps", action="store_true")
+    ap.add_argument("--repeats", type=int, default=2, help="with --probe-ps")
+    ap.add_argument("--probe-from", type=Path, help="--probe-ps's output, to predict")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
+    if a.probe_ps:
+        if a.out is None:
+            ap.error("--probe-ps needs --out")
+        probe(a.out, a.rate, a.bursts.split(","), [int(x) for x in a.workers.split(",")],
+              a.repeats)
+        return 0
+    if a.probe_from:
+        if a.cluster is None:
+            ap.error("--probe-from needs --cluster")
+        rows = predict_probe(a.probe_from, a.cluster)
+        if a.json:
+            a.json.write_text(json.dumps(rows, indent=1))
+        return 0
     if a.run:
         if a.out is None:
             ap.error("--run needs --out")

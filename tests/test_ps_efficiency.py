@@ -123,6 +123,11 @@ def test_fit_repeats_states_each_efficiency_with_its_interval(cf):
     good = with_ps_efficiency(cf.replace(calibration={"repeats": 2, "figures": {}}), table,
                               figures={"link.ps_efficiency.2": ok})
     assert good.calibration["quality"] == "good"
+    noisy = cf.replace(calibration={"repeats": 2, "figures": {}},  # the file's own quiet gate
+                       measurements={**cf.measurements, "quiet": [
+                           {"id": "stream", "noisy": True, "other_cores": 0.9}]})
+    assert with_ps_efficiency(noisy, table, figures={"link.ps_efficiency.2": ok}
+                              ).calibration["quality"] == "low"
 
 
 def test_calibrates_summary_lists_the_efficiencies_with_their_intervals(cf):

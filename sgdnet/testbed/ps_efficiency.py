@@ -184,15 +184,16 @@ def fit_repeats(runs: Mapping[str, Sequence[Mapping[str, Any]]], layers_B: Seque
 
 def with_ps_efficiency(cf: Any, table: Mapping[int, float], *,
                        figures: Mapping[str, dict] | None = None,
-                       quiet_rows: Sequence[Mapping[str, Any]] = (),
+                       quiet_rows: Sequence[Mapping[str, Any]] | None = None,
                        max_rel_ci: float | None = None, **record: Any) -> Any:
     """``cf`` with ``link.ps_efficiency = table`` and ``measurements.ps_efficiency`` (the table
     and ``record``: the probe's source, rates, whether the token bucket was on, the errors).
 
     ``figures`` (:func:`fit_repeats`): added to ``cf.calibration["figures"]`` and the
     calibration judged again with them (:func:`.fit.judge_quality`, the quiet gate's
-    ``quiet_rows``, the file's repeat count), so an efficiency the repeats do not pin down
-    makes the file low quality as any other figure does."""
+    ``quiet_rows``, default the file's own ``measurements.quiet``, and the file's repeat
+    count), so an efficiency the repeats do not pin down makes the file low quality as any
+    other figure does."""
     import dataclasses
 
     from .fit import judge_quality
@@ -205,6 +206,8 @@ def with_ps_efficiency(cf: Any, table: Mapping[int, float], *,
         return out
     cal = dict(cf.calibration or {})
     block = {**(cal.get("figures") or {}), **figures}
+    if quiet_rows is None:
+        quiet_rows = (cf.measurements or {}).get("quiet") or ()
     verdict = judge_quality(block, list(quiet_rows), n=int(cal.get("repeats", 1)),
                             **({} if max_rel_ci is None else {"max_rel_ci": max_rel_ci}))
     return dataclasses.replace(out, calibration={**cal, **verdict, "figures": block})
