@@ -65,9 +65,11 @@ def steps_of(spec: str, models: list[str]) -> dict[str, int]:
 
 
 def run(out: Path, models: list[str], rates: list[str], workers: list[int], repeats: int,
-        steps: dict[str, int], warmup: int, batch: int, cc: str | None = None) -> None:
+        steps: dict[str, int], warmup: int, batch: int, cc: str | None = None,
+        burst: str = "64KB") -> None:
     """The campaign (see the module docstring), written to ``out``; ``cc``: every host's TCP
-    congestion control (default: what the namespaces inherit)."""
+    congestion control (default: what the namespaces inherit); ``burst``: the links' tbf
+    bucket."""
     from sgdnet import units
     from sgdnet.testbed import tcp_probe
     from sgdnet.testbed.netns import EmulatedCluster
@@ -77,10 +79,10 @@ def run(out: Path, models: list[str], rates: list[str], workers: list[int], repe
     meta = {"models": models, "rates_Bps": bps, "workers": workers, "repeats": repeats,
             "steps": steps, "warmup": warmup, "batch": batch, "schemes": list(SCHEMES),
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "cc": cc or "inherited"}
+            "cc": cc or "inherited", "burst": burst}
     res: dict[str, Any] = {"meta": meta, "profiles": {}, "tcp": {}, "runs": [], "launches": []}
     t_all = time.monotonic()
-    with EmulatedCluster(max(workers) + 1, rate=bps[0]) as cl:
+    with EmulatedCluster(max(workers) + 1, rate=bps[0], burst=burst) as cl:
         if cc:
             cl.congestion_control(cc)
         for m in models:
@@ -408,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--probe", action="store_true",
                     help="only the TCP probe at every rate, --probe-repeats times, to --out")
     ap.add_argument("--probe-repeats", type=int, default=3)
+    ap.add_argument("--burst", default="64KB",
+                    help="with --run: every link's tbf bucket (default 64KB, as calibrated)")
     ap.add_argument("--sim-steps", type=int, default=200)
     ap.add_argument("--replications", type=int, default=4)
     ap.add_argument("--json", type=Path)
@@ -442,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error("--run needs --out")
         run(a.out, a.models.split(","), a.rates.split(","),
             [int(x) for x in a.workers.split(",")], a.repeats,
-            steps_of(a.steps, a.models.split(",")), a.warmup, a.batch, a.cc)
+            steps_of(a.steps, a.models.split(",")), a.warmup, a.batch, a.cc, a.burst)
         return 0
     if a.src is None or not a.cluster:
         ap.error("give --run --out F, or --from F --cluster FILE")
