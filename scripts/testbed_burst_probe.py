@@ -122,11 +122,11 @@ def predict_probe(src: Path, base: Path) -> list[dict]:
 
 
 def predict(src: Path, profiles: Path, base: Path, ps_files: dict[str, Path]) -> list[dict]:
-    """Every run of ``src`` predicted without and with its token bucket (module docstring)."""
-    from validate_testbed37 import VARIANTS
+    """Every run of ``src`` predicted without and with its token bucket (module docstring):
+    ``validate_recipe37.predict_cell`` with ``burst`` = 0 or the run's bucket."""
+    from validate_recipe37 import predict_cell
 
-    import sgdnet
-    from sgdnet import Cluster, ModelProfile
+    from sgdnet import ModelProfile
     from sgdnet.workload.cluster_file import load_cluster_file
 
     res = json.loads(src.read_text())
@@ -135,19 +135,11 @@ def predict(src: Path, profiles: Path, base: Path, ps_files: dict[str, Path]) ->
     scale = cal.link.burst / float(cal.measurements.get("tbf_burst_B") or 64000)
     rows = []
     for r in res["runs"]:
-        ring = r["scheme"] == "ring"
-        f = base if ring else ps_files[r["model"]]
-        cf = load_cluster_file(f)
-        ratio = cf.link.bandwidth / float(cf.measurements["tbf_rate_Bps"])
-        variant, opts = VARIANTS[r["scheme"]]
         prof = ModelProfile.from_dict(profs[r["model"]])
-        got = {}
-        for label, over in (("none", {}), ("bucket", {"burst": r["burst_B"] * scale})):
-            cl = Cluster.from_file(f, workers=r["workers"], bandwidth=r["rate_Bps"] * ratio,
-                                   **({"cpu_overlap": True} if ring else {}), **over)
-            p = sgdnet.predict(variant, prof, cl, steps=200 if r["workers"] == 1 else 100,
-                               warmup=20, replications=3, seed=0, **opts)
-            got[label] = float(p.steps_per_s.mean) / r["steps_per_s"] - 1
+        steps = 200 if r["workers"] == 1 else 100
+        got = {label: predict_cell(r, prof, base, ps_files, steps, 3, warmup=20,
+                                   burst=b)[0] / r["steps_per_s"] - 1
+               for label, b in (("none", 0.0), ("bucket", r["burst_B"] * scale))}
         rows.append({**r, "err_none": got["none"], "err_bucket": got["bucket"]})
         print(f"{r['burst']:6s} n={r['workers']} {r['model']}/{r['scheme']:8s} "
               f"{r['steps_per_s']:7.2f}  own+irq {r['own_cores'] + (r['irq_cores'] or 0):.2f} "

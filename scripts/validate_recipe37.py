@@ -37,10 +37,13 @@ from validate_testbed37 import VARIANTS, cells  # noqa: E402
 
 
 def predict_cell(c: dict, prof, base: Path, ps_files: dict[str, Path], sim_steps: int,
-                 replications: int) -> tuple[float, str]:
-    """The recipe's steps/s for cell ``c`` and which file and options it used."""
+                 replications: int, warmup: int | None = None, **over) -> tuple[float, str]:
+    """The recipe's steps/s for cell ``c`` (its ``model``, ``scheme``, ``workers``,
+    ``rate_Bps``) and which file and options it used; ``over``: ``Cluster.from_file`` options
+    over the recipe's (``burst=0.0``: no bucket), ``warmup`` default ``max(10, sim_steps // 10)``."""
     import sgdnet
     from sgdnet import Cluster
+    from sgdnet.testbed.ps_efficiency import bandwidth_at
     from sgdnet.workload.cluster_file import load_cluster_file
 
     ring = c["scheme"] == "ring"
@@ -48,14 +51,14 @@ def predict_cell(c: dict, prof, base: Path, ps_files: dict[str, Path], sim_steps
     if f is None:
         raise SystemExit(f"no --ps-cluster for {c['model']} (its PS cells need the PS "
                          "efficiency fitted with its own gradients)")
-    cf = load_cluster_file(f)
-    ratio = cf.link.bandwidth / float(cf.measurements["tbf_rate_Bps"])
-    over = {"cpu_overlap": True} if ring else {"burst": "file"}
-    cl = Cluster.from_file(f, workers=c["workers"], bandwidth=c["rate_Bps"] * ratio, **over)
-    variant, opts = VARIANTS[c["scheme"]]
-    p = sgdnet.predict(variant, prof, cl, steps=sim_steps, warmup=max(10, sim_steps // 10),
-                       replications=replications, seed=0, **opts)
-    return float(p.steps_per_s.mean), f"{f.name} {'cpu_overlap' if ring else 'burst=file'}"
+    opts = {**({"cpu_overlap": True} if ring else {"burst": "file"}), **over}
+    cl = Cluster.from_file(f, workers=c["workers"],
+                           bandwidth=bandwidth_at(load_cluster_file(f), c["rate_Bps"]), **opts)
+    variant, vopts = VARIANTS[c["scheme"]]
+    p = sgdnet.predict(variant, prof, cl, steps=sim_steps,
+                       warmup=max(10, sim_steps // 10) if warmup is None else warmup,
+                       replications=replications, seed=0, **vopts)
+    return float(p.steps_per_s.mean), f"{f.name} " + ", ".join(f"{k}={v}" for k, v in opts.items())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import TestbedError
 
 __all__ = ["probe_cells", "predict_cell", "fit", "fit_repeats", "split_repeats",
-           "with_ps_efficiency", "probe_profile"]
+           "with_ps_efficiency", "probe_profile", "bandwidth_at"]
 
 
 def probe_profile(layers_B: Sequence[float], compute_s: float) -> Any:
@@ -61,13 +61,31 @@ def probe_cells(cluster: Any, layers: Sequence[int], workers: Sequence[int], rep
     return got
 
 
+def bandwidth_at(cluster_file: Any, rate_Bps: float) -> float:
+    """The sustained bandwidth of an emulated link shaped at ``rate_Bps``: the rate times the
+    calibration file's sustained / tbf ratio (TCP/IP payload per frame, which does not depend
+    on the rate).
+
+    Raises
+    ------
+    TestbedError
+        A file without ``measurements.tbf_rate_Bps`` (not an emulated cluster's calibration).
+    """
+    tbf = (cluster_file.measurements or {}).get("tbf_rate_Bps")
+    if not tbf:
+        raise TestbedError("the cluster file has no measurements.tbf_rate_Bps (an emulated "
+                           "cluster's calibration); give a testbed calibration file")
+    return rate_Bps * (cluster_file.link.bandwidth / float(tbf))
+
+
 def predict_cell(cluster_file: Any, profile: Any, mode: str, workers: int, rate_Bps: float, *,
                  sim_steps: int = 200, replications: int = 3, cpu: bool = False,
                  **overrides: Any) -> float:
     """The model's rounds per second of one probe cell: ``profile`` (:func:`probe_profile`)
-    under ``{mode}-ps`` on ``Cluster.from_file(cluster_file, workers=workers, bandwidth=rate_Bps
-    x the file's sustained / tbf ratio)`` with no PS update cost and, unless ``cpu``, no
-    per-byte CPU cost (the probe's sockets copy in the kernel only), ``overrides`` last.
+    under ``{mode}-ps`` on ``Cluster.from_file(cluster_file, workers=workers,
+    bandwidth=bandwidth_at(cluster_file, rate_Bps))`` with no PS update cost and, unless
+    ``cpu``, no per-byte CPU cost (the probe's sockets copy in the kernel only), ``overrides``
+    last.
 
     Raises
     ------
@@ -77,12 +95,7 @@ def predict_cell(cluster_file: Any, profile: Any, mode: str, workers: int, rate_
     from ..prediction import predict
     from ..workload import Cluster
 
-    tbf = (cluster_file.measurements or {}).get("tbf_rate_Bps")
-    if not tbf:
-        raise TestbedError("the cluster file has no measurements.tbf_rate_Bps (an emulated "
-                           "cluster's calibration); fit the PS efficiency to a testbed file")
-    kw: dict[str, Any] = dict(workers=workers,
-                              bandwidth=rate_Bps * (cluster_file.link.bandwidth / float(tbf)),
+    kw: dict[str, Any] = dict(workers=workers, bandwidth=bandwidth_at(cluster_file, rate_Bps),
                               update_s_per_byte=0.0, update_s_per_layer=0.0)
     if not cpu:
         kw.update(send_s_per_byte=0.0, recv_s_per_byte=0.0, reduce_s_per_byte=0.0)
